@@ -1,0 +1,1 @@
+//! The autoscaling decisions, pure: no I/O, no tasks, no clock.
