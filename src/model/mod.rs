@@ -1,6 +1,31 @@
 //! Pure domain types: resource amounts, compact projections of the Kubernetes and
 //! Machine API objects the autoscaler reads, and the `ClusterSnapshot` handed to the engine.
+//!
+//! Projections keep only the fields decisions read, with strings, label sets and pod specs
+//! interned, so a store of millions of pods stays small and equal pods share one spec.
+//! Conversion from the API types names the field that could not be read. Nothing here does
+//! I/O or reads the clock.
 
+pub mod autoscaler;
+pub mod dump;
+pub mod duration;
+pub mod labels;
+pub mod machine;
+pub mod meta;
+pub mod node;
+pub mod pod;
+pub mod pod_spec;
 pub mod quantity;
+pub mod resources;
+pub mod scheduling;
+pub mod snapshot;
+pub mod workload;
 
+pub use labels::{LabelSelector, Labels};
+pub use machine::{Machine, MachineApiGroup, ScalableKind, ScalableResource};
+pub use meta::{FieldError, ObjectKey, Projector};
+pub use node::Node;
+pub use pod::{Pod, PodId, PodSpec};
 pub use quantity::{Quantity, QuantityError};
+pub use resources::Resources;
+pub use snapshot::ClusterSnapshot;

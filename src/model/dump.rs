@@ -1,0 +1,397 @@
+//! Reading a saved cluster dump into a [`ClusterSnapshot`]: what
+//! `oc get nodes,pods,pdb,machinesets,machines,... -A -o yaml` prints (a `List`),
+//! multi-document YAML, or JSON. Unknown kinds are skipped and counted; an object that
+//! cannot be read is an error naming the source, the item and the field.
+//!
+//! This takes text, not paths: reading files is the caller's business.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::{apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
+use super::machine::{Machine, MachineApiGroup, ScalableKind, ScalableResource};
+use super::meta::{FieldError, Projector, key_of};
+use super::node::Node;
+use super::pod::Pod;
+use super::snapshot::{ClusterSnapshot, PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
+use super::workload::{DaemonSet, Namespace, PodDisruptionBudget};
+
+/// Why a dump could not be read: the file, where in it, and what was wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{file}: {location}{message}")]
+pub struct DumpError {
+    pub kind: DumpErrorKind,
+    pub file: String,
+    /// `document 2, items[5] (Pod shop/web-1): `, or empty for a syntax error.
+    pub location: String,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DumpErrorKind {
+    /// Not YAML or JSON at all.
+    Syntax,
+    /// Not shaped like Kubernetes objects (no kind, not an object).
+    Shape,
+    /// A Kubernetes object with a field that cannot be read.
+    Object,
+}
+
+/// What was read: object counts, and the kinds skipped because the engine does not use them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DumpReport {
+    pub objects: usize,
+    pub skipped: BTreeMap<String, usize>,
+}
+
+/// Accumulates one or more dumps into one snapshot.
+#[derive(Default)]
+pub struct SnapshotBuilder {
+    snapshot: ClusterSnapshot,
+    projector: Projector,
+    report: DumpReport,
+}
+
+impl SnapshotBuilder {
+    /// Adds every object of one dump; `source` names it in errors (usually the file path).
+    pub fn add_text(&mut self, text: &str, source: &str) -> Result<(), DumpError> {
+        let documents = parse_documents(text).map_err(|message| DumpError {
+            kind: DumpErrorKind::Syntax,
+            file: source.to_string(),
+            location: "not valid YAML or JSON: ".to_string(),
+            message,
+        })?;
+        let many = documents.len() > 1;
+        for (d, doc) in documents.into_iter().enumerate() {
+            let item = if many {
+                format!("document {}", d + 1)
+            } else {
+                "document".to_string()
+            };
+            self.add_value(doc, source, &item)?;
+        }
+        Ok(())
+    }
+
+    pub fn finish(self) -> (ClusterSnapshot, DumpReport) {
+        (self.snapshot, self.report)
+    }
+
+    fn add_value(&mut self, value: Value, source: &str, item: &str) -> Result<(), DumpError> {
+        let shape = |message: String| DumpError {
+            kind: DumpErrorKind::Shape,
+            file: source.to_string(),
+            location: format!("{item}: "),
+            message,
+        };
+        let Value::Object(mut map) = value else {
+            return Err(shape(format!(
+                "expected an object, found {}",
+                kind_of_value(&value)
+            )));
+        };
+        let kind = map
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if kind.ends_with("List") && map.contains_key("items") {
+            let Some(Value::Array(items)) = map.remove("items") else {
+                return Err(shape(format!("{kind}.items is not a list")));
+            };
+            for (i, it) in items.into_iter().enumerate() {
+                self.add_value(it, source, &format!("{item}, items[{i}]"))?;
+            }
+            return Ok(());
+        }
+        let api_version = map
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if kind.is_empty() || api_version.is_empty() {
+            return Err(shape("object has no kind or apiVersion".to_string()));
+        }
+        let name = object_name(&map);
+        let value = Value::Object(map);
+        self.add_object(&api_version, &kind, value)
+            .map_err(|field| DumpError {
+                kind: DumpErrorKind::Object,
+                file: source.to_string(),
+                location: format!("{item} ({kind} {name}): "),
+                message: field.to_string(),
+            })
+    }
+
+    fn add_object(
+        &mut self,
+        api_version: &str,
+        kind: &str,
+        value: Value,
+    ) -> Result<(), FieldError> {
+        let p = &mut self.projector;
+        let s = &mut self.snapshot;
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        match (group, kind) {
+            ("", "Node") => s
+                .nodes
+                .push(Node::from_k8s(&typed::<corev1::Node>(value)?, p)?),
+            ("", "Pod") => s
+                .pods
+                .push(Pod::from_k8s(&typed::<corev1::Pod>(value)?, p)?),
+            ("", "Namespace") => s
+                .namespaces
+                .push(Namespace::from_k8s(&typed::<corev1::Namespace>(value)?, p)),
+            ("", "ConfigMap") => return self.add_configmap(value),
+            ("policy", "PodDisruptionBudget") => {
+                // policy/v1beta1 has the same fields the engine reads.
+                let v1 = with_api_version(value, "policy/v1");
+                s.pdbs.push(PodDisruptionBudget::from_k8s(
+                    &typed::<policyv1::PodDisruptionBudget>(v1)?,
+                    p,
+                )?);
+            }
+            ("apps", "DaemonSet") => s
+                .daemonsets
+                .push(DaemonSet::from_k8s(&typed::<appsv1::DaemonSet>(value)?, p)?),
+            ("autoscaling.openshift.io", "ClusterAutoscaler") => s
+                .cluster_autoscalers
+                .push(ClusterAutoscaler::from_json(value)?),
+            ("autoscaling.openshift.io", "MachineAutoscaler") => s
+                .machine_autoscalers
+                .push(MachineAutoscaler::from_json(value, p)?),
+            _ => match (MachineApiGroup::from_api_version(api_version), kind) {
+                (Some(api), "MachineSet") => s.scalables.push(ScalableResource::from_json(
+                    api,
+                    ScalableKind::MachineSet,
+                    value,
+                    p,
+                )?),
+                (Some(api), "MachineDeployment") => s.scalables.push(ScalableResource::from_json(
+                    api,
+                    ScalableKind::MachineDeployment,
+                    value,
+                    p,
+                )?),
+                (Some(api), "Machine") => s.machines.push(Machine::from_json(api, value, p)?),
+                _ => {
+                    *self
+                        .report
+                        .skipped
+                        .entry(format!("{kind} ({api_version})"))
+                        .or_default() += 1;
+                    return Ok(());
+                }
+            },
+        }
+        self.report.objects += 1;
+        Ok(())
+    }
+
+    fn add_configmap(&mut self, value: Value) -> Result<(), FieldError> {
+        let cm = typed::<corev1::ConfigMap>(value)?;
+        if cm.metadata.name.as_deref() != Some(PRIORITY_EXPANDER_CONFIGMAP) {
+            *self
+                .report
+                .skipped
+                .entry("ConfigMap (v1)".to_string())
+                .or_default() += 1;
+            return Ok(());
+        }
+        let config = PriorityExpanderConfig {
+            key: key_of(&cm.metadata, &mut self.projector),
+            priorities: cm.data.and_then(|mut d| d.remove("priorities")),
+        };
+        // The autoscaler's own namespace wins over a copy elsewhere.
+        let preferred = |c: &PriorityExpanderConfig| {
+            matches!(&*c.key.namespace, "openshift-machine-api" | "kube-system")
+        };
+        if self
+            .snapshot
+            .priority_expander
+            .as_ref()
+            .is_none_or(|old| !preferred(old) || preferred(&config))
+        {
+            self.snapshot.priority_expander = Some(config);
+        }
+        self.report.objects += 1;
+        Ok(())
+    }
+}
+
+fn typed<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {
+    serde_path_to_error::deserialize(value)
+        .map_err(|e| FieldError::new(e.path().to_string(), e.inner()))
+}
+
+fn with_api_version(mut value: Value, api_version: &str) -> Value {
+    if let Some(map) = value.as_object_mut() {
+        map.insert("apiVersion".into(), Value::String(api_version.into()));
+    }
+    value
+}
+
+fn object_name(map: &serde_json::Map<String, Value>) -> String {
+    let meta = map.get("metadata");
+    let field = |k: &str| {
+        meta.and_then(|m| m.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    match (field("namespace"), field("name")) {
+        ("", "") => "<unnamed>".to_string(),
+        ("", name) => name.to_string(),
+        (ns, name) => format!("{ns}/{name}"),
+    }
+}
+
+fn kind_of_value(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// JSON (one value, or several concatenated) or multi-document YAML.
+fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        let values: Result<Vec<Value>, _> = serde_json::Deserializer::from_str(text)
+            .into_iter::<Value>()
+            .collect();
+        return values
+            .map(|vs| {
+                vs.into_iter()
+                    .flat_map(|v| match v {
+                        Value::Array(items) => items,
+                        other => vec![other],
+                    })
+                    .collect()
+            })
+            .map_err(|e| e.to_string());
+    }
+    serde_saphyr::from_multiple::<Value>(text).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIST: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+  status: {allocatable: {cpu: "4", memory: 16Gi}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-1, namespace: shop}
+  spec: {containers: [{name: c, resources: {requests: {cpu: 500m}}}]}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: shop}
+- apiVersion: machine.openshift.io/v1beta1
+  kind: MachineSet
+  metadata: {name: worker-a, namespace: openshift-machine-api}
+  spec: {replicas: 1}
+"#;
+
+    fn load(text: &str) -> Result<(ClusterSnapshot, DumpReport), DumpError> {
+        let mut b = SnapshotBuilder::default();
+        b.add_text(text, "dump.yaml")?;
+        Ok(b.finish())
+    }
+
+    #[test]
+    fn reads_a_list_and_counts_skipped_kinds() {
+        let (s, report) = load(LIST).unwrap();
+        assert_eq!((s.nodes.len(), s.pods.len(), s.scalables.len()), (1, 1, 1));
+        assert_eq!(report.objects, 3);
+        assert_eq!(report.skipped.get("Service (v1)"), Some(&1));
+    }
+
+    #[test]
+    fn reads_multi_document_yaml_and_json() {
+        let yaml = "apiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: b}\n";
+        assert_eq!(load(yaml).unwrap().0.nodes.len(), 2);
+        let json = r#"{"apiVersion":"v1","kind":"NodeList","items":[{"apiVersion":"v1","kind":"Node","metadata":{"name":"a"}}]}"#;
+        assert_eq!(load(json).unwrap().0.nodes.len(), 1);
+    }
+
+    #[test]
+    fn malformed_object_names_source_item_and_field() {
+        let bad = LIST.replace("cpu: 500m", "cpu: five");
+        let err = load(&bad).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "dump.yaml: document, items[1] (Pod shop/web-1): spec.containers[0].resources.requests.cpu: \
+             quantity \"five\" is not a number followed by an optional suffix (e.g. 500m, 2Gi, 1e3)"
+        );
+        let err = load("apiVersion: v1\nkind: Node\nmetadata: {name: a}\nspec: {taints: 3}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("dump.yaml: document (Node a): spec.taints: invalid type"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn garbage_is_a_syntax_or_shape_error_not_a_panic() {
+        assert!(matches!(
+            load("{not json"),
+            Err(DumpError {
+                kind: DumpErrorKind::Syntax,
+                ..
+            })
+        ));
+        assert!(matches!(
+            load("key: [unclosed"),
+            Err(DumpError {
+                kind: DumpErrorKind::Syntax,
+                ..
+            })
+        ));
+        assert!(matches!(
+            load("- 1\n- 2\n"),
+            Err(DumpError {
+                kind: DumpErrorKind::Shape,
+                ..
+            })
+        ));
+        assert!(matches!(
+            load("just a string"),
+            Err(DumpError {
+                kind: DumpErrorKind::Shape,
+                ..
+            })
+        ));
+        assert!(matches!(
+            load("metadata: {name: x}"),
+            Err(DumpError {
+                kind: DumpErrorKind::Shape,
+                ..
+            })
+        ));
+        assert_eq!(load("").unwrap().1.objects, 0);
+    }
+
+    #[test]
+    fn priority_expander_configmap_is_kept() {
+        let text = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cluster-autoscaler-priority-expander","namespace":"kube-system"},"data":{"priorities":"10:\n- .*"}}"#;
+        let (s, _) = load(text).unwrap();
+        assert_eq!(
+            s.priority_expander.unwrap().priorities.as_deref(),
+            Some("10:\n- .*")
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! What every projection shares: object keys, owner references, the interner bundle used
+//! while projecting, and conversion of the common Kubernetes field types, each failure
+//! naming the field it came from.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1 as metav1;
+use serde::Serialize;
+
+use super::labels::{Interner, LabelRequirement, LabelSelector, Labels, ValueInterner};
+use super::pod::PodSpec;
+use super::quantity::Quantity;
+use super::resources::{CPU, PODS, Resources};
+
+/// A field of an object that could not be projected, with where it is.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {message}")]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    pub fn new(path: impl Into<String>, message: impl fmt::Display) -> Self {
+        FieldError {
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// `namespace/name` of a namespaced object, or just `name` for a cluster-scoped one.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+}
+
+impl ObjectKey {
+    pub fn new(namespace: &str, name: &str) -> Self {
+        ObjectKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.namespace.is_empty() {
+            f.write_str(&self.name)
+        } else {
+            write!(f, "{}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+impl Serialize for ObjectKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// The controlling owner of an object (`ownerReferences` entry with `controller: true`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OwnerRef {
+    pub kind: Arc<str>,
+    pub name: Arc<str>,
+    pub uid: Arc<str>,
+}
+
+/// The interners one store uses while projecting objects.
+#[derive(Default)]
+pub struct Projector {
+    pub strings: Interner,
+    pub specs: ValueInterner<PodSpec>,
+}
+
+impl Projector {
+    pub fn str(&mut self, s: &str) -> Arc<str> {
+        self.strings.str(s)
+    }
+
+    pub fn opt_str(&mut self, s: Option<&String>) -> Arc<str> {
+        self.strings.str(s.map_or("", String::as_str))
+    }
+
+    pub fn labels(&mut self, map: Option<&BTreeMap<String, String>>) -> Labels {
+        match map {
+            Some(m) if !m.is_empty() => self.strings.labels(m),
+            _ => Labels::default(),
+        }
+    }
+
+    pub fn prune(&mut self) {
+        self.strings.prune();
+        self.specs.prune();
+    }
+}
+
+pub fn key_of(meta: &metav1::ObjectMeta, p: &mut Projector) -> ObjectKey {
+    ObjectKey {
+        namespace: p.opt_str(meta.namespace.as_ref()),
+        name: p.opt_str(meta.name.as_ref()),
+    }
+}
+
+pub fn controller_of(meta: &metav1::ObjectMeta, p: &mut Projector) -> Option<OwnerRef> {
+    let refs = meta.owner_references.as_ref()?;
+    let owner = refs.iter().find(|r| r.controller == Some(true))?;
+    Some(OwnerRef {
+        kind: p.str(&owner.kind),
+        name: p.str(&owner.name),
+        uid: p.str(&owner.uid),
+    })
+}
+
+pub fn timestamp(t: Option<&metav1::Time>) -> Option<jiff::Timestamp> {
+    t.map(|t| t.0)
+}
+
+pub fn annotation<'a>(meta: &'a metav1::ObjectMeta, key: &str) -> Option<&'a str> {
+    meta.annotations.as_ref()?.get(key).map(String::as_str)
+}
+
+/// A resource list (`requests`, `capacity`, ...) as amounts, plus its `pods` entry if any.
+pub fn resource_list(
+    map: Option<&BTreeMap<String, K8sQuantity>>,
+    path: &str,
+) -> Result<(Resources, Option<i64>), FieldError> {
+    let mut out = Resources::default();
+    let mut pods = None;
+    for (name, q) in map.into_iter().flatten() {
+        let parsed = Quantity::parse_non_negative(&q.0)
+            .map_err(|e| FieldError::new(format!("{path}.{name}"), e))?;
+        match name.as_str() {
+            CPU => out.cpu_milli = parsed.milli_ceil(),
+            PODS => pods = Some(parsed.units_ceil()),
+            other => out.set(other, parsed.units_ceil()),
+        }
+    }
+    Ok((out, pods))
+}
+
+pub fn label_selector(
+    sel: &metav1::LabelSelector,
+    path: &str,
+    p: &mut Projector,
+) -> Result<LabelSelector, FieldError> {
+    let mut requirements = Vec::new();
+    for (k, v) in sel.match_labels.iter().flatten() {
+        requirements.push(LabelRequirement::In(p.str(k), Arc::from([p.str(v)])));
+    }
+    for (i, e) in sel.match_expressions.iter().flatten().enumerate() {
+        let key = p.str(&e.key);
+        let values: Arc<[Arc<str>]> = e.values.iter().flatten().map(|v| p.str(v)).collect();
+        let at = || format!("{path}.matchExpressions[{i}]");
+        let req = match e.operator.as_str() {
+            "In" | "NotIn" if values.is_empty() => {
+                return Err(FieldError::new(
+                    at(),
+                    format!("operator {} needs at least one value", e.operator),
+                ));
+            }
+            "In" => LabelRequirement::In(key, values),
+            "NotIn" => LabelRequirement::NotIn(key, values),
+            "Exists" => LabelRequirement::Exists(key),
+            "DoesNotExist" => LabelRequirement::DoesNotExist(key),
+            other => {
+                return Err(FieldError::new(
+                    at(),
+                    format!("unknown operator {other:?} (In, NotIn, Exists, DoesNotExist)"),
+                ));
+            }
+        };
+        requirements.push(req);
+    }
+    Ok(LabelSelector { requirements })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_list_names_the_bad_field() {
+        let mut m = BTreeMap::new();
+        m.insert("cpu".to_string(), K8sQuantity("2".into()));
+        m.insert("memory".to_string(), K8sQuantity("lots".into()));
+        let err = resource_list(Some(&m), "status.allocatable").unwrap_err();
+        assert_eq!(err.path, "status.allocatable.memory");
+        m.insert("memory".to_string(), K8sQuantity("1Gi".into()));
+        m.insert("pods".to_string(), K8sQuantity("110".into()));
+        let (r, pods) = resource_list(Some(&m), "x").unwrap();
+        assert_eq!((r.cpu_milli, r.memory, pods), (2000, 1 << 30, Some(110)));
+    }
+
+    #[test]
+    fn selector_rejects_unknown_operators() {
+        let sel = metav1::LabelSelector {
+            match_expressions: Some(vec![metav1::LabelSelectorRequirement {
+                key: "app".into(),
+                operator: "Like".into(),
+                values: None,
+            }]),
+            match_labels: None,
+        };
+        let err = label_selector(&sel, "spec.selector", &mut Projector::default()).unwrap_err();
+        assert_eq!(err.path, "spec.selector.matchExpressions[0]");
+        assert!(err.message.contains("Like"));
+    }
+}

@@ -1,0 +1,43 @@
+//! `ClusterSnapshot`: everything the engine reads about one cluster at one moment, as
+//! compact projections.
+
+use super::autoscaler::{CLUSTER_AUTOSCALER_NAME, ClusterAutoscaler, MachineAutoscaler};
+use super::machine::{Machine, ScalableResource};
+use super::meta::ObjectKey;
+use super::node::Node;
+use super::pod::Pod;
+use super::workload::{DaemonSet, Namespace, PodDisruptionBudget};
+
+/// The ConfigMap the priority expander reads.
+pub const PRIORITY_EXPANDER_CONFIGMAP: &str = "cluster-autoscaler-priority-expander";
+
+/// The priority expander's ConfigMap: its `priorities` key, unparsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PriorityExpanderConfig {
+    pub key: ObjectKey,
+    pub priorities: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterSnapshot {
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    /// MachineSets and MachineDeployments of both Machine API groups.
+    pub scalables: Vec<ScalableResource>,
+    pub machines: Vec<Machine>,
+    pub pdbs: Vec<PodDisruptionBudget>,
+    pub daemonsets: Vec<DaemonSet>,
+    pub namespaces: Vec<Namespace>,
+    pub cluster_autoscalers: Vec<ClusterAutoscaler>,
+    pub machine_autoscalers: Vec<MachineAutoscaler>,
+    pub priority_expander: Option<PriorityExpanderConfig>,
+}
+
+impl ClusterSnapshot {
+    /// The `ClusterAutoscaler` named `default`, the only one OpenShift's operator honours.
+    pub fn cluster_autoscaler(&self) -> Option<&ClusterAutoscaler> {
+        self.cluster_autoscalers
+            .iter()
+            .find(|c| c.name == CLUSTER_AUTOSCALER_NAME)
+    }
+}
