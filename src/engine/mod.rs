@@ -1,1 +1,147 @@
-//! The autoscaling decisions, pure: no I/O, no tasks, no clock.
+//! The autoscaling decisions, pure: no I/O, no tasks, no clock (time is a parameter).
+//!
+//! In the upstream autoscaler's vocabulary: node groups and their templates, the scheduling
+//! `simulator` with its predicates, the `estimator` (binpacking), the `expander`, resource
+//! limits, balancing of similar groups, and the scale-up orchestration. The entry point is
+//! [`run_once`]: a snapshot, the engine's memory, settings and the time in, a [`Plan`] out,
+//! every action and every pending pod with its reasons.
+
+pub mod balance;
+pub mod estimator;
+pub mod expander;
+#[cfg(test)]
+pub(crate) mod fixtures;
+pub mod limits;
+pub mod nodegroups;
+pub mod plan;
+pub mod reason;
+pub mod scale_up;
+pub mod settings;
+pub mod simulator;
+pub mod state;
+pub mod template;
+
+use jiff::Timestamp;
+
+use crate::model::ClusterSnapshot;
+use expander::{Priorities, SeededRng};
+use nodegroups::NodeGroups;
+use plan::NodeGroupStatus;
+pub use plan::Plan;
+pub use settings::{Settings, SettingsPatch};
+pub use state::EngineState;
+use template::{TemplateNode, TemplateSource};
+
+/// One decision pass over one cluster.
+pub fn run_once(
+    snapshot: &ClusterSnapshot,
+    _state: &EngineState,
+    settings: &Settings,
+    now: Timestamp,
+) -> Plan {
+    let groups = nodegroups::discover(snapshot);
+    let templates: Vec<Result<TemplateNode, String>> = groups
+        .groups
+        .iter()
+        .map(|g| template::build(snapshot, g))
+        .collect();
+    let mut warnings = groups.warnings.clone();
+    let priorities = priorities(snapshot, settings, &mut warnings);
+    let mut rng = SeededRng::new(settings.seed);
+    let input = scale_up::ScaleUpInput {
+        snapshot,
+        groups: &groups,
+        templates: &templates,
+        settings,
+        priorities: priorities.as_ref(),
+    };
+    let scale_up = scale_up::plan(&input, &mut rng);
+    warnings.extend(scale_up.warnings);
+    Plan {
+        now,
+        node_groups: node_group_statuses(snapshot, &groups, &templates, &scale_up.upcoming),
+        scale_up: scale_up.actions,
+        pending_pods: scale_up.pods,
+        limits: scale_up.limits,
+        warnings,
+    }
+}
+
+/// The priority expander's configuration: from the settings (fleet.toml), else from the
+/// cluster's `cluster-autoscaler-priority-expander` ConfigMap.
+fn priorities(
+    snapshot: &ClusterSnapshot,
+    settings: &Settings,
+    warnings: &mut Vec<String>,
+) -> Option<Priorities> {
+    if !settings
+        .expanders
+        .contains(&settings::ExpanderKind::Priority)
+    {
+        return None;
+    }
+    if let Some(map) = &settings.priorities {
+        return Some(Priorities::compile(map, warnings));
+    }
+    let text = snapshot
+        .priority_expander
+        .as_ref()
+        .and_then(|c| c.priorities.as_deref());
+    let parsed = text.and_then(|t| Priorities::parse_configmap(t, warnings));
+    if parsed.is_none() && text.is_none() {
+        warnings.push(
+            "the priority expander has no configuration (no `priorities` setting and no cluster-autoscaler-priority-expander ConfigMap): it keeps every option"
+                .to_string(),
+        );
+    }
+    parsed
+}
+
+fn node_group_statuses(
+    snapshot: &ClusterSnapshot,
+    groups: &NodeGroups,
+    templates: &[Result<TemplateNode, String>],
+    upcoming: &[u64],
+) -> Vec<NodeGroupStatus> {
+    let mut out: Vec<NodeGroupStatus> = groups
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| NodeGroupStatus {
+            id: g.id.clone(),
+            eligible: true,
+            min: Some(g.min),
+            max: Some(g.max),
+            target: Some(g.target),
+            registered: g.nodes.len() as u64,
+            ready: g
+                .nodes
+                .iter()
+                .filter(|&&n| snapshot.nodes[n].is_ready())
+                .count() as u64,
+            upcoming: upcoming.get(i).copied().unwrap_or(0),
+            template: templates[i]
+                .as_ref()
+                .map_or(TemplateSource::None, |t| t.source.clone()),
+            bounds_from: Some(g.bounds_source.to_string()),
+            reason: templates[i].as_ref().err().cloned(),
+            notes: g.bounds_note.iter().cloned().collect(),
+        })
+        .collect();
+    out.extend(groups.ineligible.iter().map(|g| NodeGroupStatus {
+        id: g.id.clone(),
+        eligible: false,
+        min: None,
+        max: None,
+        target: None,
+        registered: 0,
+        ready: 0,
+        upcoming: 0,
+        template: TemplateSource::None,
+        bounds_from: None,
+        reason: Some(g.reason.message.clone()),
+        notes: Vec::new(),
+    }));
+    out.sort_by(|a, b| a.id.cmp(&b.id));
+    out
+}

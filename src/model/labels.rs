@@ -68,6 +68,11 @@ impl Labels {
         Labels::new(self.0.iter().filter(|(k, _)| !drop(k)).cloned())
     }
 
+    /// The address of the shared allocation, for identity-keyed caches.
+    pub fn as_ptr(&self) -> usize {
+        Arc::as_ptr(&self.0) as *const u8 as usize
+    }
+
     /// True when both share the same allocation: a cheap first test for equality.
     pub fn ptr_eq(&self, other: &Labels) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

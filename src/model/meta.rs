@@ -91,7 +91,8 @@ impl Projector {
     pub fn labels(&mut self, map: Option<&BTreeMap<String, String>>) -> Labels {
         match map {
             Some(m) if !m.is_empty() => self.strings.labels(m),
-            _ => Labels::default(),
+            // Interned too, so pods without labels still share one label set.
+            _ => self.strings.intern_labels(Labels::default()),
         }
     }
 

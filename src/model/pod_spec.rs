@@ -269,6 +269,7 @@ fn affinity_terms(
                 NamespaceScope::Selector {
                     names,
                     selector: sel,
+                    own: namespace.clone(),
                 }
             }
         };

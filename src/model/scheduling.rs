@@ -204,10 +204,13 @@ impl NodeSelector {
 pub enum NamespaceScope {
     /// The listed namespaces (the pod's own when the list and selector are both absent).
     Names(Arc<[Arc<str>]>),
-    /// Namespaces whose labels match; an empty selector means all namespaces.
+    /// The listed namespaces and those whose labels match; an empty selector means all
+    /// namespaces. `own` is the pod's namespace: the only one matched when the cluster's
+    /// Namespace objects (and so their labels) are unknown.
     Selector {
         names: Arc<[Arc<str>]>,
         selector: LabelSelector,
+        own: Arc<str>,
     },
 }
 

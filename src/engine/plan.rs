@@ -1,0 +1,89 @@
+//! The engine's output: what to do and why. Serialized as the JSON `fleetscaler plan`
+//! prints, documented field by field in `docs/plan-format.md`.
+
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::limits::LimitsReport;
+use super::nodegroups::NodeGroupId;
+use super::reason::Reason;
+use super::template::TemplateSource;
+use crate::model::pod::PodId;
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    pub now: Timestamp,
+    pub node_groups: Vec<NodeGroupStatus>,
+    pub scale_up: Vec<ScaleUpAction>,
+    pub pending_pods: Vec<PodExplanation>,
+    pub limits: LimitsReport,
+    /// Problems that did not stop the pass: bad settings, odd objects, invalid expander config.
+    pub warnings: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGroupStatus {
+    pub id: NodeGroupId,
+    /// False for a resource that opted in but cannot be autoscaled; `reason` says why.
+    pub eligible: bool,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+    pub target: Option<u64>,
+    pub registered: u64,
+    pub ready: u64,
+    /// Nodes asked for (target) that have not registered yet.
+    pub upcoming: u64,
+    pub template: TemplateSource,
+    /// `annotations`, or `MachineAutoscaler <ns>/<name>`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bounds_from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Raise a group's target size.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleUpAction {
+    pub node_group: NodeGroupId,
+    pub from: u64,
+    pub to: u64,
+    /// The pending pods the new nodes are for.
+    pub pods: Vec<PodId>,
+    pub reason: String,
+}
+
+/// What happens to a pending pod, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Outcome {
+    /// A scale-up in this plan is for it.
+    ScaleUp,
+    /// It fits a node that exists (the scheduler should place it; or it waits for preemption).
+    FitsExisting,
+    /// It fits a node already being added (target above registered nodes).
+    FitsUpcoming,
+    /// Nothing can be done for it now; the reasons say why, group by group.
+    NoScaleUp,
+    /// Its priority is below the cutoff: it never causes a scale-up.
+    BelowPriorityCutoff,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodExplanation {
+    pub pod: PodId,
+    pub outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_group: Option<NodeGroupId>,
+    /// The node it fits, for `fitsExisting` and `fitsUpcoming`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<Arc<str>>,
+    pub reasons: Vec<Reason>,
+}

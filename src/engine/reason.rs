@@ -1,0 +1,167 @@
+//! Reasons: the closed, documented set of codes the engine explains its decisions with,
+//! each paired with a human-readable message. `docs/plan-format.md` lists every code; a test
+//! keeps the two in step.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use super::nodegroups::NodeGroupId;
+
+/// Why a pod cannot go somewhere, or why a node group cannot help.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum ReasonCode {
+    // --- scheduling predicates (a pod on a node or a template node) ---
+    /// Not enough free CPU, memory, ephemeral storage or an extended resource (GPUs...).
+    InsufficientResources,
+    /// The node already runs as many pods as it allows.
+    TooManyPods,
+    /// The pod's `nodeSelector` does not match the node's labels.
+    NodeSelectorMismatch,
+    /// The pod's required node affinity does not match the node.
+    NodeAffinityMismatch,
+    /// The node has a taint the pod does not tolerate.
+    UntoleratedTaint,
+    /// A host port the pod needs is taken on the node.
+    HostPortConflict,
+    /// No pod the pod requires (inter-pod affinity) runs in the node's topology domain.
+    PodAffinityUnsatisfied,
+    /// The pod's anti-affinity, or an existing pod's, forbids the node's topology domain.
+    PodAntiAffinityConflict,
+    /// Placing the pod there would break a `DoNotSchedule` topology spread constraint.
+    TopologySpreadViolated,
+    /// The node is cordoned (`spec.unschedulable`).
+    NodeUnschedulable,
+    // --- node groups and limits ---
+    /// The node group is at its maximum size.
+    MaxSizeReached,
+    /// A cluster-wide resource limit (cores, memory, GPUs) leaves no room.
+    ResourceLimitReached,
+    /// The cluster-wide `maxNodesTotal` is reached.
+    MaxNodesTotalReached,
+    /// The estimator's cap on nodes per scale-up (`max_nodes_per_scaleup`) was reached.
+    ScaleUpCapReached,
+    /// The node group has no ready node to copy and no capacity annotations to build a template from.
+    NoTemplate,
+    /// The node group's configuration is invalid (bad min/max, conflicting MachineAutoscalers...).
+    NodeGroupInvalid,
+    /// The cluster has no autoscaled node groups at all.
+    NoNodeGroups,
+    // --- the pod itself ---
+    /// The pod's priority is below `podPriorityThreshold`: it never triggers a scale-up.
+    BelowPriorityCutoff,
+    /// A DaemonSet pod: new nodes run their own copy, so adding nodes cannot place this one.
+    DaemonSetPod,
+    /// A scheduler feature the engine does not simulate (named in the message).
+    NotSimulated,
+}
+
+impl ReasonCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasonCode::InsufficientResources => "InsufficientResources",
+            ReasonCode::TooManyPods => "TooManyPods",
+            ReasonCode::NodeSelectorMismatch => "NodeSelectorMismatch",
+            ReasonCode::NodeAffinityMismatch => "NodeAffinityMismatch",
+            ReasonCode::UntoleratedTaint => "UntoleratedTaint",
+            ReasonCode::HostPortConflict => "HostPortConflict",
+            ReasonCode::PodAffinityUnsatisfied => "PodAffinityUnsatisfied",
+            ReasonCode::PodAntiAffinityConflict => "PodAntiAffinityConflict",
+            ReasonCode::TopologySpreadViolated => "TopologySpreadViolated",
+            ReasonCode::NodeUnschedulable => "NodeUnschedulable",
+            ReasonCode::MaxSizeReached => "MaxSizeReached",
+            ReasonCode::ResourceLimitReached => "ResourceLimitReached",
+            ReasonCode::MaxNodesTotalReached => "MaxNodesTotalReached",
+            ReasonCode::ScaleUpCapReached => "ScaleUpCapReached",
+            ReasonCode::NoTemplate => "NoTemplate",
+            ReasonCode::NodeGroupInvalid => "NodeGroupInvalid",
+            ReasonCode::NoNodeGroups => "NoNodeGroups",
+            ReasonCode::BelowPriorityCutoff => "BelowPriorityCutoff",
+            ReasonCode::DaemonSetPod => "DaemonSetPod",
+            ReasonCode::NotSimulated => "NotSimulated",
+        }
+    }
+
+    /// Every code, for documentation checks.
+    pub const ALL: [ReasonCode; 20] = [
+        ReasonCode::InsufficientResources,
+        ReasonCode::TooManyPods,
+        ReasonCode::NodeSelectorMismatch,
+        ReasonCode::NodeAffinityMismatch,
+        ReasonCode::UntoleratedTaint,
+        ReasonCode::HostPortConflict,
+        ReasonCode::PodAffinityUnsatisfied,
+        ReasonCode::PodAntiAffinityConflict,
+        ReasonCode::TopologySpreadViolated,
+        ReasonCode::NodeUnschedulable,
+        ReasonCode::MaxSizeReached,
+        ReasonCode::ResourceLimitReached,
+        ReasonCode::MaxNodesTotalReached,
+        ReasonCode::ScaleUpCapReached,
+        ReasonCode::NoTemplate,
+        ReasonCode::NodeGroupInvalid,
+        ReasonCode::NoNodeGroups,
+        ReasonCode::BelowPriorityCutoff,
+        ReasonCode::DaemonSetPod,
+        ReasonCode::NotSimulated,
+    ];
+}
+
+impl fmt::Display for ReasonCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A code with its message, and the node group it is about, if any.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reason {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_group: Option<NodeGroupId>,
+    pub code: ReasonCode,
+    pub message: String,
+}
+
+impl Reason {
+    pub fn new(code: ReasonCode, message: impl Into<String>) -> Self {
+        Reason {
+            node_group: None,
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn for_group(group: &NodeGroupId, code: ReasonCode, message: impl Into<String>) -> Self {
+        Reason {
+            node_group: Some(group.clone()),
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.node_group {
+            Some(g) => write!(f, "{g}: {} ({})", self.message, self.code),
+            None => write!(f, "{} ({})", self.message, self.code),
+        }
+    }
+}
+
+/// A predicate failure: the code and what exactly did not fit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unfit {
+    pub code: ReasonCode,
+    pub message: String,
+}
+
+impl Unfit {
+    pub fn new(code: ReasonCode, message: impl Into<String>) -> Self {
+        Unfit {
+            code,
+            message: message.into(),
+        }
+    }
+}

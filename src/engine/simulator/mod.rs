@@ -1,0 +1,213 @@
+//! The scheduling simulation: the cluster's nodes (and the template copies the engine
+//! imagines: upcoming nodes and new ones), with what is placed on them, and the scheduler's
+//! filter predicates to ask whether a pod fits a node.
+//!
+//! Every change is an append (a node, a placement), so a [`Mark`] is two lengths and
+//! [`Simulator::revert`] undoes everything after it in reverse: trying a node group's
+//! scale-up costs only what it touches.
+
+mod predicates;
+mod topology;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::model::labels::Labels;
+use crate::model::node::Node;
+use crate::model::pod::{Pod, PodSpec};
+use crate::model::resources::Resources;
+use crate::model::scheduling::{HOSTNAME_LABEL, HostPort, Taint};
+
+use super::reason::Unfit;
+use super::template::TemplateNode;
+use topology::Topology;
+
+/// Where a simulated node comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimNodeKind {
+    /// A real node; the index is into `snapshot.nodes`.
+    Existing(usize),
+    /// A node its group is already asked for but that has not registered; index of the group.
+    Upcoming(usize),
+    /// A node a scale-up under evaluation would add; index of the group.
+    New(usize),
+}
+
+#[derive(Clone, Debug)]
+pub struct SimNode {
+    pub name: Arc<str>,
+    pub labels: Labels,
+    /// The `kubernetes.io/hostname` domain: unique per node, also for template copies.
+    pub hostname: Arc<str>,
+    pub taints: Arc<[Taint]>,
+    pub allocatable: Resources,
+    pub requested: Resources,
+    pub max_pods: i64,
+    pub pods: i64,
+    pub host_ports: Vec<HostPort>,
+    pub unschedulable: bool,
+    pub kind: SimNodeKind,
+}
+
+impl SimNode {
+    /// The node's value for a topology key; the hostname key is per node.
+    pub fn label(&self, key: &str) -> Option<&Arc<str>> {
+        if key == HOSTNAME_LABEL {
+            Some(&self.hostname)
+        } else {
+            self.labels.get_arc(key)
+        }
+    }
+
+    /// A real node, as it is now (its pods are placed separately).
+    pub fn existing(index: usize, node: &Node) -> SimNode {
+        SimNode {
+            name: node.name.clone(),
+            labels: node.labels.clone(),
+            hostname: node
+                .labels
+                .get_arc(HOSTNAME_LABEL)
+                .cloned()
+                .unwrap_or_else(|| node.name.clone()),
+            taints: node.taints.clone(),
+            allocatable: node.allocatable.clone(),
+            requested: Resources::default(),
+            max_pods: node.max_pods,
+            pods: 0,
+            host_ports: Vec::new(),
+            unschedulable: node.unschedulable,
+            kind: SimNodeKind::Existing(index),
+        }
+    }
+
+    /// A copy of a group's template: a fresh node running only its DaemonSet pods.
+    pub fn from_template(template: &TemplateNode, name: Arc<str>, kind: SimNodeKind) -> SimNode {
+        SimNode {
+            hostname: name.clone(),
+            name,
+            labels: template.labels.clone(),
+            taints: template.taints.clone(),
+            allocatable: template.allocatable.clone(),
+            requested: template.daemon_requests.clone(),
+            max_pods: template.max_pods,
+            pods: template.daemon_pods,
+            host_ports: template.daemon_ports.clone(),
+            unschedulable: false,
+            kind,
+        }
+    }
+
+    pub fn free(&self) -> Resources {
+        let mut free = self.allocatable.clone();
+        free.sub(&self.requested);
+        free
+    }
+}
+
+/// What the simulation needs of a pod: its namespace, labels and interned spec. Pods with
+/// the same three are interchangeable for scheduling.
+#[derive(Clone, Debug)]
+pub struct PodShape {
+    pub namespace: Arc<str>,
+    pub labels: Labels,
+    pub spec: Arc<PodSpec>,
+}
+
+impl From<&Pod> for PodShape {
+    fn from(p: &Pod) -> Self {
+        PodShape {
+            namespace: p.id.namespace.clone(),
+            labels: p.labels.clone(),
+            spec: p.spec.clone(),
+        }
+    }
+}
+
+/// A point to return to with [`Simulator::revert`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    nodes: usize,
+    placed: usize,
+}
+
+pub struct Simulator {
+    nodes: Vec<SimNode>,
+    placed: Vec<(PodShape, usize)>,
+    topology: Topology,
+}
+
+impl Simulator {
+    /// `namespaces`: namespace labels for affinity namespace selectors (may be empty).
+    pub fn new(namespaces: HashMap<Arc<str>, Labels>) -> Self {
+        Simulator {
+            nodes: Vec::new(),
+            placed: Vec::new(),
+            topology: Topology::new(namespaces),
+        }
+    }
+
+    pub fn nodes(&self) -> &[SimNode] {
+        &self.nodes
+    }
+
+    pub fn node(&self, idx: usize) -> &SimNode {
+        &self.nodes[idx]
+    }
+
+    pub fn add_node(&mut self, node: SimNode) -> usize {
+        self.topology.add_node(&node);
+        self.nodes.push(node);
+        self.nodes.len() - 1
+    }
+
+    /// Places a pod without checking it fits (existing pods, or after a successful check).
+    pub fn place(&mut self, pod: &PodShape, node: usize) {
+        let n = &mut self.nodes[node];
+        n.requested.add(&pod.spec.requests);
+        n.pods += 1;
+        n.host_ports.extend(pod.spec.host_ports.iter().cloned());
+        self.topology.place(pod, &self.nodes[node], node, 1);
+        self.placed.push((pod.clone(), node));
+    }
+
+    pub fn mark(&self) -> Mark {
+        Mark {
+            nodes: self.nodes.len(),
+            placed: self.placed.len(),
+        }
+    }
+
+    /// Undoes every placement and node added since `mark`, newest first.
+    pub fn revert(&mut self, mark: Mark) {
+        while self.placed.len() > mark.placed {
+            let Some((pod, node)) = self.placed.pop() else {
+                break;
+            };
+            self.topology.place(&pod, &self.nodes[node], node, -1);
+            let n = &mut self.nodes[node];
+            n.requested.sub(&pod.spec.requests);
+            n.pods -= 1;
+            let keep = n.host_ports.len().saturating_sub(pod.spec.host_ports.len());
+            n.host_ports.truncate(keep);
+        }
+        while self.nodes.len() > mark.nodes {
+            let Some(node) = self.nodes.pop() else { break };
+            self.topology.remove_last_node(&node);
+        }
+    }
+
+    /// Whether `pod` fits `node` now, or the first predicate that fails.
+    pub fn check(&mut self, pod: &PodShape, node: usize) -> Result<(), Unfit> {
+        predicates::check_static(pod, &self.nodes[node])?;
+        predicates::check_topology(pod, node, &self.nodes, &self.placed, &mut self.topology)
+    }
+
+    /// Whether checks for this pod can skip nodes it already failed on: true unless it has
+    /// pod affinity or spread constraints, which later placements can turn from failing to passing.
+    pub fn failures_are_monotonic(pod: &PodShape) -> bool {
+        pod.spec.affinity.is_empty() && pod.spec.spread.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,473 @@
+//! Template nodes: what a new node of a group would look like. Copied from a ready node of
+//! the group when there is one; otherwise built for scale-from-zero from the capacity
+//! annotations (upstream keys first, OpenShift's older keys as fallback) and the machine
+//! template's labels and taints. Either way it carries the DaemonSet pods that would run on it.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::nodegroups::NodeGroup;
+use crate::model::labels::Labels;
+use crate::model::node::{DEFAULT_MAX_PODS, DELETION_CANDIDATE_TAINT, Node, TO_BE_DELETED_TAINT};
+use crate::model::pod::PodSpec;
+use crate::model::quantity::Quantity;
+use crate::model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, Resources};
+use crate::model::scheduling::{
+    HOSTNAME_LABEL, HostPort, Taint, TaintEffect, Toleration, untolerated_taint,
+};
+use crate::model::{ClusterSnapshot, ScalableKind, ScalableResource};
+
+pub const CAPACITY_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io/";
+pub const GPU_LABEL: &str = "cluster-api/accelerator";
+const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+
+/// Where a template came from; shown in the plan as `node`, `annotations` or `none`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TemplateSource {
+    Node,
+    Annotations,
+    None,
+}
+
+/// A node as the group would create it, with the DaemonSet pods it would run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TemplateNode {
+    pub source: TemplateSource,
+    /// The node copied, for `TemplateSource::Node`.
+    pub from_node: Option<Arc<str>>,
+    /// Without `kubernetes.io/hostname`: every simulated copy gets its own.
+    pub labels: Labels,
+    pub taints: Arc<[Taint]>,
+    pub capacity: Resources,
+    pub allocatable: Resources,
+    pub max_pods: i64,
+    /// What the DaemonSet (and static) pods take on every new node.
+    pub daemon_requests: Resources,
+    pub daemon_pods: i64,
+    pub daemon_ports: Vec<HostPort>,
+}
+
+impl TemplateNode {
+    /// The GPU type for GPU limits: the `cluster-api/accelerator` label, else the GPU resource name.
+    pub fn gpu_type(&self) -> Option<Arc<str>> {
+        let (name, _) = self.capacity.gpus().find(|(_, n)| *n > 0)?;
+        Some(
+            self.labels
+                .get_arc(GPU_LABEL)
+                .cloned()
+                .unwrap_or_else(|| name.clone()),
+        )
+    }
+
+    /// Allocatable minus what the DaemonSet pods take: what pending pods can use.
+    pub fn free(&self) -> Resources {
+        let mut free = self.allocatable.clone();
+        free.sub(&self.daemon_requests);
+        free
+    }
+}
+
+/// Builds a group's template, or says why none can be built.
+pub fn build(snapshot: &ClusterSnapshot, group: &NodeGroup) -> Result<TemplateNode, String> {
+    if let Some(node) = template_node_candidate(snapshot, group) {
+        return Ok(from_node(snapshot, node));
+    }
+    from_annotations(snapshot, group)
+}
+
+fn template_node_candidate<'a>(
+    snapshot: &'a ClusterSnapshot,
+    group: &NodeGroup,
+) -> Option<&'a Node> {
+    group
+        .nodes
+        .iter()
+        .map(|&i| &snapshot.nodes[i])
+        .filter(|n| {
+            n.is_ready() && !n.unschedulable && !n.deleting && !n.has_taint(TO_BE_DELETED_TAINT)
+        })
+        .min_by(|a, b| a.name.cmp(&b.name))
+}
+
+/// Taints a fresh node would not carry: the autoscaler's own, node-condition and startup taints.
+fn is_transient_taint(key: &str) -> bool {
+    key == TO_BE_DELETED_TAINT
+        || key == DELETION_CANDIDATE_TAINT
+        || key.starts_with("node.kubernetes.io/")
+        || key.starts_with("node.cloudprovider.kubernetes.io/")
+        || key.starts_with("startup-taint.cluster-autoscaler.kubernetes.io/")
+        || key.starts_with("ignore-taint.cluster-autoscaler.kubernetes.io/")
+        || key.starts_with("status-taint.cluster-autoscaler.kubernetes.io/")
+}
+
+fn from_node(snapshot: &ClusterSnapshot, node: &Node) -> TemplateNode {
+    let mut template = TemplateNode {
+        source: TemplateSource::Node,
+        from_node: Some(node.name.clone()),
+        labels: node.labels.without(|k| k == HOSTNAME_LABEL),
+        taints: node
+            .taints
+            .iter()
+            .filter(|t| !is_transient_taint(&t.key))
+            .cloned()
+            .collect(),
+        capacity: node.capacity.clone(),
+        allocatable: node.allocatable.clone(),
+        max_pods: node.max_pods,
+        daemon_requests: Resources::default(),
+        daemon_pods: 0,
+        daemon_ports: Vec::new(),
+    };
+    let on_node = snapshot.pods.iter().filter(|p| {
+        p.node_name.as_deref() == Some(&*node.name)
+            && !p.is_terminal()
+            && (p.is_daemonset() || p.mirror)
+    });
+    for pod in on_node {
+        add_daemon(&mut template, &pod.spec);
+    }
+    template
+}
+
+fn add_daemon(template: &mut TemplateNode, spec: &PodSpec) {
+    template.daemon_requests.add(&spec.requests);
+    template.daemon_pods += 1;
+    template
+        .daemon_ports
+        .extend(spec.host_ports.iter().cloned());
+}
+
+/// The resources whose annotations are read: the group's own, then (for a
+/// MachineDeployment) its MachineSets, as either may carry them.
+fn annotated_resources<'a>(
+    snapshot: &'a ClusterSnapshot,
+    group: &NodeGroup,
+) -> Vec<&'a ScalableResource> {
+    let own = &snapshot.scalables[group.resource];
+    let mut out = vec![own];
+    if own.kind == ScalableKind::MachineDeployment {
+        out.extend(group.machine_sets.iter().map(|&i| &snapshot.scalables[i]));
+    }
+    out
+}
+
+fn from_annotations(snapshot: &ClusterSnapshot, group: &NodeGroup) -> Result<TemplateNode, String> {
+    let resources = annotated_resources(snapshot, group);
+    let get = |key: &str| {
+        resources
+            .iter()
+            .find_map(|r| r.annotation(key).map(|v| (key.to_string(), v)))
+    };
+    let cap = |name: &str| get(&format!("{CAPACITY_PREFIX}{name}"));
+    let legacy = |name: &str| get(&format!("machine.openshift.io/{name}"));
+    let quantity = |(key, value): (String, &str)| {
+        Quantity::parse_non_negative(value.trim()).map_err(|e| format!("annotation {key}: {e}"))
+    };
+    let integer = |(key, value): (String, &str)| {
+        value
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| format!("annotation {key}={value:?} is not a non-negative integer"))
+    };
+
+    let cpu = match (cap("cpu"), legacy("vCPU")) {
+        (Some(a), _) | (None, Some(a)) => Some(quantity(a)?.milli_ceil()),
+        _ => None,
+    };
+    let memory = match (cap("memory"), legacy("memoryMb")) {
+        (Some(a), _) => Some(quantity(a)?.units_ceil()),
+        (None, Some(a)) => Some(integer(a)?.saturating_mul(1 << 20)),
+        _ => None,
+    };
+    let (Some(cpu), Some(memory)) = (cpu, memory) else {
+        return Err(format!(
+            "no ready node to copy and no scale-from-zero capacity: set the annotations {CAPACITY_PREFIX}cpu and \
+             {CAPACITY_PREFIX}memory on {}",
+            group.id
+        ));
+    };
+    let mut capacity = Resources::new(cpu, memory);
+    if let Some(a) = cap("ephemeral-disk") {
+        capacity.set(EPHEMERAL_STORAGE, quantity(a)?.units_ceil());
+    }
+    let gpu_count = match (cap("gpu-count"), legacy("GPU")) {
+        (Some(a), _) | (None, Some(a)) => integer(a)?,
+        _ => 0,
+    };
+    if gpu_count > 0 {
+        let gpu_type = cap("gpu-type").map_or("nvidia.com/gpu", |(_, v)| v.trim());
+        capacity.set(gpu_type, gpu_count);
+    }
+    let max_pods = match (cap("maxPods"), legacy("maxPods")) {
+        (Some(a), _) | (None, Some(a)) => integer(a)?,
+        _ => DEFAULT_MAX_PODS,
+    };
+    let own = &snapshot.scalables[group.resource];
+    let labels = template_labels(own, cap("labels").map(|(_, v)| v))?;
+    let taints = template_taints(own, cap("taints"))?;
+    let mut template = TemplateNode {
+        source: TemplateSource::Annotations,
+        from_node: None,
+        labels,
+        taints: taints.into(),
+        allocatable: capacity.clone(),
+        capacity,
+        max_pods,
+        daemon_requests: Resources::default(),
+        daemon_pods: 0,
+        daemon_ports: Vec::new(),
+    };
+    add_daemonsets(snapshot, &mut template);
+    Ok(template)
+}
+
+fn template_labels(r: &ScalableResource, annotation: Option<&str>) -> Result<Labels, String> {
+    let mut pairs: Vec<(String, String)> = vec![
+        ("kubernetes.io/arch".into(), "amd64".into()),
+        ("kubernetes.io/os".into(), "linux".into()),
+    ];
+    if let Some(t) = &r.provider_instance_type {
+        pairs.push((INSTANCE_TYPE_LABEL.into(), t.to_string()));
+    }
+    pairs.extend(
+        r.template_labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    for part in annotation
+        .into_iter()
+        .flat_map(|a| a.split(','))
+        .filter(|p| !p.trim().is_empty())
+    {
+        let (k, v) = part.split_once('=').ok_or_else(|| {
+            format!("annotation {CAPACITY_PREFIX}labels: {part:?} is not key=value")
+        })?;
+        pairs.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(Labels::new(
+        pairs.into_iter().map(|(k, v)| (Arc::from(k), Arc::from(v))),
+    ))
+}
+
+fn template_taints(
+    r: &ScalableResource,
+    annotation: Option<(String, &str)>,
+) -> Result<Vec<Taint>, String> {
+    let mut taints = r.template_taints.clone();
+    for part in annotation
+        .iter()
+        .flat_map(|(_, a)| a.split(','))
+        .filter(|p| !p.trim().is_empty())
+    {
+        let taint = Taint::parse_spec(part).ok_or_else(|| {
+            format!("annotation {CAPACITY_PREFIX}taints: {part:?} is not key=value:Effect")
+        })?;
+        // The annotation wins over the template for the same key and effect.
+        taints.retain(|t| !(t.key == taint.key && t.effect == taint.effect));
+        taints.push(taint);
+    }
+    Ok(taints)
+}
+
+/// Tolerations the DaemonSet controller adds to every DaemonSet pod.
+fn daemonset_tolerations() -> Vec<Toleration> {
+    let tol = |key: &str, effect| Toleration {
+        key: key.into(),
+        exists: true,
+        value: "".into(),
+        effect: Some(effect),
+    };
+    vec![
+        tol("node.kubernetes.io/not-ready", TaintEffect::NoExecute),
+        tol("node.kubernetes.io/unreachable", TaintEffect::NoExecute),
+        tol("node.kubernetes.io/disk-pressure", TaintEffect::NoSchedule),
+        tol(
+            "node.kubernetes.io/memory-pressure",
+            TaintEffect::NoSchedule,
+        ),
+        tol("node.kubernetes.io/pid-pressure", TaintEffect::NoSchedule),
+        tol("node.kubernetes.io/unschedulable", TaintEffect::NoSchedule),
+    ]
+}
+
+/// Adds the DaemonSet pods that would run on the template: from the DaemonSet objects when
+/// the snapshot has them, else from one running pod of each DaemonSet.
+fn add_daemonsets(snapshot: &ClusterSnapshot, template: &mut TemplateNode) {
+    let extra = daemonset_tolerations();
+    let mut specs: Vec<&Arc<PodSpec>> = snapshot.daemonsets.iter().map(|d| &d.spec).collect();
+    if specs.is_empty() {
+        let mut seen = std::collections::HashSet::new();
+        for pod in snapshot
+            .pods
+            .iter()
+            .filter(|p| p.is_daemonset() && !p.is_terminal())
+        {
+            if let Some(owner) = &pod.owner
+                && seen.insert(owner.uid.clone())
+            {
+                specs.push(&pod.spec);
+            }
+        }
+    }
+    for spec in specs {
+        if runs_on(spec, template, &extra) {
+            add_daemon(template, spec);
+        }
+    }
+}
+
+fn runs_on(spec: &PodSpec, template: &TemplateNode, extra: &[Toleration]) -> bool {
+    let selector_ok = spec
+        .node_selector
+        .iter()
+        .all(|(k, v)| template.labels.get(k) == Some(v));
+    let affinity_ok = spec
+        .node_affinity
+        .as_ref()
+        .is_none_or(|a| a.matches(&template.labels, ""));
+    let tolerations: Vec<Toleration> = spec.tolerations.iter().chain(extra).cloned().collect();
+    selector_ok && affinity_ok && untolerated_taint(&template.taints, &tolerations).is_none()
+}
+
+/// Human summary of a template for explanations: `4 cpu, 16Gi memory, 110 pods (DaemonSets: 200m cpu)`.
+pub fn describe(t: &TemplateNode) -> String {
+    let free = t.free();
+    format!(
+        "template ({}) offers cpu {}, memory {} after {} DaemonSet pod(s)",
+        match t.source {
+            TemplateSource::Node => format!("from node {}", t.from_node.as_deref().unwrap_or("?")),
+            TemplateSource::Annotations => "from annotations".to_string(),
+            TemplateSource::None => "none".to_string(),
+        },
+        crate::model::resources::format_amount(CPU, free.cpu_milli),
+        crate::model::resources::format_amount(MEMORY, free.memory),
+        t.daemon_pods
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::nodegroups::discover;
+    use crate::model::dump::SnapshotBuilder;
+
+    fn templates(yaml: &str) -> Vec<Result<TemplateNode, String>> {
+        let mut b = SnapshotBuilder::default();
+        b.add_text(yaml, "test").unwrap();
+        let (s, _) = b.finish();
+        let groups = discover(&s);
+        groups.groups.iter().map(|g| build(&s, g)).collect()
+    }
+
+    const GPU_SET: &str = r#"
+apiVersion: machine.openshift.io/v1beta1
+kind: MachineSet
+metadata:
+  name: gpu
+  namespace: openshift-machine-api
+  annotations:
+    machine.openshift.io/cluster-api-autoscaler-node-group-max-size: "4"
+    capacity.cluster-autoscaler.kubernetes.io/cpu: "8"
+    capacity.cluster-autoscaler.kubernetes.io/memory: 32Gi
+    capacity.cluster-autoscaler.kubernetes.io/gpu-count: "2"
+    capacity.cluster-autoscaler.kubernetes.io/gpu-type: nvidia.com/gpu
+    capacity.cluster-autoscaler.kubernetes.io/labels: cluster-api/accelerator=a100,pool=gpu
+    capacity.cluster-autoscaler.kubernetes.io/taints: nvidia.com/gpu=true:NoSchedule
+spec:
+  replicas: 0
+  template:
+    spec:
+      metadata: {labels: {node-role.kubernetes.io/worker: ""}}
+      providerSpec: {value: {placement: {availabilityZone: us-east-1c}}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system}
+spec:
+  selector: {}
+  template:
+    spec:
+      containers: [{name: a, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: gpu-driver, namespace: kube-system}
+spec:
+  selector: {}
+  template:
+    spec:
+      nodeSelector: {pool: gpu}
+      tolerations: [{key: nvidia.com/gpu, operator: Exists}]
+      containers: [{name: d, resources: {requests: {cpu: 200m}}}]
+"#;
+
+    #[test]
+    fn scale_from_zero_from_annotations() {
+        let t = templates(GPU_SET).remove(0).unwrap();
+        assert_eq!(t.source, TemplateSource::Annotations);
+        assert_eq!((t.capacity.cpu_milli, t.capacity.memory), (8000, 32 << 30));
+        assert_eq!(t.capacity.get("nvidia.com/gpu"), 2);
+        assert_eq!(
+            t.labels.get("topology.kubernetes.io/zone"),
+            Some("us-east-1c")
+        );
+        assert_eq!(t.labels.get("node-role.kubernetes.io/worker"), Some(""));
+        assert_eq!(t.gpu_type().as_deref(), Some("a100"));
+        assert_eq!(t.taints.len(), 1);
+        // The generic agent does not tolerate the GPU taint; the driver does.
+        assert_eq!((t.daemon_pods, t.daemon_requests.cpu_milli), (1, 200));
+        assert_eq!(t.max_pods, DEFAULT_MAX_PODS);
+    }
+
+    #[test]
+    fn openshift_legacy_annotations_are_a_fallback() {
+        let yaml = r#"
+apiVersion: machine.openshift.io/v1beta1
+kind: MachineSet
+metadata:
+  name: old
+  namespace: openshift-machine-api
+  annotations:
+    machine.openshift.io/cluster-api-autoscaler-node-group-max-size: "4"
+    machine.openshift.io/vCPU: "4"
+    machine.openshift.io/memoryMb: "16384"
+    machine.openshift.io/GPU: "1"
+    machine.openshift.io/maxPods: "250"
+spec: {replicas: 0}
+"#;
+        let t = templates(yaml).remove(0).unwrap();
+        assert_eq!(
+            (t.capacity.cpu_milli, t.capacity.memory, t.max_pods),
+            (4000, 16 << 30, 250)
+        );
+        assert_eq!(t.capacity.get("nvidia.com/gpu"), 1);
+    }
+
+    #[test]
+    fn hostile_or_missing_annotations_explain_themselves() {
+        let bad = GPU_SET.replace("gpu-count: \"2\"", "gpu-count: \"two\"");
+        let err = templates(&bad).remove(0).unwrap_err();
+        assert!(
+            err.contains("gpu-count=\"two\" is not a non-negative integer"),
+            "{err}"
+        );
+        let bad = GPU_SET.replace("memory: 32Gi", "memory: 32 gigs");
+        assert!(
+            templates(&bad)
+                .remove(0)
+                .unwrap_err()
+                .contains("annotation capacity.cluster-autoscaler.kubernetes.io/memory")
+        );
+        let none = GPU_SET.replace("capacity.cluster-autoscaler.kubernetes.io/cpu: \"8\"", "");
+        assert!(
+            templates(&none)
+                .remove(0)
+                .unwrap_err()
+                .contains("no ready node to copy")
+        );
+    }
+}
