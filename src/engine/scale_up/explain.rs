@@ -1,0 +1,91 @@
+//! Explanations: for every pending pod, its outcome and the reasons, group by group.
+
+use std::sync::Arc;
+
+use super::{Pass, Pending};
+use crate::engine::plan::{Outcome, PodExplanation};
+use crate::engine::reason::{Reason, ReasonCode, Unfit};
+use crate::model::pod::{Pod, Unsimulated};
+
+impl<'a> Pass<'a> {
+    pub(super) fn explain(
+        &mut self,
+        pod: &Pod,
+        outcome: Outcome,
+        group: Option<usize>,
+        node: Option<Arc<str>>,
+        mut reasons: Vec<Reason>,
+    ) {
+        let has_namespaces = !self.input.snapshot.namespaces.is_empty();
+        for u in &pod.spec.unsimulated {
+            if !(has_namespaces && *u == Unsimulated::NamespaceSelector) {
+                reasons.push(Reason::new(ReasonCode::NotSimulated, u.describe()));
+            }
+        }
+        self.explanations.push(PodExplanation {
+            pod: pod.id.clone(),
+            outcome,
+            node_group: group.map(|g| self.input.groups.groups[g].id.clone()),
+            node,
+            reasons,
+        });
+    }
+
+    pub(super) fn explain_leftovers(&mut self, remaining: &[Pending<'a>]) {
+        let fit = self.fit_matrix(remaining);
+        let groups = &self.input.groups;
+        for p in remaining {
+            let mut reasons = Vec::new();
+            if groups.groups.is_empty() && groups.ineligible.is_empty() {
+                reasons.push(Reason::new(
+                    ReasonCode::NoNodeGroups,
+                    "the cluster has no autoscaled node groups: annotate a MachineSet or MachineDeployment with min/max size, or create a MachineAutoscaler",
+                ));
+            }
+            reasons.extend(groups.ineligible.iter().map(|g| g.reason.clone()));
+            for (gi, g) in groups.groups.iter().enumerate() {
+                let unfit = match fit.get(&(p.class, gi)) {
+                    Some(Err(u)) => Some(u.clone()),
+                    _ => self.group_block(gi),
+                };
+                match unfit {
+                    Some(u) => reasons.push(Reason::for_group(&g.id, u.code, u.message)),
+                    None => self.warnings.push(format!(
+                        "{}: fits {} but no scale-up option was formed",
+                        p.pod.id, g.id
+                    )),
+                }
+            }
+            if let Some(summary) = self.existing_summary.get(&p.class) {
+                reasons.push(summary.clone());
+            }
+            self.explain(p.pod, Outcome::NoScaleUp, None, None, reasons);
+        }
+    }
+}
+
+/// `none of the 12 existing and upcoming nodes fits: 10 InsufficientResources (cpu ...), 2 UntoleratedTaint (...)`.
+pub(super) fn summarize(nodes: usize, failures: &[Unfit]) -> Reason {
+    let mut by_code: Vec<(ReasonCode, usize, &str)> = Vec::new();
+    for f in failures {
+        match by_code.iter_mut().find(|(c, _, _)| *c == f.code) {
+            Some(entry) => entry.1 += 1,
+            None => by_code.push((f.code, 1, &f.message)),
+        }
+    }
+    by_code.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let parts: Vec<String> = by_code
+        .iter()
+        .map(|(c, n, example)| format!("{n} {c} (e.g. {example})"))
+        .collect();
+    let code = by_code.first().map_or(ReasonCode::NoNodeGroups, |c| c.0);
+    let message = if nodes == 0 {
+        "the cluster has no nodes to place it on".to_string()
+    } else {
+        format!(
+            "none of the {nodes} existing and upcoming nodes fits: {}",
+            parts.join(", ")
+        )
+    };
+    Reason::new(code, message)
+}
