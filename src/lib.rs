@@ -4,5 +4,7 @@
 //! [`engine`] turns a snapshot, its memory and the time into a plan, and the layers above
 //! execute and report it. See `docs/architecture.md`.
 
+pub mod cli;
+pub mod config;
 pub mod engine;
 pub mod model;

@@ -1,5 +1,7 @@
 //! The `fleetscaler` binary: parses the command line and calls into the library.
 
+use std::process::ExitCode;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -10,16 +12,26 @@ use clap::{Parser, Subcommand};
 )]
 struct Cli {
     #[command(subcommand)]
-    command: Option<Command>,
+    command: Command,
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// One decision over a saved cluster dump, offline: what would scale, and why each pending pod waits.
+    Plan(fleetscaler::cli::plan::PlanArgs),
+}
 
-fn main() -> anyhow::Result<()> {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(command) = cli.command {
-        match command {}
+    let result = match cli.command {
+        Command::Plan(args) => fleetscaler::cli::plan::run(&args, &mut std::io::stdout().lock())
+            .map_err(anyhow::Error::from),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
     }
-    Ok(())
 }

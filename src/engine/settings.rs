@@ -93,8 +93,8 @@ impl fmt::Display for ExpanderKind {
 }
 
 /// Everything the engine's decisions depend on besides the snapshot, the state and the time.
+/// Serialized with the same snake_case keys as fleet.toml, so a report names the key to set.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
 pub struct Settings {
     /// Pods with a priority below this never cause a scale-up and never block a scale-down.
     pub pod_priority_threshold: i32,
@@ -205,6 +205,22 @@ pub struct SettingsPatch {
     pub max_node_provision_time: Option<Duration>,
     pub seed: Option<u64>,
 }
+
+/// Every setting's key, as written in fleet.toml.
+pub const SETTING_KEYS: [&str; 12] = [
+    "pod_priority_threshold",
+    "max_nodes_total",
+    "cores",
+    "memory_gib",
+    "gpus",
+    "max_nodes_per_scaleup",
+    "expanders",
+    "priorities",
+    "balance_similar_node_groups",
+    "balancing_ignored_labels",
+    "max_node_provision_time",
+    "seed",
+];
 
 /// A problem with one setting, named by its key; the setting keeps its previous value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -498,6 +514,23 @@ mod tests {
             ]
         );
         assert!(set.contains(&"max_nodes_total") && !set.contains(&"cores"));
+    }
+
+    #[test]
+    fn setting_keys_cover_every_patch_field() {
+        let full: SettingsPatch = serde_json::from_value(serde_json::json!({
+            "pod_priority_threshold": 0, "max_nodes_total": 1, "cores": {"max": 2}, "memory_gib": {"max": 2},
+            "gpus": [], "max_nodes_per_scaleup": 5, "expanders": ["random"], "priorities": {"1": ["x"]},
+            "balance_similar_node_groups": true, "balancing_ignored_labels": [], "max_node_provision_time": "1m",
+            "seed": 3
+        }))
+        .unwrap();
+        let (mut set, warnings) = full.apply_to(&mut Settings::default());
+        assert!(warnings.is_empty(), "{warnings:?}");
+        set.sort();
+        let mut keys = SETTING_KEYS.to_vec();
+        keys.sort();
+        assert_eq!(set, keys);
     }
 
     #[test]

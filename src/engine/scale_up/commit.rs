@@ -110,7 +110,11 @@ impl<'a> Pass<'a> {
                 _ => (i, gi),
             })
             .collect();
-        self.record(option, &split, &landed, remaining, how);
+        let how = match peers.len() {
+            0 => how.to_string(),
+            n => format!("{how}; balanced over {} similar groups", n + 1),
+        };
+        self.record(option, &split, &landed, remaining, &how);
         landed.into_iter().map(|(i, _)| i).collect()
     }
 
@@ -157,19 +161,19 @@ impl<'a> Pass<'a> {
                 .map(|&i| remaining[i].pod.id.clone())
                 .collect();
             pods.sort();
+            let capped = option.cap_reason.as_ref().map_or(String::new(), |u| {
+                format!("; capped there by {} ({})", u.message, u.code)
+            });
+            let balance = if balanced {
+                format!(", this one gets {k}")
+            } else {
+                String::new()
+            };
             let reason = format!(
-                "{} pending pod(s) need {} new node(s) of {}; {how}{}",
+                "{} pending pod(s) need {} new node(s) of {}; {how}{capped}{balance}",
                 landed.len(),
                 option.estimate.node_count,
                 self.input.groups.groups[option.group].id,
-                if balanced {
-                    format!(
-                        "; balanced over {} similar groups, this one gets {k}",
-                        split.len()
-                    )
-                } else {
-                    String::new()
-                }
             );
             let id = &self.input.groups.groups[g].id;
             match self.actions.iter_mut().find(|a| &a.node_group == id) {

@@ -59,6 +59,8 @@ struct Pending<'a> {
 struct ScaleOption {
     group: usize,
     estimate: Estimate,
+    /// What stopped the estimate adding more nodes, when something did.
+    cap_reason: Option<Unfit>,
 }
 
 /// The state of one scale-up pass.
@@ -87,6 +89,7 @@ pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
     let remaining = pass.scale_up_loop(remaining, rng);
     pass.explain_leftovers(&remaining);
     pass.explanations.sort_by(|a, b| a.pod.cmp(&b.pod));
+    pass.actions.sort_by(|a, b| a.node_group.cmp(&b.node_group));
     ScaleUpOutput {
         actions: pass.actions,
         pods: pass.explanations,

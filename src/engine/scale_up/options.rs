@@ -51,8 +51,9 @@ impl<'a> Pass<'a> {
 
     /// Whether a pod fits a fresh node of the group, in the current state.
     pub(super) fn fits_group(&mut self, gi: usize, shape: &PodShape) -> Result<(), Unfit> {
-        let Ok(template) = &self.input.templates[gi] else {
-            return Err(Unfit::new(ReasonCode::NoTemplate, "no template"));
+        let template = match &self.input.templates[gi] {
+            Ok(t) => t,
+            Err(message) => return Err(Unfit::new(ReasonCode::NoTemplate, message.clone())),
         };
         let mark = self.sim.mark();
         let name: Arc<str> = format!("{}-template", self.group_name(gi)).into();
@@ -106,22 +107,32 @@ impl<'a> Pass<'a> {
     }
 
     /// The most nodes an option may add: the group's (and its balancing peers') room below
-    /// max, capped by the cluster limits and by what this pass may still add. Pods left over
-    /// by the cap are explained on the next round, when the group is found blocked.
-    pub(super) fn cap_for(&self, gi: usize, peers: &[usize]) -> u64 {
-        let Ok(template) = &self.input.templates[gi] else {
-            return 0;
-        };
-        let size_room: u64 = self.room(gi) + peers.iter().map(|&p| self.room(p)).sum::<u64>();
-        let (by_limits, _) = self
-            .limits
-            .room(&NodeUsage::of_template(template), size_room);
-        let pass_room = self
-            .input
-            .settings
-            .max_nodes_per_scaleup
-            .saturating_sub(self.added);
-        size_room.min(by_limits).min(pass_room)
+    /// max, capped by the cluster limits and by what this pass may still add; and which of
+    /// those binds.
+    pub(super) fn cap_for(&self, gi: usize, peers: &[usize]) -> (u64, Unfit) {
+        let g = &self.input.groups.groups[gi];
+        let mut cap: u64 = self.room(gi) + peers.iter().map(|&p| self.room(p)).sum::<u64>();
+        let mut why = Unfit::new(
+            ReasonCode::MaxSizeReached,
+            format!("the group reaches its max size {}", g.max),
+        );
+        if let Ok(template) = &self.input.templates[gi] {
+            let (by_limits, binding) = self.limits.room(&NodeUsage::of_template(template), cap);
+            if let (true, Some(b)) = (by_limits < cap, binding) {
+                cap = by_limits;
+                why = b;
+            }
+        }
+        let max_per_pass = self.input.settings.max_nodes_per_scaleup;
+        let pass_room = max_per_pass.saturating_sub(self.added);
+        if pass_room < cap {
+            cap = pass_room;
+            why = Unfit::new(
+                ReasonCode::ScaleUpCapReached,
+                format!("at most {max_per_pass} new nodes per pass (max_nodes_per_scaleup)"),
+            );
+        }
+        (cap, why)
     }
 
     pub(super) fn candidates<'p>(
@@ -157,10 +168,11 @@ impl<'a> Pass<'a> {
         }
         let classes: Vec<usize> = candidates.iter().map(|c| c.class).collect();
         let peers = self.balance_peers(gi, &classes, fit);
-        let cap = self.cap_for(gi, &peers);
+        let (cap, why) = self.cap_for(gi, &peers);
         let estimate = self.evaluate(gi, &candidates, cap)?;
         Some(ScaleOption {
             group: gi,
+            cap_reason: estimate.capped.then_some(why),
             estimate,
         })
     }

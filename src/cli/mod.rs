@@ -1,0 +1,5 @@
+//! The subcommands' work at the binary's edge: reading files, the clock, printing. `main`
+//! only parses arguments and calls these.
+
+pub mod plan;
+mod render;

@@ -1,0 +1,231 @@
+//! `fleetscaler plan`: one decision over saved cluster dumps, offline. Reads the files,
+//! layers the settings (upstream defaults, fleet.toml defaults, the dump's own
+//! `ClusterAutoscaler`, the cluster's overrides, flags), runs the engine once, and prints
+//! the plan as a table or as JSON.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::render;
+use crate::config::{EffectiveSettings, FleetConfig, Layers, effective_settings};
+use crate::engine::settings::{ExpanderKind, SettingsPatch};
+use crate::engine::{EngineState, Plan, run_once};
+use crate::model::dump::{DumpReport, SnapshotBuilder};
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlanArgs {
+    /// A cluster dump: what `oc get nodes,pods,pdb,machinesets,machines,machinedeployments,
+    /// clusterautoscalers,machineautoscalers -A -o yaml` prints, multi-document YAML, or JSON.
+    /// Repeat to combine several files into one cluster.
+    #[arg(long = "snapshot", short = 's', value_name = "FILE", required = true)]
+    pub snapshots: Vec<PathBuf>,
+    /// fleet.toml to take the cluster's settings from (needs --cluster).
+    #[arg(long, value_name = "FILE", requires = "cluster")]
+    pub config: Option<PathBuf>,
+    /// The cluster's name in fleet.toml (needs --config).
+    #[arg(long, value_name = "NAME", requires = "config")]
+    pub cluster: Option<String>,
+    /// The time of the decision, RFC 3339 (default: now).
+    #[arg(long, value_name = "TIME")]
+    pub now: Option<String>,
+    /// Seed for the random expander and tie-breaks (the same seed gives the same plan).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Expander chain, e.g. `priority,least-waste` (least-waste, most-pods, least-nodes, random, priority).
+    #[arg(long, value_name = "LIST")]
+    pub expander: Option<String>,
+    /// Any setting as in fleet.toml, e.g. `--set max_nodes_total=30 --set 'cores={max=64}'`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output: OutputFormat,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Dump(#[from] crate::model::dump::DumpError),
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("cluster {name:?} is not in {config} (clusters: {known})")]
+    UnknownCluster {
+        name: String,
+        config: String,
+        known: String,
+    },
+    #[error("{flag}: {message}")]
+    Flag { flag: String, message: String },
+    #[error("cannot write the plan: {0}")]
+    Write(#[from] std::io::Error),
+}
+
+/// The plan with what it was computed from, as `--output json` prints it.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanReport {
+    #[serde(flatten)]
+    pub plan: Plan,
+    pub settings: serde_json::Value,
+    pub input: InputReport,
+}
+
+#[derive(Serialize)]
+pub struct InputReport {
+    pub files: Vec<String>,
+    pub objects: usize,
+    pub skipped: std::collections::BTreeMap<String, usize>,
+}
+
+pub fn run(args: &PlanArgs, out: &mut impl Write) -> Result<(), PlanError> {
+    let report = compute(args)?;
+    match args.output {
+        OutputFormat::Json => {
+            serde_json::to_writer_pretty(&mut *out, &report).map_err(std::io::Error::other)?;
+            writeln!(out)?;
+        }
+        OutputFormat::Text => render::plan(&report, out)?,
+    }
+    Ok(())
+}
+
+/// Everything `plan` does but printing.
+pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
+    let (snapshot, dump) = read_snapshots(&args.snapshots)?;
+    let fleet = match &args.config {
+        Some(path) => Some(FleetConfig::load(path)?),
+        None => None,
+    };
+    let cluster = match (&fleet, &args.cluster) {
+        (Some(f), Some(name)) => Some(f.cluster(name).ok_or_else(|| {
+            PlanError::UnknownCluster {
+                name: name.clone(),
+                config: args
+                    .config
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default(),
+                known: f
+                    .clusters
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }
+        })?),
+        _ => None,
+    };
+    let flags = flag_patch(args)?;
+    let ca = snapshot
+        .cluster_autoscaler()
+        .filter(|_| cluster.is_none_or(|c| c.use_cluster_autoscaler));
+    let effective = effective_settings(Layers {
+        fleet_defaults: fleet.as_ref().map(|f| &f.defaults),
+        cluster_autoscaler: ca.map(|c| &c.spec),
+        overrides: cluster.map(|c| &c.overrides),
+        flags: Some(&flags),
+    });
+    let now = match &args.now {
+        Some(t) => t.parse::<Timestamp>().map_err(|e| PlanError::Flag {
+            flag: "--now".into(),
+            message: format!("{t:?} is not an RFC 3339 time ({e})"),
+        })?,
+        None => Timestamp::now(),
+    };
+    let mut plan = run_once(&snapshot, &EngineState::default(), &effective.settings, now);
+    plan.warnings
+        .splice(0..0, effective.warnings.iter().map(|w| w.to_string()));
+    Ok(PlanReport {
+        plan,
+        settings: settings_with_sources(&effective),
+        input: InputReport {
+            files: args
+                .snapshots
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect(),
+            objects: dump.objects,
+            skipped: dump.skipped,
+        },
+    })
+}
+
+fn read_snapshots(
+    paths: &[PathBuf],
+) -> Result<(crate::model::ClusterSnapshot, DumpReport), PlanError> {
+    let mut builder = SnapshotBuilder::default();
+    for path in paths {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+            path: name.clone(),
+            source,
+        })?;
+        builder.add_text(&text, &name)?;
+    }
+    Ok(builder.finish())
+}
+
+fn flag_patch(args: &PlanArgs) -> Result<SettingsPatch, PlanError> {
+    let mut toml_text = String::new();
+    for kv in &args.set {
+        let (key, value) = kv.split_once('=').ok_or_else(|| PlanError::Flag {
+            flag: format!("--set {kv}"),
+            message: "expected KEY=VALUE".into(),
+        })?;
+        let (key, value) = (key.trim(), value.trim());
+        // A bare word is a string: `--set expanders=[random]` needs no TOML quoting.
+        let line = if toml::from_str::<toml::Table>(&format!("v = {value}")).is_ok() {
+            format!("{key} = {value}\n")
+        } else {
+            format!(
+                "{key} = \"{}\"\n",
+                value.replace('\\', "\\\\").replace('"', "\\\"")
+            )
+        };
+        toml_text.push_str(&line);
+    }
+    let mut patch: SettingsPatch = toml::from_str(&toml_text).map_err(|e| PlanError::Flag {
+        flag: "--set".into(),
+        message: e.message().to_string(),
+    })?;
+    if let Some(seed) = args.seed {
+        patch.seed = Some(seed);
+    }
+    if let Some(list) = &args.expander {
+        patch.expanders =
+            Some(
+                ExpanderKind::parse_chain(list).map_err(|message| PlanError::Flag {
+                    flag: "--expander".into(),
+                    message,
+                })?,
+            );
+    }
+    Ok(patch)
+}
+
+/// `{key: {value, source}}` for every setting.
+fn settings_with_sources(e: &EffectiveSettings) -> serde_json::Value {
+    let values = serde_json::to_value(&e.settings).unwrap_or_default();
+    let mut out = serde_json::Map::new();
+    for (key, source) in &e.sources {
+        let value = values.get(*key).cloned().unwrap_or(serde_json::Value::Null);
+        out.insert(
+            key.to_string(),
+            serde_json::json!({"value": value, "source": source}),
+        );
+    }
+    serde_json::Value::Object(out)
+}

@@ -1,0 +1,192 @@
+//! The plan as a person reads it: node groups, scale-ups, pending pods grouped by identical
+//! explanation (so thousands of replicas take one line), limits and warnings.
+
+use std::io::{self, Write};
+
+use super::plan::PlanReport;
+use crate::engine::plan::{Outcome, PodExplanation};
+use crate::engine::template::TemplateSource;
+
+pub fn plan(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
+    let p = &report.plan;
+    let skipped: Vec<String> = report
+        .input
+        .skipped
+        .iter()
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    writeln!(
+        out,
+        "Plan at {} from {} object(s) in {}",
+        p.now,
+        report.input.objects,
+        report.input.files.join(", ")
+    )?;
+    if !skipped.is_empty() {
+        writeln!(
+            out,
+            "Skipped (not used by the autoscaler): {}",
+            skipped.join(", ")
+        )?;
+    }
+    node_groups(report, out)?;
+    scale_up(report, out)?;
+    pending(report, out)?;
+    limits(report, out)?;
+    if !p.warnings.is_empty() {
+        writeln!(out, "\nWARNINGS")?;
+        for w in &p.warnings {
+            writeln!(out, "  {w}")?;
+        }
+    }
+    Ok(())
+}
+
+fn node_groups(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
+    let groups = &report.plan.node_groups;
+    writeln!(out, "\nNODE GROUPS")?;
+    if groups.is_empty() {
+        return writeln!(
+            out,
+            "  none: no MachineSet or MachineDeployment opts in to autoscaling"
+        );
+    }
+    let width = groups
+        .iter()
+        .map(|g| g.id.as_str().len())
+        .max()
+        .unwrap_or(10)
+        .max(10);
+    writeln!(
+        out,
+        "  {:<width$}  {:>4} {:>4} {:>6} {:>10} {:>5} {:>8}  TEMPLATE",
+        "ID", "MIN", "MAX", "TARGET", "REGISTERED", "READY", "UPCOMING"
+    )?;
+    let num = |v: Option<u64>| v.map_or("-".to_string(), |n| n.to_string());
+    for g in groups {
+        if !g.eligible {
+            writeln!(
+                out,
+                "  {:<width$}  ineligible: {}",
+                g.id.as_str(),
+                g.reason.as_deref().unwrap_or("")
+            )?;
+            continue;
+        }
+        let template = match g.template {
+            TemplateSource::Node => "node",
+            TemplateSource::Annotations => "annotations",
+            TemplateSource::None => "none",
+        };
+        writeln!(
+            out,
+            "  {:<width$}  {:>4} {:>4} {:>6} {:>10} {:>5} {:>8}  {template}",
+            g.id.as_str(),
+            num(g.min),
+            num(g.max),
+            num(g.target),
+            g.registered,
+            g.ready,
+            g.upcoming
+        )?;
+        for note in g.notes.iter().chain(g.reason.iter()) {
+            writeln!(out, "  {:<width$}    {note}", "")?;
+        }
+    }
+    Ok(())
+}
+
+fn scale_up(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
+    writeln!(out, "\nSCALE-UP")?;
+    if report.plan.scale_up.is_empty() {
+        return writeln!(out, "  none");
+    }
+    for a in &report.plan.scale_up {
+        writeln!(
+            out,
+            "  {}: {} -> {} for {} pod(s)",
+            a.node_group,
+            a.from,
+            a.to,
+            a.pods.len()
+        )?;
+        writeln!(out, "    {}", a.reason)?;
+    }
+    Ok(())
+}
+
+fn outcome_name(o: Outcome) -> &'static str {
+    match o {
+        Outcome::ScaleUp => "scaleUp",
+        Outcome::FitsExisting => "fitsExisting",
+        Outcome::FitsUpcoming => "fitsUpcoming",
+        Outcome::NoScaleUp => "noScaleUp",
+        Outcome::BelowPriorityCutoff => "belowPriorityCutoff",
+    }
+}
+
+/// Pods whose explanations read the same, printed once.
+fn grouped(pods: &[PodExplanation]) -> Vec<(&PodExplanation, Vec<String>)> {
+    let mut groups: Vec<(&PodExplanation, Vec<String>)> = Vec::new();
+    for e in pods {
+        let same = |g: &PodExplanation| {
+            g.outcome == e.outcome
+                && g.node_group == e.node_group
+                && g.reasons == e.reasons
+                && e.node.is_none()
+        };
+        match groups.iter_mut().find(|(g, _)| same(g)) {
+            Some((_, names)) => names.push(e.pod.to_string()),
+            None => groups.push((e, vec![e.pod.to_string()])),
+        }
+    }
+    groups
+}
+
+fn pending(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
+    let pods = &report.plan.pending_pods;
+    writeln!(out, "\nPENDING PODS ({})", pods.len())?;
+    if pods.is_empty() {
+        return writeln!(out, "  none");
+    }
+    for (e, names) in grouped(pods) {
+        let who = match names.len() {
+            1 => names[0].clone(),
+            n if n <= 3 => names.join(", "),
+            n => format!("{}, ... ({n} pods)", names[..2].join(", ")),
+        };
+        let target = match (&e.node_group, &e.node) {
+            (_, Some(node)) => format!(" on {node}"),
+            (Some(g), None) => format!(" -> {g}"),
+            _ => String::new(),
+        };
+        writeln!(out, "  {who}: {}{target}", outcome_name(e.outcome))?;
+        for r in &e.reasons {
+            writeln!(out, "      {r}")?;
+        }
+    }
+    Ok(())
+}
+
+fn limits(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
+    let l = &report.plan.limits;
+    let max = |m: Option<u64>| m.map_or("unlimited".to_string(), |m| m.to_string());
+    writeln!(out, "\nLIMITS (all nodes, upcoming included)")?;
+    writeln!(
+        out,
+        "  nodes   {} / {}",
+        l.max_nodes_total.used,
+        max(l.max_nodes_total.max)
+    )?;
+    writeln!(out, "  cores   {} / {}", l.cores.used, max(l.cores.max))?;
+    writeln!(
+        out,
+        "  memory  {} / {} GiB",
+        l.memory_gib.used,
+        max(l.memory_gib.max)
+    )?;
+    for g in &l.gpus {
+        writeln!(out, "  {}  {} / {}", g.gpu_type, g.used, g.max)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,359 @@
+//! `fleet.toml`: the fleet's configuration, read with the `config` crate (with
+//! `FLEETSCALER_<TABLE>__<KEY>` environment overrides), validated with every problem reported
+//! at once with its key path, and the layering of settings per cluster: upstream defaults,
+//! then the fleet's `[defaults]`, then the cluster's own `ClusterAutoscaler` resource (when
+//! present and allowed), then the cluster's `overrides`, then command-line flags. Every
+//! effective value keeps where it came from.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::settings::{SETTING_KEYS, SettingWarning, Settings, SettingsPatch};
+use crate::model::autoscaler::ClusterAutoscalerSpec;
+
+/// The file as written.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetConfig {
+    /// Settings for every cluster, below each cluster's own.
+    #[serde(default)]
+    pub defaults: SettingsPatch,
+    #[serde(default)]
+    pub clusters: Vec<ClusterConfig>,
+}
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    pub name: String,
+    /// The kubeconfig context; the cluster's name when absent.
+    pub context: Option<String>,
+    /// A kubeconfig file for this cluster, instead of the hub's.
+    pub kubeconfig: Option<PathBuf>,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Whether the cluster's own `ClusterAutoscaler` resource may set its settings.
+    #[serde(default = "yes")]
+    pub use_cluster_autoscaler: bool,
+    #[serde(default)]
+    pub overrides: SettingsPatch,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One problem in the configuration, with its key path (`clusters[2].overrides.cores`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigIssue {
+    pub key: String,
+    pub message: String,
+}
+
+/// Everything wrong with a configuration, found in one go.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    pub source_name: String,
+    pub issues: Vec<ConfigIssue>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {} problem(s)", self.source_name, self.issues.len())?;
+        for i in &self.issues {
+            write!(f, "\n  {}: {}", i.key, i.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl FleetConfig {
+    /// Reads a fleet.toml file, with environment overrides, and validates it.
+    pub fn load(path: &Path) -> Result<FleetConfig, ConfigError> {
+        let name = path.display().to_string();
+        let source = config::File::from(path)
+            .format(config::FileFormat::Toml)
+            .required(true);
+        FleetConfig::build(config::Config::builder().add_source(source), &name)
+    }
+
+    /// Parses fleet.toml text (no environment overrides), and validates it.
+    pub fn parse(text: &str, name: &str) -> Result<FleetConfig, ConfigError> {
+        let source = config::File::from_str(text, config::FileFormat::Toml);
+        FleetConfig::build(config::Config::builder().add_source(source), name)
+    }
+
+    fn build(
+        builder: config::ConfigBuilder<config::builder::DefaultState>,
+        name: &str,
+    ) -> Result<FleetConfig, ConfigError> {
+        let fail = |key: String, message: String| ConfigError {
+            source_name: name.to_string(),
+            issues: vec![ConfigIssue { key, message }],
+        };
+        let env = config::Environment::with_prefix("FLEETSCALER")
+            .prefix_separator("_")
+            .separator("__")
+            .try_parsing(true);
+        let built = builder
+            .add_source(env)
+            .build()
+            .map_err(|e| fail("<file>".into(), e.to_string()))?;
+        let parsed: FleetConfig = serde_path_to_error::deserialize(built).map_err(|e| {
+            let key = e.path().to_string();
+            fail(
+                if key == "." { "<root>".into() } else { key },
+                e.into_inner().to_string(),
+            )
+        })?;
+        let issues = parsed.validate();
+        if issues.is_empty() {
+            Ok(parsed)
+        } else {
+            Err(ConfigError {
+                source_name: name.to_string(),
+                issues,
+            })
+        }
+    }
+
+    /// Every semantic problem: duplicate or empty names, invalid ranges, bad expander chains.
+    pub fn validate(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        check_patch(&self.defaults, "defaults", &mut issues);
+        let mut seen = HashSet::new();
+        for (i, c) in self.clusters.iter().enumerate() {
+            let at = format!("clusters[{i}]");
+            if c.name.trim().is_empty() {
+                issues.push(ConfigIssue {
+                    key: format!("{at}.name"),
+                    message: "must not be empty".into(),
+                });
+            } else if !seen.insert(c.name.as_str()) {
+                issues.push(ConfigIssue {
+                    key: format!("{at}.name"),
+                    message: format!("duplicate cluster name {:?}", c.name),
+                });
+            }
+            check_patch(&c.overrides, &format!("{at}.overrides"), &mut issues);
+        }
+        issues
+    }
+
+    pub fn cluster(&self, name: &str) -> Option<&ClusterConfig> {
+        self.clusters.iter().find(|c| c.name == name)
+    }
+}
+
+fn check_patch(patch: &SettingsPatch, at: &str, issues: &mut Vec<ConfigIssue>) {
+    let (_, warnings) = patch.apply_to(&mut Settings::default());
+    issues.extend(warnings.into_iter().map(|w| ConfigIssue {
+        key: format!("{at}.{}", w.key),
+        message: w.message,
+    }));
+}
+
+/// Where an effective setting came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SettingSource {
+    /// The upstream autoscaler's default.
+    Default,
+    /// fleet.toml `[defaults]`.
+    FleetDefaults,
+    /// The cluster's own `ClusterAutoscaler` resource.
+    ClusterAutoscaler,
+    /// fleet.toml `[[clusters]] overrides`.
+    ClusterOverrides,
+    /// A command-line flag.
+    Flags,
+}
+
+impl fmt::Display for SettingSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SettingSource::Default => "default",
+            SettingSource::FleetDefaults => "fleet defaults",
+            SettingSource::ClusterAutoscaler => "ClusterAutoscaler",
+            SettingSource::ClusterOverrides => "cluster overrides",
+            SettingSource::Flags => "flags",
+        })
+    }
+}
+
+/// The settings one cluster runs with, each value's source, and what was set aside.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EffectiveSettings {
+    pub settings: Settings,
+    pub sources: BTreeMap<&'static str, SettingSource>,
+    pub warnings: Vec<SettingWarning>,
+}
+
+/// The layers of one cluster's settings, lowest first.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Layers<'a> {
+    pub fleet_defaults: Option<&'a SettingsPatch>,
+    pub cluster_autoscaler: Option<&'a ClusterAutoscalerSpec>,
+    pub overrides: Option<&'a SettingsPatch>,
+    pub flags: Option<&'a SettingsPatch>,
+}
+
+pub fn effective_settings(layers: Layers) -> EffectiveSettings {
+    let mut settings = Settings::default();
+    let mut sources: BTreeMap<&'static str, SettingSource> = SETTING_KEYS
+        .iter()
+        .map(|k| (*k, SettingSource::Default))
+        .collect();
+    let mut warnings = Vec::new();
+    let mut apply = |patch: &SettingsPatch, source: SettingSource| {
+        let (set, problems) = patch.apply_to(&mut settings);
+        for key in set {
+            sources.insert(key, source);
+        }
+        warnings.extend(problems);
+    };
+    if let Some(p) = layers.fleet_defaults {
+        apply(p, SettingSource::FleetDefaults);
+    }
+    let ca_problems = layers.cluster_autoscaler.map(|ca| {
+        let (patch, problems) = SettingsPatch::from_cluster_autoscaler(ca);
+        apply(&patch, SettingSource::ClusterAutoscaler);
+        problems
+    });
+    if let Some(p) = layers.overrides {
+        apply(p, SettingSource::ClusterOverrides);
+    }
+    if let Some(p) = layers.flags {
+        apply(p, SettingSource::Flags);
+    }
+    warnings.extend(ca_problems.into_iter().flatten());
+    EffectiveSettings {
+        settings,
+        sources,
+        warnings,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::settings::Range;
+
+    const EXAMPLE: &str = r#"
+[defaults]
+balance_similar_node_groups = true
+expanders = ["priority", "least-waste"]
+
+[[clusters]]
+name = "prod-east"
+context = "prod-east-admin"
+
+[clusters.overrides]
+max_nodes_total = 50
+cores = { min = 8, max = 256 }
+
+[[clusters]]
+name = "lab"
+use_cluster_autoscaler = false
+"#;
+
+    #[test]
+    fn parses_and_layers_with_sources() {
+        let cfg = FleetConfig::parse(EXAMPLE, "fleet.toml").unwrap();
+        let east = cfg.cluster("prod-east").unwrap();
+        assert_eq!(east.context.as_deref(), Some("prod-east-admin"));
+        assert!(
+            east.enabled
+                && cfg
+                    .cluster("lab")
+                    .is_some_and(|c| !c.use_cluster_autoscaler)
+        );
+        let ca = ClusterAutoscalerSpec {
+            pod_priority_threshold: Some(-5),
+            resource_limits: Some(crate::model::autoscaler::ResourceLimitsSpec {
+                max_nodes_total: Some(20),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let eff = effective_settings(Layers {
+            fleet_defaults: Some(&cfg.defaults),
+            cluster_autoscaler: Some(&ca),
+            overrides: Some(&east.overrides),
+            flags: None,
+        });
+        assert_eq!(eff.settings.max_nodes_total, Some(50));
+        assert_eq!(
+            eff.sources["max_nodes_total"],
+            SettingSource::ClusterOverrides
+        );
+        assert_eq!(eff.settings.pod_priority_threshold, -5);
+        assert_eq!(
+            eff.sources["pod_priority_threshold"],
+            SettingSource::ClusterAutoscaler
+        );
+        assert!(eff.settings.balance_similar_node_groups);
+        assert_eq!(
+            eff.sources["balance_similar_node_groups"],
+            SettingSource::FleetDefaults
+        );
+        assert_eq!(
+            eff.settings.cores,
+            Range {
+                min: 8,
+                max: Some(256)
+            }
+        );
+        assert_eq!(eff.sources["seed"], SettingSource::Default);
+    }
+
+    #[test]
+    fn every_problem_is_reported_with_its_key_path() {
+        let bad = r#"
+[defaults]
+cores = { min = 9, max = 3 }
+expanders = ["random", "random"]
+
+[[clusters]]
+name = "a"
+[[clusters]]
+name = "a"
+[clusters.overrides]
+memory_gib = { min = 100, max = 10 }
+"#;
+        let err = FleetConfig::parse(bad, "fleet.toml").unwrap_err();
+        let keys: Vec<&str> = err.issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            vec![
+                "defaults.cores",
+                "defaults.expanders",
+                "clusters[1].name",
+                "clusters[1].overrides.memory_gib"
+            ]
+        );
+        assert!(err.to_string().starts_with("fleet.toml: 4 problem(s)"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_durations_name_the_key() {
+        let err = FleetConfig::parse(
+            "[[clusters]]\nname = \"a\"\n[clusters.overrides]\nmax_nodes_totl = 3\n",
+            "f",
+        )
+        .unwrap_err();
+        assert_eq!(err.issues[0].key, "clusters[0].overrides.max_nodes_totl");
+        assert!(err.issues[0].message.contains("unknown field"));
+        let err = FleetConfig::parse(
+            "[defaults]\nmax_node_provision_time = \"15 minutes\"\n",
+            "f",
+        )
+        .unwrap_err();
+        assert_eq!(err.issues[0].key, "defaults.max_node_provision_time");
+        let err = FleetConfig::parse("[defaults\n", "f").unwrap_err();
+        assert_eq!(err.issues[0].key, "<file>");
+    }
+}
