@@ -40,7 +40,7 @@ pub struct PlanArgs {
     /// Any setting as in fleet.toml, e.g. `--set max_nodes_total=30 --set 'cores={max=64}'`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
 }
 

@@ -58,6 +58,10 @@ impl<'a> Pass<'a> {
         if let Some(action) = self.actions.iter_mut().find(|a| &a.node_group == id) {
             action.pods.push(p.pod.id.clone());
             action.pods.sort();
+            const LATER: &str = "; pods left by earlier rounds fit these new nodes too";
+            if !action.reason.ends_with(LATER) {
+                action.reason.push_str(LATER);
+            }
         }
     }
 
@@ -110,11 +114,11 @@ impl<'a> Pass<'a> {
                 _ => (i, gi),
             })
             .collect();
-        let how = match peers.len() {
-            0 => how.to_string(),
-            n => format!("{how}; balanced over {} similar groups", n + 1),
+        let decision = Decision {
+            how: how.to_string(),
+            similar: peers.len() + 1,
         };
-        self.record(option, &split, &landed, remaining, &how);
+        self.record(option, &split, &landed, remaining, &decision);
         landed.into_iter().map(|(i, _)| i).collect()
     }
 
@@ -143,13 +147,12 @@ impl<'a> Pass<'a> {
         split: &[(usize, u64)],
         landed: &[(usize, usize)],
         remaining: &[Pending<'a>],
-        how: &str,
+        decision: &Decision,
     ) {
         let mut pods_of: HashMap<usize, Vec<usize>> = HashMap::new();
         for &(i, g) in landed {
             pods_of.entry(g).or_default().push(i);
         }
-        let balanced = split.len() > 1;
         for &(g, k) in split {
             let Ok(template) = &self.input.templates[g] else {
                 continue;
@@ -161,20 +164,7 @@ impl<'a> Pass<'a> {
                 .map(|&i| remaining[i].pod.id.clone())
                 .collect();
             pods.sort();
-            let capped = option.cap_reason.as_ref().map_or(String::new(), |u| {
-                format!("; capped there by {} ({})", u.message, u.code)
-            });
-            let balance = if balanced {
-                format!(", this one gets {k}")
-            } else {
-                String::new()
-            };
-            let reason = format!(
-                "{} pending pod(s) need {} new node(s) of {}; {how}{capped}{balance}",
-                landed.len(),
-                option.estimate.node_count,
-                self.input.groups.groups[option.group].id,
-            );
+            let reason = self.action_reason(option, g, pods.len(), k, decision);
             let id = &self.input.groups.groups[g].id;
             match self.actions.iter_mut().find(|a| &a.node_group == id) {
                 // A later round grows a group again: one action, with both reasons.
@@ -201,6 +191,42 @@ impl<'a> Pass<'a> {
                 self.explain(remaining[i].pod, Outcome::ScaleUp, Some(g), None, vec![]);
             }
         }
+    }
+}
+
+/// How an option was chosen, for the actions' reasons.
+pub(super) struct Decision {
+    /// The expander's account (`chosen from 3 options: least-waste kept 1 of 3`).
+    pub how: String,
+    /// Groups the option was balanced over (1: no balancing).
+    pub similar: usize,
+}
+
+impl Pass<'_> {
+    /// `2 new node(s) for 4 pending pod(s): chosen from 3 options: ...; capped by ...`.
+    fn action_reason(
+        &self,
+        option: &ScaleOption,
+        g: usize,
+        pods: usize,
+        k: u64,
+        d: &Decision,
+    ) -> String {
+        let chosen = &self.input.groups.groups[option.group].id;
+        let capped = option.cap_reason.as_ref().map_or(String::new(), |u| {
+            format!("; capped by {} ({})", u.message, u.code)
+        });
+        let how = if g == option.group {
+            d.how.clone()
+        } else {
+            format!("balancing the option of {chosen} ({})", d.how)
+        };
+        let balance = if d.similar > 1 {
+            format!("; balanced over {} similar groups", d.similar)
+        } else {
+            String::new()
+        };
+        format!("{k} new node(s) for {pods} pending pod(s): {how}{capped}{balance}")
     }
 }
 

@@ -42,7 +42,8 @@ fn pending_pods_trigger_a_scale_up_sized_by_binpacking() {
     );
     assert_eq!(a.pods.len(), 6);
     assert!(
-        a.reason.contains("6 pending pod(s) need 2 new node(s)"),
+        a.reason
+            .starts_with("2 new node(s) for 6 pending pod(s): the only option"),
         "{}",
         a.reason
     );

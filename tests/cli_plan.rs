@@ -1,0 +1,259 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `fleetscaler plan` as a user runs it: the real binary, its output, and its errors.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use fleetscaler::config::FleetConfig;
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn fleetscaler(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+const EXAMPLE: &str = "examples/openshift-cluster.yaml";
+const NOW: &str = "2026-11-22T10:00:00Z";
+
+#[test]
+fn text_output_reads_like_a_report() {
+    let out = fleetscaler(&["plan", "--snapshot", EXAMPLE, "--now", NOW]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    for want in [
+        "NODE GROUPS",
+        "MachineSet/openshift-machine-api/gpu-us-east-1a: 0 -> 1 for 1 pod(s)",
+        "batch/report-0, batch/report-1, batch/report-2: belowPriorityCutoff",
+        "finance/ledger-0: noScaleUp",
+        "nodeSelector disktype=nvme does not match",
+        "MachineAutoscaler openshift-machine-api/worker-us-east-1a sets min=1 max=10",
+        "nvidia-t4  1 / 4",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn json_output_has_the_documented_fields() {
+    let out = fleetscaler(&["plan", "-s", EXAMPLE, "--now", NOW, "--output", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    for g in plan["nodeGroups"].as_array().unwrap() {
+        for key in [
+            "id",
+            "min",
+            "max",
+            "target",
+            "registered",
+            "ready",
+            "upcoming",
+            "template",
+        ] {
+            assert!(g.get(key).is_some(), "nodeGroups entry without {key}: {g}");
+        }
+        assert!(["node", "annotations", "none"].contains(&g["template"].as_str().unwrap()));
+    }
+    for a in plan["scaleUp"].as_array().unwrap() {
+        assert!(a["to"].as_u64().unwrap() > a["from"].as_u64().unwrap());
+        assert!(!a["pods"].as_array().unwrap().is_empty());
+    }
+    let outcomes = [
+        "scaleUp",
+        "fitsExisting",
+        "fitsUpcoming",
+        "noScaleUp",
+        "belowPriorityCutoff",
+    ];
+    for p in plan["pendingPods"].as_array().unwrap() {
+        assert!(outcomes.contains(&p["outcome"].as_str().unwrap()), "{p}");
+        assert!(p["pod"].as_str().unwrap().contains('/'));
+    }
+    for limit in ["maxNodesTotal", "cores", "memoryGiB"] {
+        assert!(plan["limits"][limit]["used"].is_number(), "{limit}");
+    }
+    assert_eq!(
+        plan["settings"]["max_nodes_total"]["source"],
+        "clusterAutoscaler"
+    );
+    assert_eq!(plan["input"]["objects"], 50);
+}
+
+#[test]
+fn settings_from_fleet_toml_and_flags_win_over_the_cluster_autoscaler() {
+    let out = fleetscaler(&[
+        "plan",
+        "-s",
+        EXAMPLE,
+        "--now",
+        NOW,
+        "--output",
+        "json",
+        "--config",
+        "fleet.toml.example",
+        "--cluster",
+        "prod-east",
+        "--set",
+        "max_nodes_per_scaleup=7",
+        "--expander",
+        "most-pods",
+        "--seed",
+        "9",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let s = &plan["settings"];
+    assert_eq!(s["max_nodes_total"]["value"], 60);
+    assert_eq!(s["max_nodes_total"]["source"], "clusterOverrides");
+    assert_eq!(s["pod_priority_threshold"]["source"], "clusterAutoscaler");
+    assert_eq!(s["max_node_provision_time"]["source"], "fleetDefaults");
+    assert_eq!(s["max_nodes_per_scaleup"]["value"], 7);
+    assert_eq!(s["max_nodes_per_scaleup"]["source"], "flags");
+    assert_eq!(s["expanders"]["value"], serde_json::json!(["most-pods"]));
+    assert_eq!(s["seed"]["value"], 9);
+}
+
+#[test]
+fn several_files_make_one_cluster() {
+    let dir = tempdir("several");
+    let text = std::fs::read_to_string(root().join(EXAMPLE)).unwrap();
+    // The same objects split in two files: nodes and machine sets apart from pods.
+    let (head, tail) = text.split_at(text.find("- apiVersion: v1\n  kind: Pod").unwrap());
+    std::fs::write(dir.join("a.yaml"), head).unwrap();
+    std::fs::write(
+        dir.join("b.yaml"),
+        format!("apiVersion: v1\nkind: List\nitems:\n{tail}"),
+    )
+    .unwrap();
+    let a = dir.join("a.yaml").display().to_string();
+    let b = dir.join("b.yaml").display().to_string();
+    let split = fleetscaler(&["plan", "-s", &a, "-s", &b, "--now", NOW, "-o", "json"]);
+    let whole = fleetscaler(&["plan", "-s", EXAMPLE, "--now", NOW, "-o", "json"]);
+    assert!(split.status.success(), "{}", stderr(&split));
+    let (mut s, mut w): (Value, Value) = (
+        serde_json::from_slice(&split.stdout).unwrap(),
+        serde_json::from_slice(&whole.stdout).unwrap(),
+    );
+    s.as_object_mut().unwrap().remove("input");
+    w.as_object_mut().unwrap().remove("input");
+    assert_eq!(s, w);
+}
+
+fn tempdir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("fleetscaler-test-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn fails_with(args: &[&str], wants: &[&str]) {
+    let out = fleetscaler(args);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{args:?} should fail: {}",
+        stdout(&out)
+    );
+    let err = stderr(&out);
+    for want in wants {
+        assert!(err.contains(want), "{args:?}: {want:?} not in {err:?}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_input_is_a_clear_error_never_a_panic() {
+    let dir = tempdir("bad");
+    let bad = dir.join("bad.yaml");
+    let text = std::fs::read_to_string(root().join(EXAMPLE))
+        .unwrap()
+        .replacen("cpu: 500m", "cpu: half", 1);
+    std::fs::write(&bad, text).unwrap();
+    let bad = bad.display().to_string();
+    fails_with(
+        &["plan", "-s", &bad],
+        &[
+            &bad,
+            "items[",
+            "(Pod ",
+            "spec.containers[0].resources.requests.cpu",
+            "\"half\"",
+        ],
+    );
+    fails_with(
+        &["plan", "-s", "no/such/file.yaml"],
+        &["cannot read no/such/file.yaml"],
+    );
+    let garbage = dir.join("garbage.yaml");
+    std::fs::write(&garbage, "{{{{ not yaml").unwrap();
+    fails_with(
+        &["plan", "-s", &garbage.display().to_string()],
+        &["not valid YAML or JSON"],
+    );
+    fails_with(
+        &[
+            "plan",
+            "-s",
+            EXAMPLE,
+            "--config",
+            "fleet.toml.example",
+            "--cluster",
+            "nope",
+        ],
+        &["\"nope\"", "prod-east, lab"],
+    );
+    fails_with(
+        &["plan", "-s", EXAMPLE, "--set", "max_nodes_totl=3"],
+        &["--set", "unknown field"],
+    );
+    fails_with(
+        &["plan", "-s", EXAMPLE, "--set", "nonsense"],
+        &["expected KEY=VALUE"],
+    );
+    fails_with(
+        &["plan", "-s", EXAMPLE, "--now", "yesterday"],
+        &["--now", "RFC 3339"],
+    );
+    fails_with(
+        &["plan", "-s", EXAMPLE, "--expander", "cheapest"],
+        &["--expander", "cheapest"],
+    );
+    let cfg = dir.join("fleet.toml");
+    std::fs::write(
+        &cfg,
+        "[[clusters]]\nname = \"a\"\n[clusters.overrides]\ncores = { min = 9, max = 1 }\n",
+    )
+    .unwrap();
+    fails_with(
+        &[
+            "plan",
+            "-s",
+            EXAMPLE,
+            "--config",
+            &cfg.display().to_string(),
+            "--cluster",
+            "a",
+        ],
+        &["clusters[0].overrides.cores", "min 9 is greater than max 1"],
+    );
+}
+
+#[test]
+fn the_example_fleet_toml_is_valid() {
+    let cfg = FleetConfig::load(Path::new(&root().join("fleet.toml.example"))).unwrap();
+    assert_eq!(cfg.clusters.len(), 2);
+    assert!(cfg.validate().is_empty());
+}
