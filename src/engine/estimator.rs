@@ -69,7 +69,7 @@ pub fn estimate(
                     name,
                     SimNodeKind::New(group),
                 ));
-                if sim.check(c.shape, node).is_ok() {
+                if sim.fits(c.shape, node).is_ok() {
                     sim.place(c.shape, node);
                     out.nodes.push(node);
                     out.placed.push(c.index);
@@ -133,7 +133,7 @@ fn place_on_added(
 ) -> Option<usize> {
     let start = if monotonic { *cursor } else { 0 };
     for (k, &node) in added.iter().enumerate().skip(start) {
-        if sim.check(c.shape, node).is_ok() {
+        if sim.fits(c.shape, node).is_ok() {
             sim.place(c.shape, node);
             return Some(node);
         }

@@ -40,11 +40,7 @@ pub fn run_once(
     now: Timestamp,
 ) -> Plan {
     let groups = nodegroups::discover(snapshot);
-    let templates: Vec<Result<TemplateNode, String>> = groups
-        .groups
-        .iter()
-        .map(|g| template::build(snapshot, g))
-        .collect();
+    let templates = template::build_all(snapshot, &groups.groups);
     let mut warnings = groups.warnings.clone();
     let priorities = priorities(snapshot, settings, &mut warnings);
     let mut rng = SeededRng::new(settings.seed);

@@ -150,7 +150,8 @@ impl fmt::Display for Reason {
     }
 }
 
-/// A predicate failure: the code and what exactly did not fit.
+/// A predicate failure: the code and what exactly did not fit. On the hot path (asked with
+/// `explain` off) the message is left empty: formatting it would cost more than the check.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Unfit {
     pub code: ReasonCode,
@@ -162,6 +163,14 @@ impl Unfit {
         Unfit {
             code,
             message: message.into(),
+        }
+    }
+
+    /// The failure, with its message formatted only when `explain` is set.
+    pub fn lazy(code: ReasonCode, explain: bool, message: impl FnOnce() -> String) -> Self {
+        Unfit {
+            code,
+            message: if explain { message() } else { String::new() },
         }
     }
 }

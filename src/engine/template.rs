@@ -3,6 +3,7 @@
 //! annotations (upstream keys first, OpenShift's older keys as fallback) and the machine
 //! template's labels and taints. Either way it carries the DaemonSet pods that would run on it.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -69,12 +70,62 @@ impl TemplateNode {
     }
 }
 
-/// Builds a group's template, or says why none can be built.
-pub fn build(snapshot: &ClusterSnapshot, group: &NodeGroup) -> Result<TemplateNode, String> {
-    if let Some(node) = template_node_candidate(snapshot, group) {
-        return Ok(from_node(snapshot, node));
+/// Builds every group's template, or says why one cannot be built.
+pub fn build_all(
+    snapshot: &ClusterSnapshot,
+    groups: &[NodeGroup],
+) -> Vec<Result<TemplateNode, String>> {
+    let daemons = Daemons::index(snapshot);
+    groups
+        .iter()
+        .map(|g| build(snapshot, g, &daemons))
+        .collect()
+}
+
+/// The DaemonSet and static pods, indexed once for all groups.
+struct Daemons<'a> {
+    /// DaemonSet and mirror pods running on each node.
+    on_node: HashMap<&'a str, Vec<&'a Arc<PodSpec>>>,
+    /// One pod spec per DaemonSet: from the DaemonSet objects, else from a running pod of each.
+    specs: Vec<&'a Arc<PodSpec>>,
+}
+
+impl<'a> Daemons<'a> {
+    fn index(snapshot: &'a ClusterSnapshot) -> Self {
+        let mut on_node: HashMap<&str, Vec<&Arc<PodSpec>>> = HashMap::new();
+        let mut specs: Vec<&Arc<PodSpec>> = snapshot.daemonsets.iter().map(|d| &d.spec).collect();
+        let from_pods = specs.is_empty();
+        let mut seen = HashSet::new();
+        for pod in snapshot
+            .pods
+            .iter()
+            .filter(|p| !p.is_terminal() && (p.is_daemonset() || p.mirror))
+        {
+            if let Some(node) = &pod.node_name {
+                on_node.entry(node).or_default().push(&pod.spec);
+            }
+            if let Some(owner) = pod
+                .owner
+                .as_ref()
+                .filter(|_| from_pods && pod.is_daemonset())
+                && seen.insert(owner.uid.clone())
+            {
+                specs.push(&pod.spec);
+            }
+        }
+        Daemons { on_node, specs }
     }
-    from_annotations(snapshot, group)
+}
+
+fn build(
+    snapshot: &ClusterSnapshot,
+    group: &NodeGroup,
+    daemons: &Daemons,
+) -> Result<TemplateNode, String> {
+    if let Some(node) = template_node_candidate(snapshot, group) {
+        return Ok(from_node(node, daemons));
+    }
+    from_annotations(snapshot, group, daemons)
 }
 
 fn template_node_candidate<'a>(
@@ -102,7 +153,7 @@ fn is_transient_taint(key: &str) -> bool {
         || key.starts_with("status-taint.cluster-autoscaler.kubernetes.io/")
 }
 
-fn from_node(snapshot: &ClusterSnapshot, node: &Node) -> TemplateNode {
+fn from_node(node: &Node, daemons: &Daemons) -> TemplateNode {
     let mut template = TemplateNode {
         source: TemplateSource::Node,
         from_node: Some(node.name.clone()),
@@ -120,13 +171,8 @@ fn from_node(snapshot: &ClusterSnapshot, node: &Node) -> TemplateNode {
         daemon_pods: 0,
         daemon_ports: Vec::new(),
     };
-    let on_node = snapshot.pods.iter().filter(|p| {
-        p.node_name.as_deref() == Some(&*node.name)
-            && !p.is_terminal()
-            && (p.is_daemonset() || p.mirror)
-    });
-    for pod in on_node {
-        add_daemon(&mut template, &pod.spec);
+    for spec in daemons.on_node.get(&*node.name).into_iter().flatten() {
+        add_daemon(&mut template, spec);
     }
     template
 }
@@ -153,7 +199,11 @@ fn annotated_resources<'a>(
     out
 }
 
-fn from_annotations(snapshot: &ClusterSnapshot, group: &NodeGroup) -> Result<TemplateNode, String> {
+fn from_annotations(
+    snapshot: &ClusterSnapshot,
+    group: &NodeGroup,
+    daemons: &Daemons,
+) -> Result<TemplateNode, String> {
     let resources = annotated_resources(snapshot, group);
     let get = |key: &str| {
         resources
@@ -221,7 +271,7 @@ fn from_annotations(snapshot: &ClusterSnapshot, group: &NodeGroup) -> Result<Tem
         daemon_pods: 0,
         daemon_ports: Vec::new(),
     };
-    add_daemonsets(snapshot, &mut template);
+    add_daemonsets(daemons, &mut template);
     Ok(template)
 }
 
@@ -294,25 +344,10 @@ fn daemonset_tolerations() -> Vec<Toleration> {
     ]
 }
 
-/// Adds the DaemonSet pods that would run on the template: from the DaemonSet objects when
-/// the snapshot has them, else from one running pod of each DaemonSet.
-fn add_daemonsets(snapshot: &ClusterSnapshot, template: &mut TemplateNode) {
+/// Adds the DaemonSet pods that would run on the template.
+fn add_daemonsets(daemons: &Daemons, template: &mut TemplateNode) {
     let extra = daemonset_tolerations();
-    let mut specs: Vec<&Arc<PodSpec>> = snapshot.daemonsets.iter().map(|d| &d.spec).collect();
-    if specs.is_empty() {
-        let mut seen = std::collections::HashSet::new();
-        for pod in snapshot
-            .pods
-            .iter()
-            .filter(|p| p.is_daemonset() && !p.is_terminal())
-        {
-            if let Some(owner) = &pod.owner
-                && seen.insert(owner.uid.clone())
-            {
-                specs.push(&pod.spec);
-            }
-        }
-    }
+    let specs = &daemons.specs;
     for spec in specs {
         if runs_on(spec, template, &extra) {
             add_daemon(template, spec);
@@ -360,7 +395,7 @@ mod tests {
         b.add_text(yaml, "test").unwrap();
         let (s, _) = b.finish();
         let groups = discover(&s);
-        groups.groups.iter().map(|g| build(&s, g)).collect()
+        build_all(&s, &groups.groups)
     }
 
     const GPU_SET: &str = r#"

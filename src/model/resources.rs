@@ -147,6 +147,37 @@ impl Resources {
         Ok(())
     }
 
+    /// The first resource this request does not fit into, on a node with `allocatable` of which
+    /// `used` is taken: `(name, requested, free)`. Allocates nothing: this is the hot path.
+    pub fn first_short<'a>(
+        &'a self,
+        allocatable: &Resources,
+        used: &Resources,
+    ) -> Option<(&'a str, i64, i64)> {
+        let short = |req: i64, alloc: i64, used: i64| req > 0 && req > alloc.saturating_sub(used);
+        if short(self.cpu_milli, allocatable.cpu_milli, used.cpu_milli) {
+            return Some((CPU, self.cpu_milli, allocatable.cpu_milli - used.cpu_milli));
+        }
+        if short(self.memory, allocatable.memory, used.memory) {
+            return Some((MEMORY, self.memory, allocatable.memory - used.memory));
+        }
+        if short(
+            self.ephemeral_storage,
+            allocatable.ephemeral_storage,
+            used.ephemeral_storage,
+        ) {
+            return Some((
+                EPHEMERAL_STORAGE,
+                self.ephemeral_storage,
+                allocatable.ephemeral_storage - used.ephemeral_storage,
+            ));
+        }
+        self.extended.iter().find_map(|(name, req)| {
+            let (alloc, used) = (allocatable.get(name), used.get(name));
+            short(*req, alloc, used).then(|| (name.as_ref(), *req, alloc - used))
+        })
+    }
+
     /// The GPU resources, by name.
     pub fn gpus(&self) -> impl Iterator<Item = (&Arc<str>, i64)> {
         self.extended

@@ -4,10 +4,51 @@ use std::sync::Arc;
 
 use super::{Pass, Pending};
 use crate::engine::plan::{Outcome, PodExplanation};
-use crate::engine::reason::{Reason, ReasonCode, Unfit};
+use crate::engine::reason::{Reason, ReasonCode};
+use crate::engine::simulator::PodShape;
 use crate::model::pod::{Pod, Unsimulated};
 
 impl<'a> Pass<'a> {
+    /// `none of the 12 existing and upcoming nodes fits: 10 InsufficientResources (e.g. cpu
+    /// requested 2, only 1 free), 2 UntoleratedTaint (e.g. ...)`. Checks were run without
+    /// messages; one node per code is checked again to give an example.
+    pub(super) fn summarize(
+        &mut self,
+        pod: &PodShape,
+        nodes: usize,
+        failures: &[(ReasonCode, usize)],
+    ) -> Reason {
+        let mut by_code: Vec<(ReasonCode, usize, usize)> = Vec::new();
+        for &(code, node) in failures {
+            match by_code.iter_mut().find(|(c, _, _)| *c == code) {
+                Some(entry) => entry.1 += 1,
+                None => by_code.push((code, 1, node)),
+            }
+        }
+        by_code.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let parts: Vec<String> = by_code
+            .iter()
+            .map(|&(code, n, node)| {
+                let example = self
+                    .sim
+                    .check(pod, node)
+                    .err()
+                    .map_or_else(String::new, |u| u.message);
+                format!("{n} {code} (e.g. {example})")
+            })
+            .collect();
+        let code = by_code.first().map_or(ReasonCode::NoNodeGroups, |c| c.0);
+        let message = if nodes == 0 {
+            "the cluster has no nodes to place it on".to_string()
+        } else {
+            format!(
+                "none of the {nodes} existing and upcoming nodes fits: {}",
+                parts.join(", ")
+            )
+        };
+        Reason::new(code, message)
+    }
+
     pub(super) fn explain(
         &mut self,
         pod: &Pod,
@@ -32,7 +73,7 @@ impl<'a> Pass<'a> {
     }
 
     pub(super) fn explain_leftovers(&mut self, remaining: &[Pending<'a>]) {
-        let fit = self.fit_matrix(remaining);
+        let fit = self.fit_matrix(remaining, true);
         let groups = &self.input.groups;
         for p in remaining {
             let mut reasons = Vec::new();
@@ -62,30 +103,4 @@ impl<'a> Pass<'a> {
             self.explain(p.pod, Outcome::NoScaleUp, None, None, reasons);
         }
     }
-}
-
-/// `none of the 12 existing and upcoming nodes fits: 10 InsufficientResources (cpu ...), 2 UntoleratedTaint (...)`.
-pub(super) fn summarize(nodes: usize, failures: &[Unfit]) -> Reason {
-    let mut by_code: Vec<(ReasonCode, usize, &str)> = Vec::new();
-    for f in failures {
-        match by_code.iter_mut().find(|(c, _, _)| *c == f.code) {
-            Some(entry) => entry.1 += 1,
-            None => by_code.push((f.code, 1, &f.message)),
-        }
-    }
-    by_code.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let parts: Vec<String> = by_code
-        .iter()
-        .map(|(c, n, example)| format!("{n} {c} (e.g. {example})"))
-        .collect();
-    let code = by_code.first().map_or(ReasonCode::NoNodeGroups, |c| c.0);
-    let message = if nodes == 0 {
-        "the cluster has no nodes to place it on".to_string()
-    } else {
-        format!(
-            "none of the {nodes} existing and upcoming nodes fits: {}",
-            parts.join(", ")
-        )
-    };
-    Reason::new(code, message)
 }

@@ -28,7 +28,6 @@ use super::template::TemplateNode;
 use crate::model::ClusterSnapshot;
 use crate::model::pod::Pod;
 use commit::retain_unplaced;
-use explain::summarize;
 use options::similar_groups;
 
 pub struct ScaleUpInput<'a> {
@@ -243,15 +242,15 @@ impl<'a> Pass<'a> {
         for p in pending {
             let monotonic = Simulator::failures_are_monotonic(&p.shape);
             let start = if monotonic { cursor[p.class] } else { 0 };
-            let mut failures: Vec<Unfit> = Vec::new();
+            let mut failures: Vec<(ReasonCode, usize)> = Vec::new();
             let mut found = None;
             for node in start..nodes {
-                match self.sim.check(&p.shape, node) {
+                match self.sim.fits(&p.shape, node) {
                     Ok(()) => {
                         found = Some(node);
                         break;
                     }
-                    Err(u) => failures.push(u),
+                    Err(u) => failures.push((u.code, node)),
                 }
                 if monotonic {
                     cursor[p.class] = node + 1;
@@ -269,9 +268,10 @@ impl<'a> Pass<'a> {
                     self.explain(p.pod, outcome, group, Some(name), vec![]);
                 }
                 None => {
-                    self.existing_summary
-                        .entry(p.class)
-                        .or_insert_with(|| summarize(nodes, &failures));
+                    if !self.existing_summary.contains_key(&p.class) {
+                        let summary = self.summarize(&p.shape, nodes, &failures);
+                        self.existing_summary.insert(p.class, summary);
+                    }
                     remaining.push(p);
                 }
             }
@@ -290,7 +290,7 @@ impl<'a> Pass<'a> {
             if remaining.is_empty() {
                 break;
             }
-            let fit = self.fit_matrix(&remaining);
+            let fit = self.fit_matrix(&remaining, false);
             let options: Vec<ScaleOption> = (0..self.targets.len())
                 .filter_map(|gi| self.option_for(gi, &remaining, &fit))
                 .collect();

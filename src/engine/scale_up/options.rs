@@ -50,7 +50,12 @@ impl<'a> Pass<'a> {
     }
 
     /// Whether a pod fits a fresh node of the group, in the current state.
-    pub(super) fn fits_group(&mut self, gi: usize, shape: &PodShape) -> Result<(), Unfit> {
+    pub(super) fn fits_group(
+        &mut self,
+        gi: usize,
+        shape: &PodShape,
+        explain: bool,
+    ) -> Result<(), Unfit> {
         let template = match &self.input.templates[gi] {
             Ok(t) => t,
             Err(message) => return Err(Unfit::new(ReasonCode::NoTemplate, message.clone())),
@@ -60,18 +65,22 @@ impl<'a> Pass<'a> {
         let node = self
             .sim
             .add_node(SimNode::from_template(template, name, SimNodeKind::New(gi)));
-        let result = self.sim.check(shape, node);
+        let result = if explain {
+            self.sim.check(shape, node)
+        } else {
+            self.sim.fits(shape, node)
+        };
         self.sim.revert(mark);
         result
     }
 
     /// Per class (first pod of each) and group: does it fit a fresh node of the group.
-    pub(super) fn fit_matrix(&mut self, remaining: &[Pending]) -> FitMatrix {
+    pub(super) fn fit_matrix(&mut self, remaining: &[Pending], explain: bool) -> FitMatrix {
         let mut fit = HashMap::new();
         for p in remaining {
             for gi in 0..self.targets.len() {
                 if let std::collections::hash_map::Entry::Vacant(e) = fit.entry((p.class, gi)) {
-                    e.insert(self.fits_group(gi, &p.shape));
+                    e.insert(self.fits_group(gi, &p.shape, explain));
                 }
             }
         }

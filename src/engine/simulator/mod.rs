@@ -196,10 +196,27 @@ impl Simulator {
         }
     }
 
-    /// Whether `pod` fits `node` now, or the first predicate that fails.
+    /// Whether `pod` fits `node` now, or the first predicate that fails, with its message.
     pub fn check(&mut self, pod: &PodShape, node: usize) -> Result<(), Unfit> {
-        predicates::check_static(pod, &self.nodes[node])?;
-        predicates::check_topology(pod, node, &self.nodes, &self.placed, &mut self.topology)
+        self.run_predicates(pod, node, true)
+    }
+
+    /// As [`Simulator::check`], without formatting a message: for the hot loops, which only
+    /// need to know whether, and by which code, a pod does not fit.
+    pub fn fits(&mut self, pod: &PodShape, node: usize) -> Result<(), Unfit> {
+        self.run_predicates(pod, node, false)
+    }
+
+    fn run_predicates(&mut self, pod: &PodShape, node: usize, explain: bool) -> Result<(), Unfit> {
+        predicates::check_static(pod, &self.nodes[node], explain)?;
+        predicates::check_topology(
+            pod,
+            node,
+            &self.nodes,
+            &self.placed,
+            &mut self.topology,
+            explain,
+        )
     }
 
     /// Whether checks for this pod can skip nodes it already failed on: true unless it has

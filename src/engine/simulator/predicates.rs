@@ -5,73 +5,76 @@
 use super::topology::Topology;
 use super::{PodShape, SimNode};
 use crate::engine::reason::{ReasonCode, Unfit};
+use crate::model::resources::Shortfall;
 use crate::model::scheduling::untolerated_taint;
 
-pub(super) fn check_static(pod: &PodShape, node: &SimNode) -> Result<(), Unfit> {
+pub(super) fn check_static(pod: &PodShape, node: &SimNode, explain: bool) -> Result<(), Unfit> {
     let spec = &pod.spec;
+    let fail = |code, message: &dyn Fn() -> String| Err(Unfit::lazy(code, explain, message));
     if node.unschedulable {
-        return Err(Unfit::new(
-            ReasonCode::NodeUnschedulable,
-            "node is cordoned (unschedulable)",
-        ));
+        return fail(ReasonCode::NodeUnschedulable, &|| {
+            "node is cordoned (unschedulable)".into()
+        });
     }
     if node.pods >= node.max_pods {
-        return Err(Unfit::new(
-            ReasonCode::TooManyPods,
-            format!("node already runs {} of {} pods", node.pods, node.max_pods),
-        ));
+        return fail(ReasonCode::TooManyPods, &|| {
+            format!("node already runs {} of {} pods", node.pods, node.max_pods)
+        });
     }
-    if let Err(short) = spec.requests.fits_in(&node.free()) {
-        return Err(Unfit::new(
-            ReasonCode::InsufficientResources,
-            short.describe(),
-        ));
+    if let Some((name, requested, free)) = spec
+        .requests
+        .first_short(&node.allocatable, &node.requested)
+    {
+        return fail(ReasonCode::InsufficientResources, &|| {
+            let short = Shortfall {
+                resource: name.into(),
+                requested,
+                available: free.max(0),
+            };
+            short.describe()
+        });
     }
     for (k, v) in spec.node_selector.iter() {
         let actual = node.labels.get(k);
         if actual != Some(v) {
-            let has = actual.map_or_else(|| format!("no {k} label"), |a| format!("{k}={a}"));
-            return Err(Unfit::new(
-                ReasonCode::NodeSelectorMismatch,
-                format!("nodeSelector {k}={v} does not match (node has {has})"),
-            ));
+            return fail(ReasonCode::NodeSelectorMismatch, &|| {
+                let has = actual.map_or_else(|| format!("no {k} label"), |a| format!("{k}={a}"));
+                format!("nodeSelector {k}={v} does not match (node has {has})")
+            });
         }
     }
     if let Some(affinity) = &spec.node_affinity
         && !affinity.matches(&node.labels, &node.name)
     {
-        let first = affinity
-            .terms
-            .first()
-            .map(|t| {
-                t.match_labels
+        return fail(ReasonCode::NodeAffinityMismatch, &|| {
+            let first = affinity.terms.first().map(|t| {
+                let reqs: Vec<String> = t
+                    .match_labels
                     .iter()
                     .chain(&t.match_name)
                     .map(|r| r.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })
-            .unwrap_or_default();
-        return Err(Unfit::new(
-            ReasonCode::NodeAffinityMismatch,
-            format!("required node affinity ({first}) does not match the node's labels"),
-        ));
+                    .collect();
+                reqs.join(", ")
+            });
+            format!(
+                "required node affinity ({}) does not match the node's labels",
+                first.unwrap_or_default()
+            )
+        });
     }
     if let Some(taint) = untolerated_taint(&node.taints, &spec.tolerations) {
-        return Err(Unfit::new(
-            ReasonCode::UntoleratedTaint,
-            format!("untolerated taint {taint}"),
-        ));
+        return fail(ReasonCode::UntoleratedTaint, &|| {
+            format!("untolerated taint {taint}")
+        });
     }
     if let Some(port) = spec
         .host_ports
         .iter()
         .find(|p| node.host_ports.iter().any(|q| q.conflicts_with(p)))
     {
-        return Err(Unfit::new(
-            ReasonCode::HostPortConflict,
-            format!("host port {port} is already taken"),
-        ));
+        return fail(ReasonCode::HostPortConflict, &|| {
+            format!("host port {port} is already taken")
+        });
     }
     Ok(())
 }
@@ -82,6 +85,7 @@ pub(super) fn check_topology(
     nodes: &[SimNode],
     placed: &[(PodShape, usize)],
     topology: &mut Topology,
+    explain: bool,
 ) -> Result<(), Unfit> {
     let spec = &pod.spec;
     let uses_index = !spec.affinity.is_empty()
@@ -97,32 +101,29 @@ pub(super) fn check_topology(
     let Some(shape) = topology.shape(pod) else {
         return Ok(());
     };
+    let lazy = |code, message: &dyn Fn() -> String| Err(Unfit::lazy(code, explain, message));
     for (term, &ci) in spec.affinity.iter().zip(&shape.affinity) {
         let counter = &topology.counters[ci];
-        let selector = term
-            .selector
-            .as_ref()
-            .map_or("<none>".to_string(), |s| s.to_string());
         let Some(domain) = node.label(&term.topology_key) else {
-            return Err(Unfit::new(
-                ReasonCode::PodAffinityUnsatisfied,
+            return lazy(ReasonCode::PodAffinityUnsatisfied, &|| {
                 format!(
-                    "node has no {} label for pod affinity ({selector})",
-                    term.topology_key
-                ),
-            ));
+                    "node has no {} label for pod affinity ({})",
+                    term.topology_key,
+                    describe(&term.selector)
+                )
+            });
         };
         let here = counter.counts.get(domain).copied().unwrap_or(0);
         // The first pod of a group that requires itself may go anywhere (as the scheduler allows).
         let first_of_its_kind = counter.total == 0 && topology.term_matches(term, pod);
         if here == 0 && !first_of_its_kind {
-            return Err(Unfit::new(
-                ReasonCode::PodAffinityUnsatisfied,
+            return lazy(ReasonCode::PodAffinityUnsatisfied, &|| {
                 format!(
-                    "no pod matching {selector} runs in {}={domain}",
+                    "no pod matching {} runs in {}={domain}",
+                    describe(&term.selector),
                     term.topology_key
-                ),
-            ));
+                )
+            });
         }
     }
     for (term, &ci) in spec.anti_affinity.iter().zip(&shape.anti_affinity) {
@@ -136,17 +137,13 @@ pub(super) fn check_topology(
             .unwrap_or(0)
             > 0
         {
-            let selector = term
-                .selector
-                .as_ref()
-                .map_or("<none>".to_string(), |s| s.to_string());
-            return Err(Unfit::new(
-                ReasonCode::PodAntiAffinityConflict,
+            return lazy(ReasonCode::PodAntiAffinityConflict, &|| {
                 format!(
-                    "a pod matching {selector} already runs in {}={domain}",
+                    "a pod matching {} already runs in {}={domain}",
+                    describe(&term.selector),
                     term.topology_key
-                ),
-            ));
+                )
+            });
         }
     }
     for &ai in &shape.symmetric {
@@ -155,45 +152,43 @@ pub(super) fn check_topology(
             continue;
         };
         if owner.counts.get(domain).copied().unwrap_or(0) > 0 {
-            let selector = owner
-                .term
-                .selector
-                .as_ref()
-                .map_or("<none>".to_string(), |s| s.to_string());
-            return Err(Unfit::new(
-                ReasonCode::PodAntiAffinityConflict,
+            return lazy(ReasonCode::PodAntiAffinityConflict, &|| {
                 format!(
-                    "an existing pod's anti-affinity ({selector}) keeps matching pods out of {}={domain}",
+                    "an existing pod's anti-affinity ({}) keeps matching pods out of {}={domain}",
+                    describe(&owner.term.selector),
                     owner.term.topology_key
-                ),
-            ));
+                )
+            });
         }
     }
     for &si in &shape.spread {
         let counter = &topology.spreads[si];
         let c = &counter.constraint;
         let Some(domain) = node.label(&c.topology_key) else {
-            return Err(Unfit::new(
-                ReasonCode::TopologySpreadViolated,
+            return lazy(ReasonCode::TopologySpreadViolated, &|| {
                 format!(
                     "node has no {} label, required by a topology spread constraint",
                     c.topology_key
-                ),
-            ));
+                )
+            });
         };
         let self_match = u32::from(c.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)));
         let here = counter.count(domain) + self_match;
         let min = counter.global_min();
-        let skew = i64::from(here) - i64::from(min);
-        if skew > i64::from(c.max_skew) {
-            return Err(Unfit::new(
-                ReasonCode::TopologySpreadViolated,
+        if i64::from(here) - i64::from(min) > i64::from(c.max_skew) {
+            return lazy(ReasonCode::TopologySpreadViolated, &|| {
                 format!(
                     "{}={domain} would hold {here} matching pods against a minimum of {min} (maxSkew {})",
                     c.topology_key, c.max_skew
-                ),
-            ));
+                )
+            });
         }
     }
     Ok(())
+}
+
+fn describe(selector: &Option<crate::model::LabelSelector>) -> String {
+    selector
+        .as_ref()
+        .map_or("<none>".to_string(), |s| s.to_string())
 }

@@ -234,3 +234,38 @@ fn failures_are_monotonic_only_without_affinity_or_spread() {
     assert!(Simulator::failures_are_monotonic(&pending(&s, "plain")));
     assert!(!Simulator::failures_are_monotonic(&pending(&s, "spread")));
 }
+
+#[test]
+fn fits_agrees_with_check_without_formatting() {
+    let s = snapshot([
+        node("a").zone("a").json(),
+        node("b")
+            .zone("b")
+            .taint("dedicated", "db", "NoSchedule")
+            .json(),
+        pod("w1").label("app", "w").on("a").json(),
+        pod("w2")
+            .label("app", "w")
+            .cpu("1")
+            .spread(1, "topology.kubernetes.io/zone", "w")
+            .unschedulable()
+            .json(),
+        pod("big").cpu("9").unschedulable().json(),
+    ]);
+    let mut sim = sim(&s);
+    for name in ["w2", "big"] {
+        let p = pending(&s, name);
+        for n in 0..2 {
+            let (fast, full) = (sim.fits(&p, n), sim.check(&p, n));
+            assert_eq!(
+                fast.as_ref().map_err(|u| u.code),
+                full.as_ref().map_err(|u| u.code),
+                "{name} on {n}"
+            );
+            if let Err(u) = fast {
+                assert!(u.message.is_empty());
+                assert!(!full.unwrap_err().message.is_empty());
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Engine benchmark: one `run_once` pass on a synthetic cluster of 1,000 nodes, 30,000
+//! running pods, 2,000 pending pods and 20 node groups. Prints the distribution of pass
+//! times and what the pass decided (so a pass that does nothing cannot look fast).
+//!
+//! `cargo bench --bench engine` (optionally `-- --iterations N`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod synthetic;
+
+use std::time::{Duration, Instant};
+
+use fleetscaler::engine::plan::Outcome;
+use fleetscaler::engine::{EngineState, Settings, run_once};
+use jiff::Timestamp;
+
+fn main() {
+    let iterations: usize = std::env::args()
+        .skip_while(|a| a != "--iterations")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(30);
+    let shape = synthetic::Shape {
+        nodes: 1000,
+        running_pods: 30_000,
+        pending_pods: 2000,
+    };
+    let started = Instant::now();
+    let snapshot = synthetic::build(&shape);
+    let built = started.elapsed();
+    let settings = Settings {
+        balance_similar_node_groups: true,
+        ..Settings::default()
+    };
+    let now = Timestamp::UNIX_EPOCH;
+
+    let plan = run_once(&snapshot, &EngineState::default(), &settings, now);
+    let mut times: Vec<Duration> = (0..iterations)
+        .map(|_| {
+            let t = Instant::now();
+            let p = run_once(&snapshot, &EngineState::default(), &settings, now);
+            let elapsed = t.elapsed();
+            assert_eq!(p, plan, "passes over the same input must agree");
+            elapsed
+        })
+        .collect();
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let pct = |p: f64| times[((times.len() - 1) as f64 * p).round() as usize];
+
+    println!(
+        "engine pass: {} nodes, {} pods ({} pending), {} node groups",
+        snapshot.nodes.len(),
+        snapshot.pods.len(),
+        snapshot.pods.iter().filter(|p| p.unschedulable).count(),
+        plan.node_groups.len()
+    );
+    println!(
+        "  snapshot built and projected in {:.0} ms (not part of the pass)",
+        ms(built)
+    );
+    println!(
+        "  {iterations} passes: min {:.1} ms, median {:.1} ms, p90 {:.1} ms, max {:.1} ms",
+        ms(times[0]),
+        ms(pct(0.5)),
+        ms(pct(0.9)),
+        ms(*times.last().unwrap())
+    );
+    let count = |o: Outcome| plan.pending_pods.iter().filter(|e| e.outcome == o).count();
+    let added: u64 = plan.scale_up.iter().map(|a| a.to - a.from).sum();
+    println!(
+        "  decided: {} scale-ups adding {added} nodes; pending pods: {} scaleUp, {} fitsExisting, {} fitsUpcoming, {} noScaleUp, {} belowPriorityCutoff",
+        plan.scale_up.len(),
+        count(Outcome::ScaleUp),
+        count(Outcome::FitsExisting),
+        count(Outcome::FitsUpcoming),
+        count(Outcome::NoScaleUp),
+        count(Outcome::BelowPriorityCutoff)
+    );
+    let goal = Duration::from_millis(100);
+    println!(
+        "  goal: median <= {} ms: {}",
+        goal.as_millis(),
+        if pct(0.5) <= goal { "met" } else { "NOT met" }
+    );
+}
