@@ -2,7 +2,8 @@
 //! running pods, 2,000 pending pods and 20 node groups. Prints the distribution of pass
 //! times and what the pass decided (so a pass that does nothing cannot look fast).
 //!
-//! `cargo bench --bench engine` (optionally `-- --iterations N`).
+//! `cargo bench --bench engine` (optionally `-- --iterations N`). Under `cargo test` it runs
+//! two passes as a smoke test, checking that passes over the same input agree.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -15,11 +16,13 @@ use fleetscaler::engine::{EngineState, Settings, run_once};
 use jiff::Timestamp;
 
 fn main() {
+    // `cargo bench` passes --bench; under `cargo test` this is a smoke run of two passes.
+    let benching = std::env::args().any(|a| a == "--bench");
     let iterations: usize = std::env::args()
         .skip_while(|a| a != "--iterations")
         .nth(1)
         .and_then(|n| n.parse().ok())
-        .unwrap_or(30);
+        .unwrap_or(if benching { 30 } else { 2 });
     let shape = synthetic::Shape {
         nodes: 1000,
         running_pods: 30_000,
@@ -77,6 +80,9 @@ fn main() {
         count(Outcome::NoScaleUp),
         count(Outcome::BelowPriorityCutoff)
     );
+    if !benching {
+        return;
+    }
     let goal = Duration::from_millis(100);
     println!(
         "  goal: median <= {} ms: {}",

@@ -174,3 +174,46 @@ impl Unfit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Exhaustive: a new variant does not compile here until it is in `ALL`.
+    fn position(c: ReasonCode) -> usize {
+        use ReasonCode::*;
+        match c {
+            InsufficientResources => 0,
+            TooManyPods => 1,
+            NodeSelectorMismatch => 2,
+            NodeAffinityMismatch => 3,
+            UntoleratedTaint => 4,
+            HostPortConflict => 5,
+            PodAffinityUnsatisfied => 6,
+            PodAntiAffinityConflict => 7,
+            TopologySpreadViolated => 8,
+            NodeUnschedulable => 9,
+            MaxSizeReached => 10,
+            ResourceLimitReached => 11,
+            MaxNodesTotalReached => 12,
+            ScaleUpCapReached => 13,
+            NoTemplate => 14,
+            NodeGroupInvalid => 15,
+            NoNodeGroups => 16,
+            BelowPriorityCutoff => 17,
+            DaemonSetPod => 18,
+            NotSimulated => 19,
+        }
+    }
+
+    #[test]
+    fn all_lists_every_code_once_and_names_match_serde() {
+        for (i, c) in ReasonCode::ALL.iter().enumerate() {
+            assert_eq!(position(*c), i);
+            assert_eq!(
+                serde_json::to_value(c).unwrap(),
+                serde_json::json!(c.as_str())
+            );
+        }
+    }
+}
