@@ -339,6 +339,17 @@ mod tests {
             ],
         };
         assert!(sel.matches(&labels, "n1"));
+        let not_in_exists = NodeSelector {
+            terms: vec![term(vec![
+                NodeRequirement::NotIn("zone".into(), vals(&["b", "c"])),
+                NodeRequirement::Exists("cores".into()),
+            ])],
+        };
+        assert!(not_in_exists.matches(&labels, "n1"));
+        let gt_not_a_number = NodeSelector {
+            terms: vec![term(vec![NodeRequirement::Gt("zone".into(), 0)])],
+        };
+        assert!(!gt_not_a_number.matches(&labels, "n1"));
         let lt = NodeSelector {
             terms: vec![term(vec![NodeRequirement::Lt("cores".into(), 8)])],
         };
