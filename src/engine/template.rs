@@ -356,16 +356,9 @@ fn add_daemonsets(daemons: &Daemons, template: &mut TemplateNode) {
 }
 
 fn runs_on(spec: &PodSpec, template: &TemplateNode, extra: &[Toleration]) -> bool {
-    let selector_ok = spec
-        .node_selector
-        .iter()
-        .all(|(k, v)| template.labels.get(k) == Some(v));
-    let affinity_ok = spec
-        .node_affinity
-        .as_ref()
-        .is_none_or(|a| a.matches(&template.labels, ""));
     let tolerations: Vec<Toleration> = spec.tolerations.iter().chain(extra).cloned().collect();
-    selector_ok && affinity_ok && untolerated_taint(&template.taints, &tolerations).is_none()
+    spec.selects_node(&template.labels, "")
+        && untolerated_taint(&template.taints, &tolerations).is_none()
 }
 
 /// Human summary of a template for explanations: `4 cpu, 16Gi memory, 110 pods (DaemonSets: 200m cpu)`.

@@ -12,8 +12,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::labels::Labels;
-use super::meta::{FieldError, ObjectKey, OwnerRef, Projector, controller_of, key_of, timestamp};
-use super::scheduling::{Taint, TaintEffect, ZONE_LABEL};
+use super::meta::{
+    FieldError, ObjectKey, OwnerRef, Projector, controller_of, key_of, taints, timestamp,
+};
+use super::scheduling::{Taint, ZONE_LABEL};
 
 /// Which Machine API a resource belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -254,20 +256,7 @@ impl ScalableResource {
                 label_map.insert(k.clone(), v.clone());
             }
         }
-        let mut taints = Vec::new();
-        for (i, t) in tmpl.spec.taints.iter().enumerate() {
-            let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
-                FieldError::new(
-                    format!("spec.template.spec.taints[{i}].effect"),
-                    format!("unknown effect {:?}", t.effect),
-                )
-            })?;
-            taints.push(Taint {
-                key: p.str(&t.key),
-                value: p.opt_str(t.value.as_ref()),
-                effect,
-            });
-        }
+        let taints = taints(&tmpl.spec.taints, "spec.template.spec.taints", p)?;
         let provider = tmpl.spec.provider_spec.value.as_ref();
         let text_at = |ptrs: &[&str]| {
             ptrs.iter()

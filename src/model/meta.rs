@@ -14,6 +14,7 @@ use super::labels::{Interner, LabelRequirement, LabelSelector, Labels, ValueInte
 use super::pod::PodSpec;
 use super::quantity::Quantity;
 use super::resources::{CPU, PODS, Resources};
+use super::scheduling::{Taint, TaintEffect};
 
 /// A field of an object that could not be projected, with where it is.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -144,6 +145,30 @@ pub fn resource_list(
         }
     }
     Ok((out, pods))
+}
+
+/// A taint list (node `spec.taints`, a machine template's `taints`).
+pub fn taints(
+    list: &[k8s_openapi::api::core::v1::Taint],
+    path: &str,
+    p: &mut Projector,
+) -> Result<Vec<Taint>, FieldError> {
+    list.iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
+                FieldError::new(
+                    format!("{path}[{i}].effect"),
+                    format!("unknown effect {:?}", t.effect),
+                )
+            })?;
+            Ok(Taint {
+                key: p.str(&t.key),
+                value: p.opt_str(t.value.as_ref()),
+                effect,
+            })
+        })
+        .collect()
 }
 
 pub fn label_selector(

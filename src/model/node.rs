@@ -7,9 +7,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1 as corev1;
 
 use super::labels::Labels;
-use super::meta::{FieldError, ObjectKey, Projector, annotation, resource_list, timestamp};
+use super::meta::{FieldError, ObjectKey, Projector, annotation, resource_list, taints, timestamp};
 use super::resources::Resources;
-use super::scheduling::{Taint, TaintEffect};
+use super::scheduling::Taint;
 
 pub const SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
 /// The taint the autoscaler puts on a node it is removing.
@@ -73,25 +73,8 @@ impl Node {
         if status.and_then(|s| s.allocatable.as_ref()).is_none() {
             allocatable = capacity.clone();
         }
-        let mut taints = Vec::new();
-        for (i, t) in spec
-            .and_then(|s| s.taints.as_ref())
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let effect = TaintEffect::parse(&t.effect).ok_or_else(|| {
-                FieldError::new(
-                    format!("spec.taints[{i}].effect"),
-                    format!("unknown effect {:?}", t.effect),
-                )
-            })?;
-            taints.push(Taint {
-                key: p.str(&t.key),
-                value: p.opt_str(t.value.as_ref()),
-                effect,
-            });
-        }
+        let spec_taints = spec.and_then(|s| s.taints.as_deref()).unwrap_or_default();
+        let taints = taints(spec_taints, "spec.taints", p)?;
         let readiness = readiness(status, &taints);
         Ok(Node {
             name: p.opt_str(meta.name.as_ref()),

@@ -105,6 +105,18 @@ impl PodSpec {
     pub fn has_pod_affinity(&self) -> bool {
         !self.affinity.is_empty() || !self.anti_affinity.is_empty()
     }
+
+    /// Whether a node's labels (and name) satisfy the pod's `nodeSelector` and required node
+    /// affinity: the node selection that does not depend on other pods.
+    pub fn selects_node(&self, labels: &Labels, node_name: &str) -> bool {
+        self.node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .node_affinity
+                .as_ref()
+                .is_none_or(|a| a.matches(labels, node_name))
+    }
 }
 
 /// What the `safe-to-evict` annotation says.

@@ -120,41 +120,33 @@ fn project_affinity(
             out.unsimulated.push(Unsimulated::SoftConstraints);
         }
     }
+    let soft = |preferred: Option<&Vec<corev1::WeightedPodAffinityTerm>>| {
+        preferred.is_some_and(|v| !v.is_empty())
+    };
+    let base = "spec.affinity";
     if let Some(pa) = &affinity.pod_affinity {
-        let path = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution";
-        out.affinity = affinity_terms(
-            pa.required_during_scheduling_ignored_during_execution
+        let required = pa
+            .required_during_scheduling_ignored_during_execution
+            .as_ref();
+        let path = format!("{base}.podAffinity.requiredDuringSchedulingIgnoredDuringExecution");
+        out.affinity = affinity_terms(required, &path, namespace, own, out, p)?;
+        if soft(
+            pa.preferred_during_scheduling_ignored_during_execution
                 .as_ref(),
-            path,
-            namespace,
-            own,
-            out,
-            p,
-        )?;
-        if pa
-            .preferred_during_scheduling_ignored_during_execution
-            .as_ref()
-            .is_some_and(|v| !v.is_empty())
-        {
+        ) {
             out.unsimulated.push(Unsimulated::SoftConstraints);
         }
     }
     if let Some(pa) = &affinity.pod_anti_affinity {
-        let path = "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution";
-        out.anti_affinity = affinity_terms(
-            pa.required_during_scheduling_ignored_during_execution
+        let required = pa
+            .required_during_scheduling_ignored_during_execution
+            .as_ref();
+        let path = format!("{base}.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution");
+        out.anti_affinity = affinity_terms(required, &path, namespace, own, out, p)?;
+        if soft(
+            pa.preferred_during_scheduling_ignored_during_execution
                 .as_ref(),
-            path,
-            namespace,
-            own,
-            out,
-            p,
-        )?;
-        if pa
-            .preferred_during_scheduling_ignored_during_execution
-            .as_ref()
-            .is_some_and(|v| !v.is_empty())
-        {
+        ) {
             out.unsimulated.push(Unsimulated::SoftConstraints);
         }
     }

@@ -293,18 +293,10 @@ impl SpreadCounter {
     fn counts_node(&self, node: &SimNode) -> bool {
         let spec = &self.filter;
         let c = &self.constraint;
-        if c.node_affinity_policy == SpreadPolicy::Honor {
-            let selector_ok = spec
-                .node_selector
-                .iter()
-                .all(|(k, v)| node.labels.get(k) == Some(v));
-            let affinity_ok = spec
-                .node_affinity
-                .as_ref()
-                .is_none_or(|a| a.matches(&node.labels, &node.name));
-            if !(selector_ok && affinity_ok) {
-                return false;
-            }
+        if c.node_affinity_policy == SpreadPolicy::Honor
+            && !spec.selects_node(&node.labels, &node.name)
+        {
+            return false;
         }
         if c.node_taints_policy == SpreadPolicy::Honor
             && untolerated_taint(&node.taints, &spec.tolerations).is_some()
