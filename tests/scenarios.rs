@@ -6,8 +6,10 @@
 //!
 //! `expect` keys: `scaleUp` (the whole list, in order), `nodeGroups` (by id), `pods` (by
 //! `ns/name`, with `codes`: the reason codes in order, and `messages`: substrings of the
-//! reasons), `limits`, `settings` (by key), `reasonContains` (substrings of any scale-up
-//! reason) and `warnings` (substrings of any warning).
+//! reasons), `limits`, `settings` (by key), `health`, `fixTargetSize`, `deleteFailedMachines`,
+//! `deleteUnregistered`, `reasonContains` (substrings of any scale-up reason) and `warnings`
+//! (substrings of any warning). `args` may give `state` (a state file in the folder), `seed`,
+//! `expander`, `set` (a list of `key=value`), `config` and `cluster`.
 
 use std::path::{Path, PathBuf};
 
@@ -45,6 +47,8 @@ fn args_for(dir: &Path, spec: &Value) -> PlanArgs {
             })
             .unwrap_or_default(),
         output: OutputFormat::Json,
+        state: text("state").map(|f| dir.join(f)),
+        save_state: None,
     }
 }
 
@@ -157,7 +161,14 @@ fn check(dir: &Path) -> Vec<String> {
     if let Some(e) = expect.get("pods") {
         check_pods(e, &plan, &mut errors);
     }
-    for key in ["limits", "settings"] {
+    for key in [
+        "limits",
+        "settings",
+        "health",
+        "fixTargetSize",
+        "deleteFailedMachines",
+        "deleteUnregistered",
+    ] {
         if let Some(e) = expect.get(key) {
             subset(e, &plan[key], key, &mut errors);
         }

@@ -37,11 +37,11 @@ fn main() {
     };
     let now = Timestamp::UNIX_EPOCH;
 
-    let plan = run_once(&snapshot, &EngineState::default(), &settings, now);
+    let plan = run_once(&snapshot, &mut EngineState::default(), &settings, now);
     let mut times: Vec<Duration> = (0..iterations)
         .map(|_| {
             let t = Instant::now();
-            let p = run_once(&snapshot, &EngineState::default(), &settings, now);
+            let p = run_once(&snapshot, &mut EngineState::default(), &settings, now);
             let elapsed = t.elapsed();
             assert_eq!(p, plan, "passes over the same input must agree");
             elapsed

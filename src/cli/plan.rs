@@ -42,6 +42,12 @@ pub struct PlanArgs {
     pub set: Vec<String>,
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// The engine's memory from an earlier pass (JSON); read if the file exists.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+    /// Where to write the engine's memory after this pass, to replay a sequence of dumps.
+    #[arg(long, value_name = "FILE")]
+    pub save_state: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +77,16 @@ pub enum PlanError {
     Flag { flag: String, message: String },
     #[error("cannot write the plan: {0}")]
     Write(#[from] std::io::Error),
+    #[error("state file {path}: {source}")]
+    State {
+        path: String,
+        source: crate::engine::state::StateError,
+    },
+    #[error("cannot write the state to {path}: {source}")]
+    SaveState {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// The plan with what it was computed from, as `--output json` prints it.
@@ -145,7 +161,14 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
         })?,
         None => Timestamp::now(),
     };
-    let mut plan = run_once(&snapshot, &EngineState::default(), &effective.settings, now);
+    let mut state = read_state(args.state.as_deref())?;
+    let mut plan = run_once(&snapshot, &mut state, &effective.settings, now);
+    if let Some(path) = &args.save_state {
+        std::fs::write(path, state.to_json()).map_err(|source| PlanError::SaveState {
+            path: path.display().to_string(),
+            source,
+        })?;
+    }
     plan.warnings
         .splice(0..0, effective.warnings.iter().map(|w| w.to_string()));
     Ok(PlanReport {
@@ -161,6 +184,21 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
             skipped: dump.skipped,
         },
     })
+}
+
+/// The state file's engine memory; a file that does not exist yet is an empty memory.
+fn read_state(path: Option<&std::path::Path>) -> Result<EngineState, PlanError> {
+    let Some(path) = path else {
+        return Ok(EngineState::default());
+    };
+    let name = path.display().to_string();
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            EngineState::from_json(&text).map_err(|source| PlanError::State { path: name, source })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(EngineState::default()),
+        Err(source) => Err(PlanError::Read { path: name, source }),
+    }
 }
 
 fn read_snapshots(

@@ -7,6 +7,7 @@
 //! every action and every pending pod with its reasons.
 
 pub mod balance;
+pub mod cluster_state;
 pub mod estimator;
 pub mod expander;
 #[cfg(test)]
@@ -32,33 +33,50 @@ pub use settings::{Settings, SettingsPatch};
 pub use state::EngineState;
 use template::{TemplateNode, TemplateSource};
 
-/// One decision pass over one cluster.
+/// One decision pass over one cluster: `state` is the engine's memory, updated as if the
+/// plan is carried out.
 pub fn run_once(
     snapshot: &ClusterSnapshot,
-    _state: &EngineState,
+    state: &mut EngineState,
     settings: &Settings,
     now: Timestamp,
 ) -> Plan {
     let groups = nodegroups::discover(snapshot);
     let templates = template::build_all(snapshot, &groups.groups);
+    let cluster = cluster_state::assess(snapshot, &groups, state, settings, now);
     let mut warnings = groups.warnings.clone();
+    warnings.extend(cluster.warnings.iter().cloned());
     let priorities = priorities(snapshot, settings, &mut warnings);
     let mut rng = SeededRng::new(settings.seed);
     let input = scale_up::ScaleUpInput {
         snapshot,
         groups: &groups,
+        cluster: &cluster,
         templates: &templates,
         settings,
         priorities: priorities.as_ref(),
     };
     let scale_up = scale_up::plan(&input, &mut rng);
     warnings.extend(scale_up.warnings);
+    for a in &scale_up.actions {
+        state.record_scale_up(a.node_group.as_str(), a.to - a.from, now);
+    }
     Plan {
         now,
-        node_groups: node_group_statuses(snapshot, &groups, &templates, &scale_up.upcoming),
+        node_groups: node_group_statuses(
+            snapshot,
+            &groups,
+            &cluster,
+            &templates,
+            &scale_up.upcoming,
+        ),
         scale_up: scale_up.actions,
         pending_pods: scale_up.pods,
         limits: scale_up.limits,
+        health: cluster.health,
+        fix_target_size: cluster.fix_target_size,
+        delete_failed_machines: cluster.delete_failed,
+        delete_unregistered: cluster.delete_unregistered,
         warnings,
     }
 }
@@ -96,6 +114,7 @@ fn priorities(
 fn node_group_statuses(
     snapshot: &ClusterSnapshot,
     groups: &NodeGroups,
+    cluster: &cluster_state::ClusterState,
     templates: &[Result<TemplateNode, String>],
     upcoming: &[u64],
 ) -> Vec<NodeGroupStatus> {
@@ -109,7 +128,7 @@ fn node_group_statuses(
             min: Some(g.min),
             max: Some(g.max),
             target: Some(g.target),
-            registered: g.nodes.len() as u64,
+            registered: cluster.groups[i].registered(),
             ready: g
                 .nodes
                 .iter()

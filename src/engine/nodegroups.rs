@@ -94,6 +94,10 @@ pub struct NodeGroups {
     pub ineligible: Vec<IneligibleGroup>,
     /// Per snapshot node: the index of its group, if it belongs to one.
     pub group_of_node: Vec<Option<usize>>,
+    /// Per snapshot machine: the node it became, if it has registered.
+    pub node_of_machine: Vec<Option<usize>>,
+    /// Per snapshot node: its machine, if one is found.
+    pub machine_of_node: Vec<Option<usize>>,
     pub warnings: Vec<String>,
 }
 
@@ -107,6 +111,8 @@ impl NodeGroups {
 pub fn discover(snapshot: &ClusterSnapshot) -> NodeGroups {
     let mut out = NodeGroups {
         group_of_node: vec![None; snapshot.nodes.len()],
+        node_of_machine: vec![None; snapshot.machines.len()],
+        machine_of_node: vec![None; snapshot.nodes.len()],
         ..NodeGroups::default()
     };
     let autoscalers = machine_autoscalers_by_target(snapshot, &mut out.warnings);
@@ -368,6 +374,10 @@ fn attach_machines_and_nodes(snapshot: &ClusterSnapshot, out: &mut NodeGroups) {
                     .and_then(|k| by_key.get(&(&*k.namespace, &*k.name)))
             })
             .or_else(|| by_node_ref.get(&*node.name));
+        if let Some(&mi) = machine {
+            out.node_of_machine[mi] = Some(ni);
+            out.machine_of_node[ni] = Some(mi);
+        }
         if let Some(gi) = machine.and_then(|mi| machine_group.get(mi)) {
             out.groups[*gi].nodes.push(ni);
             out.group_of_node[ni] = Some(*gi);

@@ -20,6 +20,13 @@ pub struct Plan {
     pub scale_up: Vec<ScaleUpAction>,
     pub pending_pods: Vec<PodExplanation>,
     pub limits: LimitsReport,
+    pub health: Health,
+    /// Targets lowered to what a group can reach (a timed-out scale-up whose machines were never created).
+    pub fix_target_size: Vec<FixTargetSize>,
+    /// Machines that report a failure, to delete at once.
+    pub delete_failed_machines: Vec<MachineDeletion>,
+    /// Machines that never got a node within `max_node_provision_time`.
+    pub delete_unregistered: Vec<MachineDeletion>,
     /// Problems that did not stop the pass: bad settings, odd objects, invalid expander config.
     pub warnings: Vec<String>,
 }
@@ -86,4 +93,79 @@ pub struct PodExplanation {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<Arc<str>>,
     pub reasons: Vec<Reason>,
+}
+
+/// Cluster and node-group health, as the gates see them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    pub cluster: ClusterHealth,
+    pub node_groups: Vec<GroupHealth>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterHealth {
+    pub healthy: bool,
+    pub ready: u64,
+    pub unready: u64,
+    /// Registered but not ready yet, within `max_node_startup_time` of creation.
+    pub not_started: u64,
+    /// Machines without a node, within `max_node_provision_time` of creation.
+    pub unregistered: u64,
+    /// Machines without a node past `max_node_provision_time`.
+    pub long_unregistered: u64,
+    /// Nodes being removed.
+    pub deleting: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupHealth {
+    pub id: NodeGroupId,
+    pub healthy: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_until: Option<Timestamp>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_up_in_flight: Option<InFlight>,
+}
+
+/// Nodes a group was asked for that have not registered yet.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlight {
+    pub nodes: u64,
+    /// When the oldest of them was asked for.
+    pub since: Timestamp,
+    /// When it times out (`since + max_node_provision_time`).
+    pub deadline: Timestamp,
+    /// True when no scale-up is on record and it was rebuilt from machine creation times.
+    pub reconstructed: bool,
+}
+
+/// Lower a group's target to what it can really reach.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FixTargetSize {
+    pub node_group: NodeGroupId,
+    pub from: u64,
+    pub to: u64,
+    pub reason: String,
+}
+
+/// Delete a machine: mark it with the group's delete annotation, then lower the group's
+/// replicas by one (or, with `lowerReplicas` false, let the group replace it: it is at min).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineDeletion {
+    pub machine: crate::model::ObjectKey,
+    pub node_group: NodeGroupId,
+    pub lower_replicas: bool,
+    pub reason: String,
 }

@@ -47,6 +47,14 @@ pub enum ReasonCode {
     NodeGroupInvalid,
     /// The cluster has no autoscaled node groups at all.
     NoNodeGroups,
+    /// The group is backed off after a failed scale-up (a timeout, a failed machine).
+    NodeGroupBackedOff,
+    /// Too few of the group's nodes are ready for it to be trusted with more.
+    NodeGroupUnhealthy,
+    /// The group's size differs from its target for a reason the engine cannot explain.
+    NodeGroupSizeUnexplained,
+    /// Too many of the cluster's nodes are unready: no scaling until it recovers.
+    ClusterUnhealthy,
     // --- the pod itself ---
     /// The pod's priority is below `podPriorityThreshold`: it never triggers a scale-up.
     BelowPriorityCutoff,
@@ -76,6 +84,10 @@ impl ReasonCode {
             ReasonCode::NoTemplate => "NoTemplate",
             ReasonCode::NodeGroupInvalid => "NodeGroupInvalid",
             ReasonCode::NoNodeGroups => "NoNodeGroups",
+            ReasonCode::NodeGroupBackedOff => "NodeGroupBackedOff",
+            ReasonCode::NodeGroupUnhealthy => "NodeGroupUnhealthy",
+            ReasonCode::NodeGroupSizeUnexplained => "NodeGroupSizeUnexplained",
+            ReasonCode::ClusterUnhealthy => "ClusterUnhealthy",
             ReasonCode::BelowPriorityCutoff => "BelowPriorityCutoff",
             ReasonCode::DaemonSetPod => "DaemonSetPod",
             ReasonCode::NotSimulated => "NotSimulated",
@@ -83,7 +95,7 @@ impl ReasonCode {
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 20] = [
+    pub const ALL: [ReasonCode; 24] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -101,6 +113,10 @@ impl ReasonCode {
         ReasonCode::NoTemplate,
         ReasonCode::NodeGroupInvalid,
         ReasonCode::NoNodeGroups,
+        ReasonCode::NodeGroupBackedOff,
+        ReasonCode::NodeGroupUnhealthy,
+        ReasonCode::NodeGroupSizeUnexplained,
+        ReasonCode::ClusterUnhealthy,
         ReasonCode::BelowPriorityCutoff,
         ReasonCode::DaemonSetPod,
         ReasonCode::NotSimulated,
@@ -200,9 +216,13 @@ mod tests {
             NoTemplate => 14,
             NodeGroupInvalid => 15,
             NoNodeGroups => 16,
-            BelowPriorityCutoff => 17,
-            DaemonSetPod => 18,
-            NotSimulated => 19,
+            NodeGroupBackedOff => 17,
+            NodeGroupUnhealthy => 18,
+            NodeGroupSizeUnexplained => 19,
+            ClusterUnhealthy => 20,
+            BelowPriorityCutoff => 21,
+            DaemonSetPod => 22,
+            NotSimulated => 23,
         }
     }
 

@@ -1,10 +1,271 @@
-//! `EngineState`: what the engine remembers from one pass to the next. Serializable, so a
-//! sequence of passes can be replayed with `fleetscaler plan --state`.
+//! `EngineState`: what the engine remembers from one pass to the next. It is serializable
+//! (JSON, versioned), so `fleetscaler plan --state FILE --save-state FILE` can replay a
+//! sequence of dumps and times, and a person can read what the engine remembers.
+//!
+//! The state is updated as if the plan is carried out; the hub reports what failed with
+//! [`EngineState::record_scale_up_failure`] and [`EngineState::record_scale_down_failure`].
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
-/// The engine's memory across passes. Scale-up needs none: everything it decides follows
-/// from the snapshot; scale-down and cluster health add their timers here.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+use super::settings::{Settings, duration_serde};
+
+/// The version of the state format this build reads and writes.
+pub const STATE_FORMAT_VERSION: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EngineState {}
+pub struct EngineState {
+    pub version: u32,
+    /// Node name → since when it has been unneeded (without a break).
+    #[serde(default)]
+    pub unneeded_since: BTreeMap<String, Timestamp>,
+    /// Node group id → scale-ups still coming up, oldest first. Each keeps its own deadline,
+    /// so pods arriving later never push back the timeout of an earlier scale-up.
+    #[serde(default)]
+    pub scale_ups: BTreeMap<String, Vec<ScaleUpIncrement>>,
+    /// Node group id → its backoff after failures.
+    #[serde(default)]
+    pub backoff: BTreeMap<String, Backoff>,
+    /// Failed machines (`ns/name`) already counted against their group, so each backs it off once.
+    #[serde(default)]
+    pub failed_machines: BTreeSet<String>,
+    #[serde(default)]
+    pub last_scale_up: Option<Timestamp>,
+    #[serde(default)]
+    pub last_scale_down_delete: Option<Timestamp>,
+    #[serde(default)]
+    pub last_scale_down_failure: Option<Timestamp>,
+}
+
+impl Default for EngineState {
+    fn default() -> Self {
+        EngineState {
+            version: STATE_FORMAT_VERSION,
+            unneeded_since: BTreeMap::new(),
+            scale_ups: BTreeMap::new(),
+            backoff: BTreeMap::new(),
+            failed_machines: BTreeSet::new(),
+            last_scale_up: None,
+            last_scale_down_delete: None,
+            last_scale_down_failure: None,
+        }
+    }
+}
+
+/// Nodes asked of a group at one time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleUpIncrement {
+    pub nodes: u64,
+    pub requested_at: Timestamp,
+    /// Not asked by this engine: found after a restart (target above registered nodes), timed
+    /// from the oldest machine without a node.
+    #[serde(default)]
+    pub reconstructed: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Backoff {
+    #[serde(with = "duration_serde")]
+    pub duration: Duration,
+    pub until: Timestamp,
+    pub last_failure: Timestamp,
+    pub reason: String,
+}
+
+/// Why a state file cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("not a fleetscaler state file: {0}")]
+    Format(String),
+    #[error("state format version {found}; this fleetscaler reads version {STATE_FORMAT_VERSION}")]
+    Version { found: u32 },
+}
+
+impl EngineState {
+    pub fn from_json(text: &str) -> Result<EngineState, StateError> {
+        let value: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| StateError::Format(e.to_string()))?;
+        let found = value
+            .get("version")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        if found != u64::from(STATE_FORMAT_VERSION) {
+            return Err(StateError::Version {
+                found: u32::try_from(found).unwrap_or(u32::MAX),
+            });
+        }
+        serde_path_to_error::deserialize(value)
+            .map_err(|e| StateError::Format(format!("{}: {}", e.path(), e.inner())))
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Backs a group off after a failure, as upstream: 5m first, doubling after each failure
+    /// that comes once the previous backoff ended, at most the max; a failure during a
+    /// backoff restarts it at the same length.
+    pub fn back_off(&mut self, group: &str, now: Timestamp, reason: String, settings: &Settings) {
+        let duration = match self.backoff.get(group) {
+            None => settings.initial_node_group_backoff,
+            Some(b) if b.until <= now => (b.duration * 2).min(settings.max_node_group_backoff),
+            Some(b) => b.duration,
+        };
+        self.backoff.insert(
+            group.to_string(),
+            Backoff {
+                duration,
+                until: add(now, duration),
+                last_failure: now,
+                reason,
+            },
+        );
+    }
+
+    /// Forgets backoffs whose last failure is older than the reset time: the next failure
+    /// starts over at the initial length.
+    pub fn reset_old_backoffs(&mut self, now: Timestamp, settings: &Settings) {
+        self.backoff
+            .retain(|_, b| add(b.last_failure, settings.node_group_backoff_reset) > now);
+    }
+
+    /// The backoff in force for a group, if any.
+    pub fn backed_off(&self, group: &str, now: Timestamp) -> Option<&Backoff> {
+        self.backoff.get(group).filter(|b| b.until > now)
+    }
+
+    /// A scale-up the plan asked for (assumed carried out).
+    pub fn record_scale_up(&mut self, group: &str, nodes: u64, now: Timestamp) {
+        self.scale_ups
+            .entry(group.to_string())
+            .or_default()
+            .push(ScaleUpIncrement {
+                nodes,
+                requested_at: now,
+                reconstructed: false,
+            });
+        self.last_scale_up = Some(now);
+    }
+
+    /// The hub could not raise a group's size: forget the increment and back the group off.
+    pub fn record_scale_up_failure(
+        &mut self,
+        group: &str,
+        nodes: u64,
+        now: Timestamp,
+        reason: String,
+        settings: &Settings,
+    ) {
+        if let Some(increments) = self.scale_ups.get_mut(group) {
+            consume_newest(increments, nodes);
+        }
+        self.back_off(group, now, reason, settings);
+    }
+
+    /// The hub could not remove a node: scale-down pauses for `scale_down_delay_after_failure`.
+    pub fn record_scale_down_failure(&mut self, now: Timestamp) {
+        self.last_scale_down_failure = Some(now);
+    }
+}
+
+/// Removes `nodes` from the newest increments (a scale-up that did not happen).
+fn consume_newest(increments: &mut Vec<ScaleUpIncrement>, mut nodes: u64) {
+    while nodes > 0 {
+        let Some(last) = increments.last_mut() else {
+            break;
+        };
+        let take = last.nodes.min(nodes);
+        last.nodes -= take;
+        nodes -= take;
+        if last.nodes == 0 {
+            increments.pop();
+        }
+    }
+}
+
+/// `t + d`, saturating at the largest time instead of failing.
+pub fn add(t: Timestamp, d: Duration) -> Timestamp {
+    jiff::SignedDuration::try_from(d)
+        .ok()
+        .and_then(|d| t.checked_add(d).ok())
+        .unwrap_or(Timestamp::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(minutes: i64) -> Timestamp {
+        Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_mins(minutes)
+    }
+
+    #[test]
+    fn backoff_doubles_caps_and_resets_as_upstream() {
+        let s = Settings::default();
+        let mut st = EngineState::default();
+        let mut lengths = Vec::new();
+        let mut t = 0;
+        for _ in 0..5 {
+            st.back_off("g", at(t), "timeout".into(), &s);
+            let b = &st.backoff["g"];
+            lengths.push(b.duration.as_secs() / 60);
+            // The next failure comes once this backoff has ended.
+            t += (b.duration.as_secs() / 60) as i64;
+        }
+        assert_eq!(lengths, vec![5, 10, 20, 30, 30]);
+        assert!(st.backed_off("g", at(t - 1)).is_some());
+        assert!(st.backed_off("g", at(t)).is_none());
+        // Three hours without a failure: forgotten, the next one starts at 5m again.
+        st.reset_old_backoffs(at(t - 30 + 180 + 1), &s);
+        assert!(st.backoff.is_empty());
+        st.back_off("g", at(t + 200), "timeout".into(), &s);
+        assert_eq!(st.backoff["g"].duration.as_secs(), 300);
+    }
+
+    #[test]
+    fn a_failure_during_a_backoff_restarts_it_at_the_same_length() {
+        let s = Settings::default();
+        let mut st = EngineState::default();
+        st.back_off("g", at(0), "a".into(), &s);
+        st.back_off("g", at(2), "b".into(), &s);
+        assert_eq!(st.backoff["g"].duration.as_secs(), 300);
+        assert_eq!(st.backoff["g"].until, at(7));
+    }
+
+    #[test]
+    fn round_trips_and_refuses_other_versions() {
+        let mut st = EngineState::default();
+        st.record_scale_up("MachineSet/ns/a", 2, at(1));
+        st.unneeded_since.insert("node-1".into(), at(0));
+        let back = EngineState::from_json(&st.to_json()).unwrap();
+        assert_eq!(back, st);
+        let err = EngineState::from_json(r#"{"version": 7}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("version 7"), "{err}");
+        assert!(EngineState::from_json("[]").is_err());
+        assert!(
+            EngineState::from_json(r#"{"version": 1, "backoff": 3}"#)
+                .unwrap_err()
+                .to_string()
+                .contains("backoff")
+        );
+    }
+
+    #[test]
+    fn a_failed_scale_up_is_forgotten_and_backs_off() {
+        let s = Settings::default();
+        let mut st = EngineState::default();
+        st.record_scale_up("g", 2, at(0));
+        st.record_scale_up("g", 3, at(1));
+        st.record_scale_up_failure("g", 3, at(1), "forbidden".into(), &s);
+        assert_eq!(st.scale_ups["g"].len(), 1);
+        assert!(st.backed_off("g", at(2)).is_some());
+    }
+}

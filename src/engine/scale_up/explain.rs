@@ -72,6 +72,23 @@ impl<'a> Pass<'a> {
         });
     }
 
+    /// Too many unready nodes: no pod gets a scale-up, and each says why.
+    pub(super) fn explain_unhealthy_cluster(&mut self, remaining: &[Pending<'a>]) {
+        let why = self
+            .input
+            .cluster
+            .health
+            .cluster
+            .reason
+            .clone()
+            .unwrap_or_default();
+        for p in remaining {
+            let mut reasons = vec![Reason::new(ReasonCode::ClusterUnhealthy, why.clone())];
+            reasons.extend(self.existing_summary.get(&p.class).cloned());
+            self.explain(p.pod, Outcome::NoScaleUp, None, None, reasons);
+        }
+    }
+
     pub(super) fn explain_leftovers(&mut self, remaining: &[Pending<'a>]) {
         let fit = self.fit_matrix(remaining, true);
         let groups = &self.input.groups;

@@ -16,6 +16,7 @@ mod options;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::cluster_state::{ClusterState, NodeReadiness};
 use super::estimator::Estimate;
 use super::expander::{Priorities, SeededRng};
 use super::limits::{Limits, LimitsReport, NodeUsage};
@@ -33,6 +34,8 @@ use options::similar_groups;
 pub struct ScaleUpInput<'a> {
     pub snapshot: &'a ClusterSnapshot,
     pub groups: &'a NodeGroups,
+    /// Corrected targets, nodes coming up, blocked groups and the cluster gate.
+    pub cluster: &'a ClusterState,
     pub templates: &'a [Result<TemplateNode, String>],
     pub settings: &'a Settings,
     pub priorities: Option<&'a Priorities>,
@@ -85,8 +88,12 @@ pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
     let mut pass = Pass::new(input);
     let pending = pass.classify();
     let remaining = pass.filter_out_schedulable(pending);
-    let remaining = pass.scale_up_loop(remaining, rng);
-    pass.explain_leftovers(&remaining);
+    if input.cluster.healthy() {
+        let remaining = pass.scale_up_loop(remaining, rng);
+        pass.explain_leftovers(&remaining);
+    } else {
+        pass.explain_unhealthy_cluster(&remaining);
+    }
     pass.explanations.sort_by(|a, b| a.pod.cmp(&b.pod));
     pass.actions.sort_by(|a, b| a.node_group.cmp(&b.node_group));
     ScaleUpOutput {
@@ -114,7 +121,15 @@ impl<'a> Pass<'a> {
         let mut sim = Simulator::new(namespaces);
         let mut limits = Limits::new(input.settings);
         let mut by_name: HashMap<&str, usize> = HashMap::new();
-        for (i, node) in s.nodes.iter().enumerate().filter(|(_, n)| !n.deleting) {
+        // Nodes being removed are gone; nodes not started yet are counted as their group's
+        // upcoming template copies instead (so they are neither missed nor counted twice).
+        let counted = |i: usize| {
+            !matches!(
+                input.cluster.readiness[i],
+                NodeReadiness::Deleting | NodeReadiness::NotStarted
+            )
+        };
+        for (i, node) in s.nodes.iter().enumerate().filter(|(i, _)| counted(*i)) {
             by_name.insert(&node.name, sim.add_node(SimNode::existing(i, node)));
             limits.add(&NodeUsage::of_node(node), 1);
         }
@@ -132,7 +147,7 @@ impl<'a> Pass<'a> {
             input,
             sim,
             limits,
-            targets: input.groups.groups.iter().map(|g| g.target).collect(),
+            targets: input.cluster.groups.iter().map(|g| g.target).collect(),
             added: 0,
             upcoming: vec![0; input.groups.groups.len()],
             similar: similar_groups(input),
@@ -149,7 +164,7 @@ impl<'a> Pass<'a> {
     /// Nodes a group is already asked for but that have not registered become template copies.
     fn add_upcoming_nodes(&mut self) {
         for (gi, g) in self.input.groups.groups.iter().enumerate() {
-            let up = g.target.saturating_sub(g.nodes.len() as u64);
+            let up = self.input.cluster.groups[gi].upcoming;
             self.upcoming[gi] = up;
             let Ok(template) = &self.input.templates[gi] else {
                 if up > 0 {

@@ -24,6 +24,9 @@ impl<'a> Pass<'a> {
             Ok(t) => t,
             Err(message) => return Some(Unfit::new(ReasonCode::NoTemplate, message.clone())),
         };
+        if let Some(block) = &self.input.cluster.groups[gi].block {
+            return Some(block.clone());
+        }
         if self.targets[gi] >= g.max {
             return Some(Unfit::new(
                 ReasonCode::MaxSizeReached,

@@ -8,7 +8,12 @@ use crate::engine::{EngineState, Plan, Settings, run_once};
 use crate::model::ClusterSnapshot;
 
 fn plan(s: &ClusterSnapshot, settings: &Settings) -> Plan {
-    run_once(s, &EngineState::default(), settings, Timestamp::UNIX_EPOCH)
+    run_once(
+        s,
+        &mut EngineState::default(),
+        settings,
+        Timestamp::UNIX_EPOCH,
+    )
 }
 
 fn explanation<'a>(p: &'a Plan, name: &str) -> &'a PodExplanation {

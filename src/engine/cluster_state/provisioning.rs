@@ -1,0 +1,330 @@
+//! One node group's provisioning: failed machines, scale-ups in flight and their timeouts,
+//! and machines that never got a node.
+//!
+//! Seed 004's failure modes, each handled in the pass that sees it: a machine that reports
+//! failure backs its group off and is deleted at once; a scale-up whose nodes do not register
+//! within `max_node_provision_time` backs the group off and its target is corrected right
+//! away (not after a second wait); after a restart with no memory, nodes asked for and not
+//! registered are timed from their machines' creation, so the timeout still fires.
+
+use jiff::Timestamp;
+
+use super::{ClusterState, GroupState, NodeReadiness};
+use crate::engine::nodegroups::{NodeGroup, NodeGroups};
+use crate::engine::plan::{FixTargetSize, InFlight, MachineDeletion};
+use crate::engine::reason::{ReasonCode, Unfit};
+use crate::engine::settings::Settings;
+use crate::engine::state::{EngineState, ScaleUpIncrement, add};
+use crate::model::ClusterSnapshot;
+use crate::model::duration::format_go_duration;
+
+/// The group's machines without a node, by what they are.
+#[derive(Default)]
+struct Machines {
+    alive: u64,
+    unregistered: Vec<usize>,
+    long_unregistered: Vec<usize>,
+    failed: Vec<usize>,
+}
+
+fn sort_machines(
+    snapshot: &ClusterSnapshot,
+    groups: &NodeGroups,
+    g: &NodeGroup,
+    settings: &Settings,
+    now: Timestamp,
+) -> Machines {
+    let mut out = Machines::default();
+    for &mi in &g.machines {
+        let m = &snapshot.machines[mi];
+        if m.deleting {
+            continue;
+        }
+        out.alive += 1;
+        if groups.node_of_machine[mi].is_some() {
+            continue;
+        }
+        if m.has_failed() {
+            out.failed.push(mi);
+        } else if m
+            .created
+            .is_some_and(|c| add(c, settings.max_node_provision_time) <= now)
+        {
+            out.long_unregistered.push(mi);
+        } else {
+            out.unregistered.push(mi);
+        }
+    }
+    out
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn track(
+    snapshot: &ClusterSnapshot,
+    groups: &NodeGroups,
+    g: &NodeGroup,
+    readiness: &[NodeReadiness],
+    state: &mut EngineState,
+    settings: &Settings,
+    now: Timestamp,
+    cs: &mut ClusterState,
+) -> GroupState {
+    let mut gs = GroupState {
+        target: g.target,
+        ..GroupState::default()
+    };
+    for &ni in &g.nodes {
+        match readiness[ni] {
+            NodeReadiness::Ready => gs.ready += 1,
+            NodeReadiness::Unready => gs.unready += 1,
+            NodeReadiness::NotStarted => gs.not_started += 1,
+            NodeReadiness::Deleting => gs.deleting += 1,
+        }
+    }
+    let machines = sort_machines(snapshot, groups, g, settings, now);
+    gs.unregistered = machines.unregistered.len() as u64;
+    gs.long_unregistered = machines.long_unregistered.len() as u64;
+    gs.failed = machines.failed.len() as u64;
+    let mut t = Tracker {
+        snapshot,
+        g,
+        state,
+        settings,
+        now,
+        cs,
+        gs: &mut gs,
+    };
+    t.delete_failed(&machines.failed);
+    let mut missing = g.target.saturating_sub(machines.alive);
+    let coming =
+        machines.unregistered.len() as u64 + machines.long_unregistered.len() as u64 + missing;
+    t.reconcile(coming, &machines);
+    let acted = if t.timed_out(coming) {
+        t.time_out(&machines, missing);
+        missing = 0;
+        true
+    } else {
+        t.delete_long_unregistered(&machines.long_unregistered);
+        false
+    };
+    t.report_in_flight();
+    let backed_off = state.backed_off(g.id.as_str(), now).is_some();
+    let still_coming = if acted {
+        0
+    } else {
+        machines.unregistered.len() as u64 + missing
+    };
+    gs.upcoming = if backed_off {
+        0
+    } else {
+        gs.not_started + still_coming
+    };
+    explain_size(g, &mut gs);
+    gs
+}
+
+struct Tracker<'a> {
+    snapshot: &'a ClusterSnapshot,
+    g: &'a NodeGroup,
+    state: &'a mut EngineState,
+    settings: &'a Settings,
+    now: Timestamp,
+    cs: &'a mut ClusterState,
+    gs: &'a mut GroupState,
+}
+
+impl Tracker<'_> {
+    fn increments(&mut self) -> &mut Vec<ScaleUpIncrement> {
+        self.state
+            .scale_ups
+            .entry(self.g.id.to_string())
+            .or_default()
+    }
+
+    /// Marks a machine for deletion, lowering the target unless the group is at its min (then
+    /// the group replaces the machine instead).
+    fn delete(&mut self, mi: usize, reason: String) -> MachineDeletion {
+        let lower = self.gs.target > self.g.min;
+        if lower {
+            self.gs.target -= 1;
+        }
+        let suffix = if lower {
+            ""
+        } else {
+            "; the group is at its min size, so it gets a new machine"
+        };
+        MachineDeletion {
+            machine: self.snapshot.machines[mi].key.clone(),
+            node_group: self.g.id.clone(),
+            lower_replicas: lower,
+            reason: format!("{reason}{suffix}"),
+        }
+    }
+
+    fn delete_failed(&mut self, failed: &[usize]) {
+        for &mi in failed {
+            let m = &self.snapshot.machines[mi];
+            let what = m
+                .failure
+                .as_deref()
+                .map_or_else(|| "phase Failed".to_string(), str::to_string);
+            let key = m.key.to_string();
+            let action = self.delete(mi, format!("machine {key} reports a failure: {what}"));
+            self.cs.delete_failed.push(action);
+            if self.state.failed_machines.insert(key.clone()) {
+                let reason = format!("machine {key} failed: {what}");
+                self.state
+                    .back_off(self.g.id.as_str(), self.now, reason, self.settings);
+            }
+            consume_oldest(self.increments(), 1);
+        }
+    }
+
+    /// Matches the scale-ups on record with the nodes still coming: registered ones are done;
+    /// nodes coming with no record (a restart, or someone else's scale-up) are timed from the
+    /// oldest machine without a node.
+    fn reconcile(&mut self, coming: u64, machines: &Machines) {
+        let recorded: u64 = self.increments().iter().map(|i| i.nodes).sum();
+        if recorded > coming {
+            consume_oldest(self.increments(), recorded - coming);
+        } else if coming > recorded {
+            let snapshot = self.snapshot;
+            let oldest = machines
+                .unregistered
+                .iter()
+                .chain(&machines.long_unregistered)
+                .filter_map(|&mi| snapshot.machines[mi].created)
+                .min()
+                .unwrap_or(self.now);
+            self.increments().insert(
+                0,
+                ScaleUpIncrement {
+                    nodes: coming - recorded,
+                    requested_at: oldest,
+                    reconstructed: true,
+                },
+            );
+        }
+    }
+
+    fn timed_out(&mut self, coming: u64) -> bool {
+        let provision = self.settings.max_node_provision_time;
+        let now = self.now;
+        coming > 0
+            && self
+                .increments()
+                .first()
+                .is_some_and(|i| add(i.requested_at, provision) <= now)
+    }
+
+    /// The oldest scale-up did not register in time: back off, and bring the target down to
+    /// what exists now, in this pass.
+    fn time_out(&mut self, machines: &Machines, missing: u64) {
+        let now = self.now;
+        let since = self.increments().first().map_or(now, |i| i.requested_at);
+        let within = format_go_duration(self.settings.max_node_provision_time);
+        let coming =
+            machines.unregistered.len() as u64 + machines.long_unregistered.len() as u64 + missing;
+        let why =
+            format!("{coming} node(s) asked for since {since} did not register within {within}");
+        self.state.back_off(
+            self.g.id.as_str(),
+            self.now,
+            format!("scale-up timed out: {why}"),
+            self.settings,
+        );
+        for &mi in machines
+            .unregistered
+            .iter()
+            .chain(&machines.long_unregistered)
+        {
+            let action = self.delete(mi, format!("scale-up timed out: {why}"));
+            self.cs.delete_unregistered.push(action);
+        }
+        if missing > 0 {
+            let from = self.gs.target;
+            self.gs.target -= missing.min(from);
+            self.cs.fix_target_size.push(FixTargetSize {
+                node_group: self.g.id.clone(),
+                from,
+                to: self.gs.target,
+                reason: format!(
+                    "scale-up timed out: {why}; {missing} machine(s) were never created"
+                ),
+            });
+        }
+        self.increments().clear();
+    }
+
+    fn delete_long_unregistered(&mut self, long: &[usize]) {
+        let within = format_go_duration(self.settings.max_node_provision_time);
+        for &mi in long {
+            let created = self.snapshot.machines[mi]
+                .created
+                .map_or("?".to_string(), |c| c.to_string());
+            let action = self.delete(
+                mi,
+                format!("no node registered within {within} (machine created {created})"),
+            );
+            self.cs.delete_unregistered.push(action);
+            consume_oldest(self.increments(), 1);
+        }
+    }
+
+    fn report_in_flight(&mut self) {
+        let provision = self.settings.max_node_provision_time;
+        let id = self.g.id.to_string();
+        let increments = self.state.scale_ups.get(&id).cloned().unwrap_or_default();
+        self.gs.in_flight = increments.first().map(|first| InFlight {
+            nodes: increments.iter().map(|i| i.nodes).sum(),
+            since: first.requested_at,
+            deadline: add(first.requested_at, provision),
+            reconstructed: increments.iter().any(|i| i.reconstructed),
+        });
+        if increments.is_empty() {
+            self.state.scale_ups.remove(&id);
+        }
+    }
+}
+
+/// No scaling of a group whose size differs from its target for a reason the engine cannot
+/// explain: nodes coming that no scale-up on record asked for, or more nodes than the target
+/// with none being removed.
+fn explain_size(g: &NodeGroup, gs: &mut GroupState) {
+    if let Some(f) = gs.in_flight.as_ref().filter(|f| f.reconstructed) {
+        gs.block = Some(Unfit::new(
+            ReasonCode::NodeGroupSizeUnexplained,
+            format!(
+                "target {} is above its {} registered node(s) with no scale-up on record; waiting for the nodes, or for the provision timeout at {}",
+                gs.target,
+                gs.registered(),
+                f.deadline
+            ),
+        ));
+    }
+    if gs.registered() > gs.target && gs.deleting == 0 {
+        let why = format!(
+            "{} has {} registered nodes but a target of {}, and none is being removed",
+            g.id,
+            gs.registered(),
+            gs.target
+        );
+        gs.block = Some(Unfit::new(
+            ReasonCode::NodeGroupSizeUnexplained,
+            why.clone(),
+        ));
+        gs.scale_down_block = Some(why);
+    }
+}
+
+/// Removes `nodes` from the oldest increments (they registered, or will never come).
+fn consume_oldest(increments: &mut Vec<ScaleUpIncrement>, mut nodes: u64) {
+    while nodes > 0 && !increments.is_empty() {
+        let take = increments[0].nodes.min(nodes);
+        increments[0].nodes -= take;
+        nodes -= take;
+        if increments[0].nodes == 0 {
+            increments.remove(0);
+        }
+    }
+}
