@@ -175,6 +175,10 @@ impl NodeBuilder {
         self.0["status"]["conditions"][0]["status"] = json!("False");
         self.taint("node.kubernetes.io/not-ready", "", "NoSchedule")
     }
+    pub fn created(mut self, t: &str) -> Self {
+        self.0["metadata"]["creationTimestamp"] = json!(t);
+        self
+    }
     pub fn provider_id(mut self, id: &str) -> Self {
         self.0["spec"]["providerID"] = json!(id);
         self
@@ -231,6 +235,21 @@ pub fn machine(name: &str, machineset: &str, node: Option<&str>) -> Value {
         m["spec"]["providerID"] = json!(format!("test:///{n}"));
         m["status"] = json!({"phase": "Running", "nodeRef": {"kind": "Node", "name": n}});
     }
+    m
+}
+
+/// A Machine of a MachineSet created at `created`, with no node yet.
+pub fn pending_machine(name: &str, machineset: &str, created: &str) -> Value {
+    let mut m = machine(name, machineset, None);
+    m["metadata"]["creationTimestamp"] = json!(created);
+    m
+}
+
+/// A Machine that reports a failure, as OpenShift's Machine API does.
+pub fn failed_machine(name: &str, machineset: &str, created: &str, message: &str) -> Value {
+    let mut m = pending_machine(name, machineset, created);
+    m["status"] =
+        json!({"phase": "Failed", "errorReason": "InsufficientCapacity", "errorMessage": message});
     m
 }
 

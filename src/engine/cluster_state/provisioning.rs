@@ -95,25 +95,18 @@ pub(super) fn track(
         gs: &mut gs,
     };
     t.delete_failed(&machines.failed);
-    let mut missing = g.target.saturating_sub(machines.alive);
+    let missing = g.target.saturating_sub(machines.alive);
     let coming =
         machines.unregistered.len() as u64 + machines.long_unregistered.len() as u64 + missing;
     t.reconcile(coming, &machines);
-    let acted = if t.timed_out(coming) {
-        t.time_out(&machines, missing);
-        missing = 0;
-        true
-    } else {
-        t.delete_long_unregistered(&machines.long_unregistered);
-        false
+    let deleted = match t.expired() {
+        Some((nodes, since)) => t.time_out(nodes.min(coming), since, &machines),
+        None => Vec::new(),
     };
+    t.delete_long_unregistered(&machines.long_unregistered, &deleted);
     t.report_in_flight();
     let backed_off = state.backed_off(g.id.as_str(), now).is_some();
-    let still_coming = if acted {
-        0
-    } else {
-        machines.unregistered.len() as u64 + missing
-    };
+    let still_coming = gs.in_flight.as_ref().map_or(0, |f| f.nodes);
     gs.upcoming = if backed_off {
         0
     } else {
@@ -181,84 +174,113 @@ impl Tracker<'_> {
     }
 
     /// Matches the scale-ups on record with the nodes still coming: registered ones are done;
-    /// nodes coming with no record (a restart, or someone else's scale-up) are timed from the
-    /// oldest machine without a node.
+    /// nodes coming with no record (a restart, or someone else's scale-up) are each timed from
+    /// their machine's creation, and those without a machine yet from now.
     fn reconcile(&mut self, coming: u64, machines: &Machines) {
         let recorded: u64 = self.increments().iter().map(|i| i.nodes).sum();
         if recorded > coming {
             consume_oldest(self.increments(), recorded - coming);
-        } else if coming > recorded {
-            let snapshot = self.snapshot;
-            let oldest = machines
-                .unregistered
-                .iter()
-                .chain(&machines.long_unregistered)
-                .filter_map(|&mi| snapshot.machines[mi].created)
-                .min()
-                .unwrap_or(self.now);
-            self.increments().insert(
-                0,
-                ScaleUpIncrement {
-                    nodes: coming - recorded,
-                    requested_at: oldest,
-                    reconstructed: true,
-                },
-            );
+            return;
         }
+        let mut extra = coming - recorded;
+        let snapshot = self.snapshot;
+        let mut created: Vec<Timestamp> = machines
+            .unregistered
+            .iter()
+            .chain(&machines.long_unregistered)
+            .filter_map(|&mi| snapshot.machines[mi].created)
+            .collect();
+        created.sort();
+        let now = self.now;
+        let mut rebuilt: Vec<ScaleUpIncrement> = Vec::new();
+        // The newest machines are the ones the record does not cover.
+        for t in created
+            .into_iter()
+            .rev()
+            .take(usize::try_from(extra).unwrap_or(usize::MAX))
+        {
+            rebuilt.push(ScaleUpIncrement {
+                nodes: 1,
+                requested_at: t,
+                reconstructed: true,
+            });
+            extra -= 1;
+        }
+        if extra > 0 {
+            rebuilt.push(ScaleUpIncrement {
+                nodes: extra,
+                requested_at: now,
+                reconstructed: true,
+            });
+        }
+        let increments = self.increments();
+        increments.extend(rebuilt);
+        increments.sort_by_key(|i| i.requested_at);
     }
 
-    fn timed_out(&mut self, coming: u64) -> bool {
+    /// Nodes of the scale-ups whose deadline has passed, and when the oldest was asked for.
+    fn expired(&mut self) -> Option<(u64, Timestamp)> {
         let provision = self.settings.max_node_provision_time;
         let now = self.now;
-        coming > 0
-            && self
-                .increments()
-                .first()
-                .is_some_and(|i| add(i.requested_at, provision) <= now)
+        let increments = self.increments();
+        let expired: Vec<&ScaleUpIncrement> = increments
+            .iter()
+            .filter(|i| add(i.requested_at, provision) <= now)
+            .collect();
+        let nodes: u64 = expired.iter().map(|i| i.nodes).sum();
+        let since = expired.first().map(|i| i.requested_at)?;
+        (nodes > 0).then_some((nodes, since))
     }
 
-    /// The oldest scale-up did not register in time: back off, and bring the target down to
-    /// what exists now, in this pass.
-    fn time_out(&mut self, machines: &Machines, missing: u64) {
-        let now = self.now;
-        let since = self.increments().first().map_or(now, |i| i.requested_at);
+    /// A scale-up did not register in time: back the group off, and bring the target down by
+    /// the nodes that did not come, in this pass: their machines (oldest first) are deleted,
+    /// and those never created are taken off the target.
+    fn time_out(&mut self, nodes: u64, since: Timestamp, machines: &Machines) -> Vec<usize> {
         let within = format_go_duration(self.settings.max_node_provision_time);
-        let coming =
-            machines.unregistered.len() as u64 + machines.long_unregistered.len() as u64 + missing;
         let why =
-            format!("{coming} node(s) asked for since {since} did not register within {within}");
+            format!("{nodes} node(s) asked for since {since} did not register within {within}");
         self.state.back_off(
             self.g.id.as_str(),
             self.now,
             format!("scale-up timed out: {why}"),
             self.settings,
         );
-        for &mi in machines
+        let snapshot = self.snapshot;
+        let mut waiting: Vec<usize> = machines
             .unregistered
             .iter()
             .chain(&machines.long_unregistered)
-        {
+            .copied()
+            .collect();
+        waiting.sort_by_key(|&mi| snapshot.machines[mi].created);
+        let deleted: Vec<usize> = waiting
+            .into_iter()
+            .take(usize::try_from(nodes).unwrap_or(usize::MAX))
+            .collect();
+        for &mi in &deleted {
             let action = self.delete(mi, format!("scale-up timed out: {why}"));
             self.cs.delete_unregistered.push(action);
         }
-        if missing > 0 {
+        let never_created = nodes - deleted.len() as u64;
+        if never_created > 0 {
             let from = self.gs.target;
-            self.gs.target -= missing.min(from);
+            self.gs.target -= never_created.min(from);
             self.cs.fix_target_size.push(FixTargetSize {
                 node_group: self.g.id.clone(),
                 from,
                 to: self.gs.target,
                 reason: format!(
-                    "scale-up timed out: {why}; {missing} machine(s) were never created"
+                    "scale-up timed out: {why}; {never_created} machine(s) were never created"
                 ),
             });
         }
-        self.increments().clear();
+        consume_oldest(self.increments(), nodes);
+        deleted
     }
 
-    fn delete_long_unregistered(&mut self, long: &[usize]) {
+    fn delete_long_unregistered(&mut self, long: &[usize], already: &[usize]) {
         let within = format_go_duration(self.settings.max_node_provision_time);
-        for &mi in long {
+        for &mi in long.iter().filter(|mi| !already.contains(mi)) {
             let created = self.snapshot.machines[mi]
                 .created
                 .map_or("?".to_string(), |c| c.to_string());
