@@ -132,7 +132,10 @@ pub struct Mark {
 
 pub struct Simulator {
     nodes: Vec<SimNode>,
-    placed: Vec<(PodShape, usize)>,
+    /// Every placement (+1) and removal (-1), in order; the topology index counts the net.
+    log: Vec<(PodShape, usize, i32)>,
+    /// The pods on each node now, for building new topology counters.
+    pods_on: Vec<Vec<PodShape>>,
     topology: Topology,
 }
 
@@ -141,7 +144,8 @@ impl Simulator {
     pub fn new(namespaces: HashMap<Arc<str>, Labels>) -> Self {
         Simulator {
             nodes: Vec::new(),
-            placed: Vec::new(),
+            log: Vec::new(),
+            pods_on: Vec::new(),
             topology: Topology::new(namespaces),
         }
     }
@@ -154,44 +158,73 @@ impl Simulator {
         &self.nodes[idx]
     }
 
+    /// The pods on a node now (real and simulated).
+    pub fn pods_on(&self, idx: usize) -> &[PodShape] {
+        &self.pods_on[idx]
+    }
+
     pub fn add_node(&mut self, node: SimNode) -> usize {
         self.topology.add_node(&node);
         self.nodes.push(node);
+        self.pods_on.push(Vec::new());
         self.nodes.len() - 1
     }
 
     /// Places a pod without checking it fits (existing pods, or after a successful check).
     pub fn place(&mut self, pod: &PodShape, node: usize) {
+        self.apply(pod, node, 1);
+        self.log.push((pod.clone(), node, 1));
+    }
+
+    /// Takes a pod off its node (a scale-down moving it elsewhere). Reverted like a placement.
+    pub fn remove_pod(&mut self, pod: &PodShape, node: usize) {
+        self.apply(pod, node, -1);
+        self.log.push((pod.clone(), node, -1));
+    }
+
+    fn apply(&mut self, pod: &PodShape, node: usize, delta: i32) {
         let n = &mut self.nodes[node];
-        n.requested.add(&pod.spec.requests);
-        n.pods += 1;
-        n.host_ports.extend(pod.spec.host_ports.iter().cloned());
-        self.topology.place(pod, &self.nodes[node], node, 1);
-        self.placed.push((pod.clone(), node));
+        if delta > 0 {
+            n.requested.add(&pod.spec.requests);
+            n.pods += 1;
+            n.host_ports.extend(pod.spec.host_ports.iter().cloned());
+            self.pods_on[node].push(pod.clone());
+        } else {
+            n.requested.sub(&pod.spec.requests);
+            n.pods -= 1;
+            for port in &pod.spec.host_ports {
+                if let Some(i) = n.host_ports.iter().position(|p| p == port) {
+                    n.host_ports.swap_remove(i);
+                }
+            }
+            let on = &mut self.pods_on[node];
+            let same =
+                |p: &PodShape| Arc::ptr_eq(&p.spec, &pod.spec) && p.labels.ptr_eq(&pod.labels);
+            if let Some(i) = on.iter().rposition(same) {
+                on.swap_remove(i);
+            }
+        }
+        self.topology.place(pod, &self.nodes[node], node, delta);
     }
 
     pub fn mark(&self) -> Mark {
         Mark {
             nodes: self.nodes.len(),
-            placed: self.placed.len(),
+            placed: self.log.len(),
         }
     }
 
-    /// Undoes every placement and node added since `mark`, newest first.
+    /// Undoes every placement, removal and node added since `mark`, newest first.
     pub fn revert(&mut self, mark: Mark) {
-        while self.placed.len() > mark.placed {
-            let Some((pod, node)) = self.placed.pop() else {
+        while self.log.len() > mark.placed {
+            let Some((pod, node, delta)) = self.log.pop() else {
                 break;
             };
-            self.topology.place(&pod, &self.nodes[node], node, -1);
-            let n = &mut self.nodes[node];
-            n.requested.sub(&pod.spec.requests);
-            n.pods -= 1;
-            let keep = n.host_ports.len().saturating_sub(pod.spec.host_ports.len());
-            n.host_ports.truncate(keep);
+            self.apply(&pod, node, -delta);
         }
         while self.nodes.len() > mark.nodes {
             let Some(node) = self.nodes.pop() else { break };
+            self.pods_on.pop();
             self.topology.remove_last_node(&node);
         }
     }
@@ -213,7 +246,7 @@ impl Simulator {
             pod,
             node,
             &self.nodes,
-            &self.placed,
+            &self.pods_on,
             &mut self.topology,
             explain,
         )

@@ -83,7 +83,7 @@ pub(super) fn check_topology(
     pod: &PodShape,
     node_idx: usize,
     nodes: &[SimNode],
-    placed: &[(PodShape, usize)],
+    pods_on: &[Vec<PodShape>],
     topology: &mut Topology,
     explain: bool,
 ) -> Result<(), Unfit> {
@@ -96,7 +96,7 @@ pub(super) fn check_topology(
         return Ok(());
     }
     let node = &nodes[node_idx];
-    topology.resolve(pod, nodes, placed);
+    topology.resolve(pod, nodes, pods_on);
     let topology = &*topology;
     let Some(shape) = topology.shape(pod) else {
         return Ok(());

@@ -269,3 +269,61 @@ fn fits_agrees_with_check_without_formatting() {
         }
     }
 }
+
+#[test]
+fn removing_a_pod_frees_its_space_ports_and_topology_and_reverts() {
+    let s = snapshot([
+        node("a").cpu("2").json(),
+        node("b").cpu("2").json(),
+        pod("web-1")
+            .label("app", "web")
+            .cpu("2")
+            .host_port(80)
+            .anti_affinity("web", "kubernetes.io/hostname")
+            .on("a")
+            .json(),
+        pod("web-2")
+            .label("app", "web")
+            .cpu("2")
+            .host_port(80)
+            .anti_affinity("web", "kubernetes.io/hostname")
+            .unschedulable()
+            .json(),
+    ]);
+    let mut sim = sim(&s);
+    let running = PodShape::from(s.pods.iter().find(|p| &*p.id.name == "web-1").unwrap());
+    let web2 = pending(&s, "web-2");
+    assert_eq!(
+        code(sim.check(&web2, 0)),
+        Some(ReasonCode::InsufficientResources)
+    );
+    let mark = sim.mark();
+    sim.remove_pod(&running, 0);
+    assert_eq!(
+        sim.check(&web2, 0),
+        Ok(()),
+        "cpu, port and anti-affinity all freed"
+    );
+    assert!(sim.pods_on(0).is_empty());
+    sim.place(&running, 1);
+    assert_eq!(
+        code(sim.check(&web2, 1)),
+        Some(ReasonCode::InsufficientResources)
+    );
+    sim.revert(mark);
+    assert_eq!(sim.pods_on(0).len(), 1);
+    assert!(sim.pods_on(1).is_empty());
+    assert_eq!(
+        code(sim.check(&web2, 0)),
+        Some(ReasonCode::InsufficientResources)
+    );
+    let mut only_ports = web2.clone();
+    let mut spec = (*only_ports.spec).clone();
+    spec.requests = Default::default();
+    spec.anti_affinity.clear();
+    only_ports.spec = std::sync::Arc::new(spec);
+    assert_eq!(
+        code(sim.check(&only_ports, 0)),
+        Some(ReasonCode::HostPortConflict)
+    );
+}

@@ -121,19 +121,21 @@ impl Topology {
 
     /// Resolves the counters of a shape, creating any that do not exist yet from the current
     /// placements.
-    pub fn resolve(&mut self, pod: &PodShape, nodes: &[SimNode], placed: &[(PodShape, usize)]) {
+    pub fn resolve(&mut self, pod: &PodShape, nodes: &[SimNode], pods_on: &[Vec<PodShape>]) {
         let key = shape_key(pod);
         if !self.shapes.contains_key(&key) {
             let key = key.clone();
             let mut st = ShapeTopology::default();
             for term in &pod.spec.affinity {
-                st.affinity.push(self.counter_for(term, nodes, placed));
+                st.affinity.push(self.counter_for(term, nodes, pods_on));
             }
             for term in &pod.spec.anti_affinity {
-                st.anti_affinity.push(self.counter_for(term, nodes, placed));
+                st.anti_affinity
+                    .push(self.counter_for(term, nodes, pods_on));
             }
             for i in 0..pod.spec.spread.len() {
-                st.spread.push(self.spread_for(pod, &key, i, nodes, placed));
+                st.spread
+                    .push(self.spread_for(pod, &key, i, nodes, pods_on));
             }
             self.shapes.insert(key, st);
         }
@@ -152,7 +154,7 @@ impl Topology {
         &mut self,
         term: &AffinityTerm,
         nodes: &[SimNode],
-        placed: &[(PodShape, usize)],
+        pods_on: &[Vec<PodShape>],
     ) -> usize {
         if let Some(&i) = self.counter_index.get(term) {
             return i;
@@ -162,10 +164,10 @@ impl Topology {
             counts: HashMap::new(),
             total: 0,
         };
-        for (pod, node) in placed {
-            if self.term_matches(term, pod) {
+        for (node, pods) in pods_on.iter().enumerate() {
+            for _ in pods.iter().filter(|p| self.term_matches(term, p)) {
                 counter.total += 1;
-                if let Some(v) = nodes[*node].label(&term.topology_key) {
+                if let Some(v) = nodes[node].label(&term.topology_key) {
                     *counter.counts.entry(v.clone()).or_default() += 1;
                 }
             }
@@ -182,7 +184,7 @@ impl Topology {
         key: &ShapeKey,
         index: usize,
         nodes: &[SimNode],
-        placed: &[(PodShape, usize)],
+        pods_on: &[Vec<PodShape>],
     ) -> usize {
         if let Some(&i) = self.spread_index.get(&(key.clone(), index)) {
             return i;
@@ -199,8 +201,10 @@ impl Topology {
         for node in nodes {
             counter.add_node(node);
         }
-        for (p, n) in placed {
-            counter.place(p, &nodes[*n], *n, 1);
+        for (n, pods) in pods_on.iter().enumerate() {
+            for p in pods {
+                counter.place(p, &nodes[n], n, 1);
+            }
         }
         self.spreads.push(counter);
         self.spread_index
