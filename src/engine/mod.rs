@@ -16,6 +16,7 @@ pub mod limits;
 pub mod nodegroups;
 pub mod plan;
 pub mod reason;
+pub mod scale_down;
 pub mod scale_up;
 pub mod settings;
 pub mod simulator;
@@ -58,9 +59,16 @@ pub fn run_once(
     };
     let scale_up = scale_up::plan(&input, &mut rng);
     warnings.extend(scale_up.warnings);
-    for a in &scale_up.actions {
-        state.record_scale_up(a.node_group.as_str(), a.to - a.from, now);
-    }
+    let scale_down = scale_down::plan(&scale_down::ScaleDownInput {
+        snapshot,
+        groups: &groups,
+        cluster: &cluster,
+        settings,
+        state,
+        now,
+        scales_up: !scale_up.actions.is_empty(),
+    });
+    remember(state, &scale_up.actions, &scale_down, now);
     Plan {
         now,
         node_groups: node_group_statuses(
@@ -77,7 +85,27 @@ pub fn run_once(
         fix_target_size: cluster.fix_target_size,
         delete_failed_machines: cluster.delete_failed,
         delete_unregistered: cluster.delete_unregistered,
+        unneeded: scale_down.unneeded,
+        scale_down: scale_down.actions,
+        not_removable: scale_down.not_removable,
+        scale_down_paused: scale_down.paused,
         warnings,
+    }
+}
+
+/// Updates the engine's memory as if the plan is carried out.
+fn remember(
+    state: &mut EngineState,
+    ups: &[plan::ScaleUpAction],
+    down: &scale_down::ScaleDownOutput,
+    now: Timestamp,
+) {
+    for a in ups {
+        state.record_scale_up(a.node_group.as_str(), a.to - a.from, now);
+    }
+    state.unneeded_since = down.unneeded_since.clone();
+    if !down.actions.is_empty() {
+        state.last_scale_down_delete = Some(now);
     }
 }
 

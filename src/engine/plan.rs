@@ -27,6 +27,15 @@ pub struct Plan {
     pub delete_failed_machines: Vec<MachineDeletion>,
     /// Machines that never got a node within `max_node_provision_time`.
     pub delete_unregistered: Vec<MachineDeletion>,
+    /// Nodes that could go, and when.
+    pub unneeded: Vec<UnneededNode>,
+    /// Nodes to remove now.
+    pub scale_down: Vec<ScaleDownAction>,
+    /// Nodes that stay, each with why.
+    pub not_removable: Vec<NotRemovable>,
+    /// Why no node is removed in this pass at all (cooldown, disabled, unhealthy cluster).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_down_paused: Option<String>,
     /// Problems that did not stop the pass: bad settings, odd objects, invalid expander config.
     pub warnings: Vec<String>,
 }
@@ -168,4 +177,47 @@ pub struct MachineDeletion {
     pub node_group: NodeGroupId,
     pub lower_replicas: bool,
     pub reason: String,
+}
+
+/// A node that could go: its pods all fit elsewhere and its utilization is low.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnneededNode {
+    pub node: Arc<str>,
+    pub node_group: NodeGroupId,
+    /// Unneeded without a break since then.
+    pub since: Timestamp,
+    /// Requests over allocatable: the larger of CPU and memory, or GPUs on a GPU node.
+    pub utilization: f64,
+    /// When it has been unneeded long enough (`scale_down_unneeded_time`, or the unready time).
+    pub removable_at: Timestamp,
+}
+
+/// Remove a node: taint and cordon it, evict its pods, then delete its machine.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScaleDownAction {
+    pub node: Arc<str>,
+    pub node_group: NodeGroupId,
+    /// No pod needs to move (DaemonSet, mirror and expendable pods aside).
+    pub empty: bool,
+    pub pods: Vec<PodMove>,
+    pub reason: String,
+}
+
+/// Where a pod of a removed node is expected to go.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodMove {
+    pub pod: PodId,
+    pub destination: Arc<str>,
+}
+
+/// Why a node is not removed.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotRemovable {
+    pub node: Arc<str>,
+    pub code: super::reason::ReasonCode,
+    pub message: String,
 }

@@ -55,6 +55,39 @@ pub enum ReasonCode {
     NodeGroupSizeUnexplained,
     /// Too many of the cluster's nodes are unready: no scaling until it recovers.
     ClusterUnhealthy,
+    // --- scale-down: why a node stays ---
+    /// The node carries `cluster-autoscaler.kubernetes.io/scale-down-disabled: "true"`.
+    ScaleDownDisabledAnnotation,
+    /// The node belongs to no autoscaled node group (control plane, unmanaged nodes).
+    NotAutoscaled,
+    /// The node's requests are above the utilization threshold.
+    NotUnderutilized,
+    /// The node reports no allocatable resources, so its utilization cannot be known.
+    UtilizationUnknown,
+    /// The node is already being removed.
+    CurrentlyBeingDeleted,
+    /// Pods of another node being removed are to move onto this one.
+    HoldsMovedPods,
+    /// A pod on the node fits no other node.
+    NoPlaceToMovePods,
+    /// A pod without a controller would not be recreated elsewhere.
+    NotReplicated,
+    /// A pod's controller is not in the cluster.
+    ControllerNotFound,
+    /// A pod uses local storage (emptyDir on disk, hostPath).
+    LocalStorageRequested,
+    /// A pod is annotated `safe-to-evict: "false"` (or waits for completion).
+    NotSafeToEvictAnnotation,
+    /// A kube-system pod has no PodDisruptionBudget.
+    UnmovableKubeSystemPod,
+    /// A PodDisruptionBudget allows no more disruptions.
+    NotEnoughPdb,
+    /// The node's group is at its min size.
+    NodeGroupMinSizeReached,
+    /// Removing the node would take the cluster below a min limit (cores, memory, GPUs).
+    MinimalResourceLimitExceeded,
+    /// The parallelism limits for this pass are used up; the node stays unneeded for a later pass.
+    DeletionBudgetReached,
     // --- the pod itself ---
     /// The pod's priority is below `podPriorityThreshold`: it never triggers a scale-up.
     BelowPriorityCutoff,
@@ -88,6 +121,22 @@ impl ReasonCode {
             ReasonCode::NodeGroupUnhealthy => "NodeGroupUnhealthy",
             ReasonCode::NodeGroupSizeUnexplained => "NodeGroupSizeUnexplained",
             ReasonCode::ClusterUnhealthy => "ClusterUnhealthy",
+            ReasonCode::ScaleDownDisabledAnnotation => "ScaleDownDisabledAnnotation",
+            ReasonCode::NotAutoscaled => "NotAutoscaled",
+            ReasonCode::NotUnderutilized => "NotUnderutilized",
+            ReasonCode::UtilizationUnknown => "UtilizationUnknown",
+            ReasonCode::CurrentlyBeingDeleted => "CurrentlyBeingDeleted",
+            ReasonCode::HoldsMovedPods => "HoldsMovedPods",
+            ReasonCode::NoPlaceToMovePods => "NoPlaceToMovePods",
+            ReasonCode::NotReplicated => "NotReplicated",
+            ReasonCode::ControllerNotFound => "ControllerNotFound",
+            ReasonCode::LocalStorageRequested => "LocalStorageRequested",
+            ReasonCode::NotSafeToEvictAnnotation => "NotSafeToEvictAnnotation",
+            ReasonCode::UnmovableKubeSystemPod => "UnmovableKubeSystemPod",
+            ReasonCode::NotEnoughPdb => "NotEnoughPdb",
+            ReasonCode::NodeGroupMinSizeReached => "NodeGroupMinSizeReached",
+            ReasonCode::MinimalResourceLimitExceeded => "MinimalResourceLimitExceeded",
+            ReasonCode::DeletionBudgetReached => "DeletionBudgetReached",
             ReasonCode::BelowPriorityCutoff => "BelowPriorityCutoff",
             ReasonCode::DaemonSetPod => "DaemonSetPod",
             ReasonCode::NotSimulated => "NotSimulated",
@@ -95,7 +144,7 @@ impl ReasonCode {
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 24] = [
+    pub const ALL: [ReasonCode; 40] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -117,6 +166,22 @@ impl ReasonCode {
         ReasonCode::NodeGroupUnhealthy,
         ReasonCode::NodeGroupSizeUnexplained,
         ReasonCode::ClusterUnhealthy,
+        ReasonCode::ScaleDownDisabledAnnotation,
+        ReasonCode::NotAutoscaled,
+        ReasonCode::NotUnderutilized,
+        ReasonCode::UtilizationUnknown,
+        ReasonCode::CurrentlyBeingDeleted,
+        ReasonCode::HoldsMovedPods,
+        ReasonCode::NoPlaceToMovePods,
+        ReasonCode::NotReplicated,
+        ReasonCode::ControllerNotFound,
+        ReasonCode::LocalStorageRequested,
+        ReasonCode::NotSafeToEvictAnnotation,
+        ReasonCode::UnmovableKubeSystemPod,
+        ReasonCode::NotEnoughPdb,
+        ReasonCode::NodeGroupMinSizeReached,
+        ReasonCode::MinimalResourceLimitExceeded,
+        ReasonCode::DeletionBudgetReached,
         ReasonCode::BelowPriorityCutoff,
         ReasonCode::DaemonSetPod,
         ReasonCode::NotSimulated,
@@ -220,9 +285,25 @@ mod tests {
             NodeGroupUnhealthy => 18,
             NodeGroupSizeUnexplained => 19,
             ClusterUnhealthy => 20,
-            BelowPriorityCutoff => 21,
-            DaemonSetPod => 22,
-            NotSimulated => 23,
+            ScaleDownDisabledAnnotation => 21,
+            NotAutoscaled => 22,
+            NotUnderutilized => 23,
+            UtilizationUnknown => 24,
+            CurrentlyBeingDeleted => 25,
+            HoldsMovedPods => 26,
+            NoPlaceToMovePods => 27,
+            NotReplicated => 28,
+            ControllerNotFound => 29,
+            LocalStorageRequested => 30,
+            NotSafeToEvictAnnotation => 31,
+            UnmovableKubeSystemPod => 32,
+            NotEnoughPdb => 33,
+            NodeGroupMinSizeReached => 34,
+            MinimalResourceLimitExceeded => 35,
+            DeletionBudgetReached => 36,
+            BelowPriorityCutoff => 37,
+            DaemonSetPod => 38,
+            NotSimulated => 39,
         }
     }
 
