@@ -29,9 +29,12 @@ pub fn plan(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
             skipped.join(", ")
         )?;
     }
+    health(report, out)?;
     node_groups(report, out)?;
+    repairs(report, out)?;
     scale_up(report, out)?;
     pending(report, out)?;
+    scale_down(report, out)?;
     limits(report, out)?;
     if !p.warnings.is_empty() {
         writeln!(out, "\nWARNINGS")?;
@@ -92,6 +95,137 @@ fn node_groups(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
         for note in g.notes.iter().chain(g.reason.iter()) {
             writeln!(out, "  {:<width$}    {note}", "")?;
         }
+    }
+    Ok(())
+}
+
+fn health(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
+    let c = &report.plan.health.cluster;
+    let state = if c.healthy { "healthy" } else { "UNHEALTHY" };
+    writeln!(
+        out,
+        "\nCLUSTER {state}: {} ready, {} unready, {} not started, {} unregistered, {} long unregistered, {} being removed",
+        c.ready, c.unready, c.not_started, c.unregistered, c.long_unregistered, c.deleting
+    )?;
+    if let Some(r) = &c.reason {
+        writeln!(out, "  {r}")?;
+    }
+    Ok(())
+}
+
+/// Corrections made before any scaling: targets fixed, machines deleted.
+fn repairs(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
+    let p = &report.plan;
+    let groups = p
+        .health
+        .node_groups
+        .iter()
+        .filter(|g| g.backoff_until.is_some() || g.scale_up_in_flight.is_some() || !g.healthy);
+    let mut lines = Vec::new();
+    for g in groups {
+        if let Some(f) = &g.scale_up_in_flight {
+            let rebuilt = if f.reconstructed {
+                " (rebuilt from machine creation times)"
+            } else {
+                ""
+            };
+            lines.push(format!(
+                "{}: {} node(s) coming since {}, timeout at {}{rebuilt}",
+                g.id, f.nodes, f.since, f.deadline
+            ));
+        }
+        if let (Some(until), Some(why)) = (&g.backoff_until, &g.backoff_reason) {
+            lines.push(format!("{}: backed off until {until}: {why}", g.id));
+        }
+        if let Some(r) = g.reason.as_ref().filter(|_| !g.healthy) {
+            lines.push(format!("{}: unhealthy: {r}", g.id));
+        }
+    }
+    for f in &p.fix_target_size {
+        lines.push(format!(
+            "fix target {}: {} -> {}: {}",
+            f.node_group, f.from, f.to, f.reason
+        ));
+    }
+    for (what, list) in [
+        ("delete failed machine", &p.delete_failed_machines),
+        ("delete unregistered machine", &p.delete_unregistered),
+    ] {
+        for d in list {
+            let how = if d.lower_replicas {
+                "and lower replicas"
+            } else {
+                "(replaced)"
+            };
+            lines.push(format!(
+                "{what} {} of {} {how}: {}",
+                d.machine, d.node_group, d.reason
+            ));
+        }
+    }
+    if lines.is_empty() {
+        return Ok(());
+    }
+    writeln!(out, "\nPROVISIONING")?;
+    for l in lines {
+        writeln!(out, "  {l}")?;
+    }
+    Ok(())
+}
+
+fn scale_down(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
+    let p = &report.plan;
+    writeln!(out, "\nSCALE-DOWN")?;
+    if let Some(why) = &p.scale_down_paused {
+        writeln!(out, "  paused: {why}")?;
+    }
+    for a in &p.scale_down {
+        let kind = if a.empty { "empty" } else { "drain" };
+        writeln!(
+            out,
+            "  remove {} of {} ({kind}): {}",
+            a.node, a.node_group, a.reason
+        )?;
+        for m in &a.pods {
+            writeln!(out, "      {} -> {}", m.pod, m.destination)?;
+        }
+    }
+    for u in p
+        .unneeded
+        .iter()
+        .filter(|u| !p.scale_down.iter().any(|a| a.node == u.node))
+    {
+        writeln!(
+            out,
+            "  unneeded {} of {}: utilization {} since {}, removable at {}",
+            u.node, u.node_group, u.utilization, u.since, u.removable_at
+        )?;
+    }
+    // Nodes that stay, grouped by reason code so a large cluster stays readable.
+    let mut codes: Vec<_> = p.not_removable.iter().map(|n| n.code).collect();
+    codes.sort();
+    codes.dedup();
+    for code in codes {
+        let nodes: Vec<_> = p.not_removable.iter().filter(|n| n.code == code).collect();
+        let names: Vec<&str> = nodes.iter().take(3).map(|n| &*n.node).collect();
+        let more = if nodes.len() > 3 {
+            format!(", ... ({} nodes)", nodes.len())
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "  stays ({code}): {}{more}: e.g. {}",
+            names.join(", "),
+            nodes[0].message
+        )?;
+    }
+    if p.scale_down.is_empty()
+        && p.unneeded.is_empty()
+        && p.not_removable.is_empty()
+        && p.scale_down_paused.is_none()
+    {
+        writeln!(out, "  none")?;
     }
     Ok(())
 }
