@@ -257,3 +257,57 @@ fn the_example_fleet_toml_is_valid() {
     assert_eq!(cfg.clusters.len(), 2);
     assert!(cfg.validate().is_empty());
 }
+
+#[test]
+fn the_state_file_is_written_read_back_and_checked() {
+    let dir = tempdir("state");
+    let state = dir.join("state.json");
+    let state_arg = state.display().to_string();
+    let _ = std::fs::remove_file(&state);
+    let dump = |t: &str| format!("tests/replays/scale-down-unneeded-time/t{t}.yaml");
+    let first = fleetscaler(&[
+        "plan",
+        "-s",
+        &dump("00"),
+        "--now",
+        NOW,
+        "--state",
+        &state_arg,
+        "--save-state",
+        &state_arg,
+    ]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(saved["version"], 1);
+    assert_eq!(saved["unneededSince"]["worker-a-2"], NOW);
+    // Eleven minutes later the remembered clock makes the node due; without it, it is not.
+    let later = [
+        "plan",
+        "-s",
+        &dump("11"),
+        "--now",
+        "2026-11-22T10:11:00Z",
+        "-o",
+        "json",
+    ];
+    let with_state = fleetscaler(&[&later[..], &["--state", &state_arg]].concat());
+    let plan: Value = serde_json::from_slice(&with_state.stdout).unwrap();
+    assert_eq!(
+        plan["scaleDown"][0]["node"],
+        "worker-a-2",
+        "{}",
+        stderr(&with_state)
+    );
+    let without: Value = serde_json::from_slice(&fleetscaler(&later).stdout).unwrap();
+    assert_eq!(without["scaleDown"], serde_json::json!([]));
+    std::fs::write(&state, r#"{"version": 9}"#).unwrap();
+    fails_with(
+        &["plan", "-s", EXAMPLE, "--state", &state_arg],
+        &["state file", "version 9"],
+    );
+    std::fs::write(&state, "not json").unwrap();
+    fails_with(
+        &["plan", "-s", EXAMPLE, "--state", &state_arg],
+        &["state file", "not a fleetscaler state file"],
+    );
+}

@@ -1,6 +1,7 @@
 //! A synthetic cluster for the engine benchmark, built as Kubernetes JSON and projected by
 //! the same code as a real dump: 20 node groups (6 instance types in 3 zones, a GPU group
-//! at zero, a tainted infra group), nodes about 85 % full, a DaemonSet pod on every node,
+//! at zero, a tainted infra group), nodes about 85 % full (every tenth about 30 %, so
+//! scale-down has candidates), a DaemonSet pod on every node,
 //! and pending pods of several kinds (plain, zone-spread, hostname anti-affinity, pinned to
 //! an instance type, GPU, below the priority cutoff).
 
@@ -134,7 +135,8 @@ pub fn build(shape: &Shape) -> ClusterSnapshot {
 }
 
 fn running_pods(items: &mut Vec<Value>, nodes: &[(String, u32)], total: usize) {
-    // One DaemonSet pod per node; the rest spread evenly, filling each node to about 85 %.
+    // One DaemonSet pod per node; the rest spread evenly, filling each node to about 85 %,
+    // except every tenth node, filled to about 30 %: scale-down candidates.
     for (n, _) in nodes {
         items.push(pod(
             &format!("node-exporter-{n}"),
@@ -149,8 +151,9 @@ fn running_pods(items: &mut Vec<Value>, nodes: &[(String, u32)], total: usize) {
     }
     let per_node = (total - nodes.len()) / nodes.len();
     let mut k = 0;
-    for (n, cores) in nodes {
-        let milli = cores * 1000 * 85 / 100 / per_node as u32;
+    for (i, (n, cores)) in nodes.iter().enumerate() {
+        let fill = if i % 10 == 5 { 30 } else { 85 };
+        let milli = cores * 1000 * fill / 100 / per_node as u32;
         let app = format!("app-{}", k % 100);
         for j in 0..per_node {
             items.push(pod(
