@@ -155,6 +155,12 @@ impl Pod {
         self.owner.as_ref().is_some_and(|o| &*o.kind == "DaemonSet")
     }
 
+    /// Below the priority cutoff: never causes a scale-up, never blocks a scale-down, and its
+    /// space counts as free (a pending pod may preempt it). A pod without a priority is not.
+    pub fn is_expendable(&self, priority_threshold: i32) -> bool {
+        self.priority.is_some_and(|p| p < priority_threshold)
+    }
+
     pub fn is_terminal(&self) -> bool {
         matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
     }

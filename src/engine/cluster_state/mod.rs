@@ -79,6 +79,11 @@ impl ClusterState {
     pub fn healthy(&self) -> bool {
         self.health.cluster.healthy
     }
+
+    /// Why the cluster is unhealthy (empty when it is not).
+    pub fn unhealthy_reason(&self) -> String {
+        self.health.cluster.reason.clone().unwrap_or_default()
+    }
 }
 
 /// Assesses the cluster and updates the engine's memory of it.

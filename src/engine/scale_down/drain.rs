@@ -56,10 +56,7 @@ impl<'a> DrainRules<'a> {
             return Drain::Skip;
         }
         // Pods below the priority cutoff never block a scale-down: they are just evicted.
-        if pod
-            .priority
-            .is_some_and(|p| p < self.settings.pod_priority_threshold)
-        {
+        if pod.is_expendable(self.settings.pod_priority_threshold) {
             return Drain::Skip;
         }
         if pod.is_daemonset() {

@@ -53,14 +53,10 @@ pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
         return paused_only("scale-down is disabled (scale_down_enabled = false)".into());
     }
     if !input.cluster.healthy() {
-        let why = input
-            .cluster
-            .health
-            .cluster
-            .reason
-            .clone()
-            .unwrap_or_default();
-        return paused_only(format!("the cluster is unhealthy: {why}"));
+        return paused_only(format!(
+            "the cluster is unhealthy: {}",
+            input.cluster.unhealthy_reason()
+        ));
     }
     let pods_on = pods_by_node(input.snapshot);
     let (mut candidates, mut not_removable) = eligibility::candidates(input, &pods_on);

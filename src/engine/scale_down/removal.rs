@@ -40,12 +40,7 @@ pub(super) struct Removable {
 impl<'a> Removal<'a> {
     pub fn new(input: &'a ScaleDownInput, pods_on: &[Vec<&Pod>]) -> Self {
         let s = input.snapshot;
-        let namespaces = s
-            .namespaces
-            .iter()
-            .map(|n| (n.name.clone(), n.labels.clone()))
-            .collect();
-        let mut sim = Simulator::new(namespaces);
+        let mut sim = Simulator::for_snapshot(s);
         let mut sim_of = vec![None; s.nodes.len()];
         for (i, node) in s.nodes.iter().enumerate() {
             if matches!(
@@ -60,10 +55,7 @@ impl<'a> Removal<'a> {
         let cutoff = input.settings.pod_priority_threshold;
         for (i, pods) in pods_on.iter().enumerate() {
             let Some(n) = sim_of[i] else { continue };
-            for p in pods
-                .iter()
-                .filter(|p| p.priority.is_none_or(|prio| prio >= cutoff))
-            {
+            for p in pods.iter().filter(|p| !p.is_expendable(cutoff)) {
                 sim.place(&PodShape::from(*p), n);
             }
         }

@@ -74,14 +74,7 @@ impl<'a> Pass<'a> {
 
     /// Too many unready nodes: no pod gets a scale-up, and each says why.
     pub(super) fn explain_unhealthy_cluster(&mut self, remaining: &[Pending<'a>]) {
-        let why = self
-            .input
-            .cluster
-            .health
-            .cluster
-            .reason
-            .clone()
-            .unwrap_or_default();
+        let why = self.input.cluster.unhealthy_reason();
         for p in remaining {
             let mut reasons = vec![Reason::new(ReasonCode::ClusterUnhealthy, why.clone())];
             reasons.extend(self.existing_summary.get(&p.class).cloned());

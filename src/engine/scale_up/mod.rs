@@ -105,20 +105,10 @@ pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
     }
 }
 
-fn is_expendable(pod: &Pod, settings: &Settings) -> bool {
-    pod.priority
-        .is_some_and(|p| p < settings.pod_priority_threshold)
-}
-
 impl<'a> Pass<'a> {
     fn new(input: &'a ScaleUpInput<'a>) -> Self {
         let s = input.snapshot;
-        let namespaces = s
-            .namespaces
-            .iter()
-            .map(|n| (n.name.clone(), n.labels.clone()))
-            .collect();
-        let mut sim = Simulator::new(namespaces);
+        let mut sim = Simulator::for_snapshot(s);
         let mut limits = Limits::new(input.settings);
         let mut by_name: HashMap<&str, usize> = HashMap::new();
         // Nodes being removed are gone; nodes not started yet are counted as their group's
@@ -134,10 +124,9 @@ impl<'a> Pass<'a> {
             limits.add(&NodeUsage::of_node(node), 1);
         }
         // Pods below the cutoff do not hold space: pending pods may preempt them.
-        let running = s
-            .pods
-            .iter()
-            .filter(|p| !p.is_terminal() && !is_expendable(p, input.settings));
+        let running = s.pods.iter().filter(|p| {
+            !p.is_terminal() && !p.is_expendable(input.settings.pod_priority_threshold)
+        });
         for pod in running {
             if let Some(&node) = pod.node_name.as_deref().and_then(|n| by_name.get(n)) {
                 sim.place(&PodShape::from(pod), node);
@@ -202,7 +191,7 @@ impl<'a> Pass<'a> {
             p.unschedulable && p.node_name.is_none() && !p.is_terminal() && p.deleting.is_none()
         });
         for pod in candidates {
-            if is_expendable(pod, settings) {
+            if pod.is_expendable(settings.pod_priority_threshold) {
                 let message = format!(
                     "priority {} is below podPriorityThreshold {}: such pods never trigger a scale-up",
                     pod.priority.unwrap_or(0),

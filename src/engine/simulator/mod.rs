@@ -140,6 +140,18 @@ pub struct Simulator {
 }
 
 impl Simulator {
+    /// An empty simulation that knows the snapshot's namespace labels (for affinity terms
+    /// with a namespace selector).
+    pub fn for_snapshot(snapshot: &crate::model::ClusterSnapshot) -> Self {
+        Simulator::new(
+            snapshot
+                .namespaces
+                .iter()
+                .map(|n| (n.name.clone(), n.labels.clone()))
+                .collect(),
+        )
+    }
+
     /// `namespaces`: namespace labels for affinity namespace selectors (may be empty).
     pub fn new(namespaces: HashMap<Arc<str>, Labels>) -> Self {
         Simulator {
