@@ -19,19 +19,34 @@ struct Cli {
 enum Command {
     /// One decision over a saved cluster dump, offline: what would scale, and why each pending pod waits.
     Plan(fleetscaler::cli::plan::PlanArgs),
+    /// Validate fleet.toml and print each cluster's effective settings with their sources.
+    CheckConfig(fleetscaler::cli::check_config::CheckConfigArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let mut out = std::io::stdout().lock();
     let result = match cli.command {
-        Command::Plan(args) => fleetscaler::cli::plan::run(&args, &mut std::io::stdout().lock())
-            .map_err(anyhow::Error::from),
+        Command::Plan(args) => {
+            fleetscaler::cli::plan::run(&args, &mut out).map_err(anyhow::Error::from)
+        }
+        Command::CheckConfig(args) => {
+            fleetscaler::cli::check_config::run(&args, &mut out).map_err(anyhow::Error::from)
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`| head`): nothing more to say.
+        Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+fn broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }

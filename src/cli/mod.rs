@@ -1,5 +1,6 @@
 //! The subcommands' work at the binary's edge: reading files, the clock, printing. `main`
 //! only parses arguments and calls these.
 
+pub mod check_config;
 pub mod plan;
 mod render;

@@ -63,9 +63,9 @@ pub enum PlanError {
         path: String,
         source: std::io::Error,
     },
-    #[error("{0}")]
+    #[error(transparent)]
     Dump(#[from] crate::model::dump::DumpError),
-    #[error("{0}")]
+    #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error("cluster {name:?} is not in {config} (clusters: {known})")]
     UnknownCluster {
@@ -148,10 +148,11 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
     let ca = snapshot
         .cluster_autoscaler()
         .filter(|_| cluster.is_none_or(|c| c.use_cluster_autoscaler));
+    let overrides = cluster.map(|c| c.overrides_with_groups());
     let effective = effective_settings(Layers {
         fleet_defaults: fleet.as_ref().map(|f| &f.defaults),
         cluster_autoscaler: ca.map(|c| &c.spec),
-        overrides: cluster.map(|c| &c.overrides),
+        overrides: overrides.as_ref(),
         flags: Some(&flags),
     });
     let now = match &args.now {
@@ -255,7 +256,7 @@ fn flag_patch(args: &PlanArgs) -> Result<SettingsPatch, PlanError> {
 }
 
 /// `{key: {value, source}}` for every setting.
-fn settings_with_sources(e: &EffectiveSettings) -> serde_json::Value {
+pub fn settings_with_sources(e: &EffectiveSettings) -> serde_json::Value {
     let values = serde_json::to_value(&e.settings).unwrap_or_default();
     let mut out = serde_json::Map::new();
     for (key, source) in &e.sources {

@@ -14,10 +14,16 @@ use serde::{Deserialize, Serialize};
 use crate::engine::settings::{SETTING_KEYS, SettingWarning, Settings, SettingsPatch};
 use crate::model::autoscaler::ClusterAutoscalerSpec;
 
+mod hub;
+
+pub use hub::{HubConfig, LeaderElection};
+
 /// The file as written.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FleetConfig {
+    #[serde(default)]
+    pub hub: HubConfig,
     /// Settings for every cluster, below each cluster's own.
     #[serde(default)]
     pub defaults: SettingsPatch,
@@ -38,8 +44,29 @@ pub struct ClusterConfig {
     /// Whether the cluster's own `ClusterAutoscaler` resource may set its settings.
     #[serde(default = "yes")]
     pub use_cluster_autoscaler: bool,
+    /// Plan and report without writing to this cluster (`hub.dry_run` when absent).
+    pub dry_run: Option<bool>,
+    /// Node groups named here rather than by annotations; their bounds win.
+    #[serde(default)]
+    pub node_groups: Vec<crate::engine::settings::NodeGroupSpec>,
     #[serde(default)]
     pub overrides: SettingsPatch,
+}
+
+impl ClusterConfig {
+    /// The kubeconfig context this cluster is reached through.
+    pub fn context(&self) -> &str {
+        self.context.as_deref().unwrap_or(&self.name)
+    }
+
+    /// This cluster's overrides with its `node_groups` in them.
+    pub fn overrides_with_groups(&self) -> SettingsPatch {
+        let mut patch = self.overrides.clone();
+        if !self.node_groups.is_empty() && patch.node_groups.is_none() {
+            patch.node_groups = Some(self.node_groups.clone());
+        }
+        patch
+    }
 }
 
 fn yes() -> bool {
@@ -123,6 +150,7 @@ impl FleetConfig {
     /// Every semantic problem: duplicate or empty names, invalid ranges, bad expander chains.
     pub fn validate(&self) -> Vec<ConfigIssue> {
         let mut issues = Vec::new();
+        self.hub.validate(&mut issues);
         check_patch(&self.defaults, "defaults", &mut issues);
         let mut seen = HashSet::new();
         for (i, c) in self.clusters.iter().enumerate() {
@@ -139,6 +167,14 @@ impl FleetConfig {
                 });
             }
             check_patch(&c.overrides, &format!("{at}.overrides"), &mut issues);
+            for (j, g) in c.node_groups.iter().enumerate() {
+                if let Err(message) = g.check() {
+                    issues.push(ConfigIssue {
+                        key: format!("{at}.node_groups[{j}]"),
+                        message,
+                    });
+                }
+            }
         }
         issues
     }

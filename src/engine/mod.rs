@@ -42,7 +42,7 @@ pub fn run_once(
     settings: &Settings,
     now: Timestamp,
 ) -> Plan {
-    let groups = nodegroups::discover(snapshot);
+    let groups = nodegroups::discover(snapshot, &settings.node_groups);
     let templates = template::build_all(snapshot, &groups.groups);
     let cluster = cluster_state::assess(snapshot, &groups, state, settings, now);
     let mut warnings = groups.warnings.clone();

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::reason::{Reason, ReasonCode};
+use super::settings::NodeGroupSpec;
 use crate::model::autoscaler::MachineAutoscaler;
 use crate::model::machine::{MachineApiGroup, ScalableKind, ScalableResource};
 use crate::model::node::normalize_provider_id;
@@ -48,6 +49,8 @@ impl Serialize for NodeGroupId {
 pub enum BoundsSource {
     Annotations,
     MachineAutoscaler(ObjectKey),
+    /// A `node_groups` entry of fleet.toml.
+    Config,
 }
 
 impl fmt::Display for BoundsSource {
@@ -55,6 +58,7 @@ impl fmt::Display for BoundsSource {
         match self {
             BoundsSource::Annotations => f.write_str("annotations"),
             BoundsSource::MachineAutoscaler(k) => write!(f, "MachineAutoscaler {k}"),
+            BoundsSource::Config => f.write_str("fleet.toml"),
         }
     }
 }
@@ -107,8 +111,16 @@ impl NodeGroups {
     }
 }
 
-/// Finds the node groups of a snapshot and maps machines and nodes to them.
-pub fn discover(snapshot: &ClusterSnapshot) -> NodeGroups {
+/// What may bound a resource besides its annotations.
+#[derive(Clone, Copy)]
+struct Claims<'a> {
+    autoscalers: Option<&'a Vec<&'a MachineAutoscaler>>,
+    config: Option<&'a NodeGroupSpec>,
+}
+
+/// Finds the node groups of a snapshot (with those `explicit` in configuration) and maps
+/// machines and nodes to them.
+pub fn discover(snapshot: &ClusterSnapshot, explicit: &[NodeGroupSpec]) -> NodeGroups {
     let mut out = NodeGroups {
         group_of_node: vec![None; snapshot.nodes.len()],
         node_of_machine: vec![None; snapshot.machines.len()],
@@ -116,24 +128,21 @@ pub fn discover(snapshot: &ClusterSnapshot) -> NodeGroups {
         ..NodeGroups::default()
     };
     let autoscalers = machine_autoscalers_by_target(snapshot, &mut out.warnings);
+    let configured = configured_by_target(snapshot, explicit, &mut out.warnings);
+    let claims = |r| claims_of(r, &autoscalers, &configured);
     let autoscaled_md: HashMap<(MachineApiGroup, &ObjectKey), bool> = snapshot
         .scalables
         .iter()
         .filter(|r| r.kind == ScalableKind::MachineDeployment)
-        .map(|r| {
-            (
-                (r.api, &r.key),
-                opts_in(r, autoscalers.get(&(r.api, r.kind, &r.key))),
-            )
-        })
+        .map(|r| ((r.api, &r.key), opts_in(r, claims(r))))
         .collect();
     for (i, r) in snapshot.scalables.iter().enumerate() {
-        let mas = autoscalers.get(&(r.api, r.kind, &r.key));
-        if !opts_in(r, mas) {
+        let c = claims(r);
+        if !opts_in(r, c) {
             continue;
         }
         let id = NodeGroupId::new(r.kind, &r.key);
-        match eligibility(r, mas, &autoscaled_md) {
+        match eligibility(r, c, &autoscaled_md) {
             Ok(Some(group)) => out.groups.push(NodeGroup {
                 id,
                 resource: i,
@@ -153,6 +162,51 @@ pub fn discover(snapshot: &ClusterSnapshot) -> NodeGroups {
 }
 
 type TargetKey<'a> = (MachineApiGroup, ScalableKind, &'a ObjectKey);
+
+fn claims_of<'a>(
+    r: &'a ScalableResource,
+    autoscalers: &'a HashMap<TargetKey<'a>, Vec<&'a MachineAutoscaler>>,
+    configured: &HashMap<TargetKey<'a>, &'a NodeGroupSpec>,
+) -> Claims<'a> {
+    Claims {
+        autoscalers: autoscalers.get(&(r.api, r.kind, &r.key)),
+        config: configured.get(&(r.api, r.kind, &r.key)).copied(),
+    }
+}
+
+/// The `node_groups` entries of fleet.toml, by the resource they name.
+fn configured_by_target<'a>(
+    snapshot: &'a ClusterSnapshot,
+    explicit: &'a [NodeGroupSpec],
+    warnings: &mut Vec<String>,
+) -> HashMap<TargetKey<'a>, &'a NodeGroupSpec> {
+    let mut out = HashMap::new();
+    for spec in explicit {
+        let api = match spec.api_group.as_deref() {
+            Some("cluster.x-k8s.io") => MachineApiGroup::ClusterApi,
+            _ => MachineApiGroup::OpenShift,
+        };
+        let found = snapshot.scalables.iter().find(|r| {
+            r.api == api
+                && r.kind.as_str() == spec.kind
+                && *r.key.namespace == *spec.namespace
+                && *r.key.name == *spec.name
+        });
+        match found {
+            Some(r) => {
+                out.insert((r.api, r.kind, &r.key), spec);
+            }
+            None => warnings.push(format!(
+                "fleet.toml names node group {} {}/{} ({}), which is not in the cluster",
+                spec.kind,
+                spec.namespace,
+                spec.name,
+                api.domain()
+            )),
+        }
+    }
+    out
+}
 
 fn machine_autoscalers_by_target<'a>(
     snapshot: &'a ClusterSnapshot,
@@ -189,8 +243,9 @@ fn machine_autoscalers_by_target<'a>(
     out
 }
 
-fn opts_in(r: &ScalableResource, mas: Option<&Vec<&MachineAutoscaler>>) -> bool {
-    mas.is_some_and(|m| !m.is_empty())
+fn opts_in(r: &ScalableResource, c: Claims) -> bool {
+    c.config.is_some()
+        || c.autoscalers.is_some_and(|m| !m.is_empty())
         || r.annotation(&r.api.min_size_annotation()).is_some()
         || r.annotation(&r.api.max_size_annotation()).is_some()
 }
@@ -198,7 +253,7 @@ fn opts_in(r: &ScalableResource, mas: Option<&Vec<&MachineAutoscaler>>) -> bool 
 /// `Ok(None)`: part of an autoscaled MachineDeployment, not a group of its own.
 fn eligibility(
     r: &ScalableResource,
-    mas: Option<&Vec<&MachineAutoscaler>>,
+    c: Claims,
     autoscaled_md: &HashMap<(MachineApiGroup, &ObjectKey), bool>,
 ) -> Result<Option<NodeGroup>, String> {
     if let Some(owner) = r.owner.as_ref().filter(|o| &*o.kind == "MachineDeployment") {
@@ -216,7 +271,10 @@ fn eligibility(
     if r.annotation(&r.api.paused_annotation()).is_some() {
         return Err(format!("paused ({} annotation)", r.api.paused_annotation()));
     }
-    let (min, max, source, note) = bounds(r, mas)?;
+    let (min, max, source, note) = match c.config {
+        Some(spec) => configured_bounds(r, spec, c.autoscalers),
+        None => bounds(r, c.autoscalers)?,
+    };
     Ok(Some(NodeGroup {
         id: NodeGroupId::new(r.kind, &r.key),
         resource: 0,
@@ -230,6 +288,29 @@ fn eligibility(
         machines: Vec::new(),
         nodes: Vec::new(),
     }))
+}
+
+/// Bounds from fleet.toml, noting what they override.
+fn configured_bounds(
+    r: &ScalableResource,
+    spec: &NodeGroupSpec,
+    mas: Option<&Vec<&MachineAutoscaler>>,
+) -> (u64, u64, BoundsSource, Option<String>) {
+    let (min, max) = (spec.min, spec.max);
+    let overridden = match bounds(r, mas) {
+        Ok((m, x, source, _))
+            if (m, x) != (min, max)
+                && (mas.is_some() || r.annotation(&r.api.max_size_annotation()).is_some()) =>
+        {
+            Some(format!("{source} min={m} max={x}"))
+        }
+        Err(e) if mas.is_some() || r.annotation(&r.api.max_size_annotation()).is_some() => {
+            Some(format!("invalid cluster bounds ({e})"))
+        }
+        _ => None,
+    };
+    let note = overridden.map(|o| format!("fleet.toml sets min={min} max={max}, overriding {o}"));
+    (min, max, BoundsSource::Config, note)
 }
 
 fn bounds(
@@ -457,7 +538,7 @@ spec:
 
     #[test]
     fn invalid_bounds_set_aside_one_group_only() {
-        let groups = discover(&snapshot(GROUPS));
+        let groups = discover(&snapshot(GROUPS), &[]);
         let ids: Vec<&str> = groups.groups.iter().map(|g| g.id.as_str()).collect();
         assert_eq!(
             ids,
@@ -482,7 +563,7 @@ spec:
 
     #[test]
     fn machine_autoscaler_wins_and_says_so() {
-        let groups = discover(&snapshot(GROUPS));
+        let groups = discover(&snapshot(GROUPS), &[]);
         let g = &groups.groups[0];
         assert_eq!((g.min, g.max), (1, 12));
         assert_eq!(
@@ -500,10 +581,13 @@ spec:
     #[test]
     fn two_machine_autoscalers_on_one_target_is_invalid() {
         let extra = GROUPS.replace("name: ma, namespace", "name: ma2, namespace");
-        let groups = discover(&snapshot(&format!(
-            "{GROUPS}---\n{}",
-            &extra[extra.rfind("apiVersion: autoscaling").unwrap()..]
-        )));
+        let groups = discover(
+            &snapshot(&format!(
+                "{GROUPS}---\n{}",
+                &extra[extra.rfind("apiVersion: autoscaling").unwrap()..]
+            )),
+            &[],
+        );
         assert!(
             groups
                 .ineligible
@@ -550,7 +634,7 @@ spec: {providerID: "aws:///us-east-1a/i-1"}
     #[test]
     fn machineset_of_an_autoscaled_deployment_belongs_to_it() {
         let s = snapshot(CAPI);
-        let groups = discover(&s);
+        let groups = discover(&s, &[]);
         assert_eq!(groups.groups.len(), 1);
         let g = &groups.groups[0];
         assert_eq!(g.id.as_str(), "MachineDeployment/default/md");
@@ -561,7 +645,7 @@ spec: {providerID: "aws:///us-east-1a/i-1"}
     #[test]
     fn machineset_owned_by_a_plain_deployment_is_ineligible() {
         let s = snapshot(&CAPI.replace("cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size: \"1\"\n    cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size: \"4\"", "x: \"y\""));
-        let groups = discover(&s);
+        let groups = discover(&s, &[]);
         assert!(groups.groups.is_empty());
         assert!(
             groups.ineligible[0]
@@ -569,5 +653,56 @@ spec: {providerID: "aws:///us-east-1a/i-1"}
                 .message
                 .contains("owned by MachineDeployment default/md")
         );
+    }
+}
+
+#[cfg(test)]
+mod configured {
+    use super::*;
+    use crate::engine::fixtures::{machineset, snapshot};
+
+    fn spec(name: &str, min: u64, max: u64) -> NodeGroupSpec {
+        NodeGroupSpec {
+            kind: "MachineSet".into(),
+            namespace: "openshift-machine-api".into(),
+            name: name.into(),
+            api_group: None,
+            min,
+            max,
+        }
+    }
+
+    #[test]
+    fn fleet_toml_groups_win_and_say_what_they_override() {
+        let mut plain = machineset("plain", 0, 1, 2).json();
+        plain["metadata"]["annotations"] = serde_json::json!({});
+        let s = snapshot([machineset("annotated", 1, 3, 1).json(), plain]);
+        let groups = discover(
+            &s,
+            &[
+                spec("annotated", 2, 9),
+                spec("plain", 0, 4),
+                spec("gone", 0, 1),
+            ],
+        );
+        let g: Vec<(&str, u64, u64)> = groups
+            .groups
+            .iter()
+            .map(|g| (g.id.as_str(), g.min, g.max))
+            .collect();
+        assert_eq!(
+            g,
+            vec![
+                ("MachineSet/openshift-machine-api/annotated", 2, 9),
+                ("MachineSet/openshift-machine-api/plain", 0, 4)
+            ]
+        );
+        assert_eq!(groups.groups[0].bounds_source, BoundsSource::Config);
+        assert_eq!(
+            groups.groups[0].bounds_note.as_deref(),
+            Some("fleet.toml sets min=2 max=9, overriding annotations min=1 max=3")
+        );
+        assert_eq!(groups.groups[1].bounds_note, None);
+        assert!(groups.warnings[0].contains("gone"));
     }
 }

@@ -387,7 +387,7 @@ mod tests {
         let mut b = SnapshotBuilder::default();
         b.add_text(yaml, "test").unwrap();
         let (s, _) = b.finish();
-        let groups = discover(&s);
+        let groups = discover(&s, &[]);
         build_all(&s, &groups.groups)
     }
 

@@ -32,6 +32,51 @@ pub struct GpuLimit {
     pub max: u64,
 }
 
+/// A node group named in configuration rather than by annotations on the cluster.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGroupSpec {
+    /// `MachineSet` or `MachineDeployment`.
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// `machine.openshift.io` (the default) or `cluster.x-k8s.io`.
+    #[serde(default)]
+    pub api_group: Option<String>,
+    #[serde(default)]
+    pub min: u64,
+    pub max: u64,
+}
+
+impl NodeGroupSpec {
+    /// Checks the entry; the reason names what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        if !matches!(self.kind.as_str(), "MachineSet" | "MachineDeployment") {
+            return Err(format!(
+                "kind {:?} is not MachineSet or MachineDeployment",
+                self.kind
+            ));
+        }
+        if let Some(g) = self.api_group.as_deref()
+            && !matches!(g, "machine.openshift.io" | "cluster.x-k8s.io")
+        {
+            return Err(format!(
+                "api_group {g:?} is not machine.openshift.io or cluster.x-k8s.io"
+            ));
+        }
+        if self.name.is_empty() || self.namespace.is_empty() {
+            return Err("namespace and name must not be empty".into());
+        }
+        if self.max == 0 || self.min > self.max {
+            return Err(format!(
+                "{}/{}: min {} and max {} are not a valid range (max at least 1)",
+                self.namespace, self.name, self.min, self.max
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// How the scale-up option is chosen when several node groups could help.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -117,6 +162,8 @@ pub struct Settings {
     pub balance_similar_node_groups: bool,
     /// Labels ignored when comparing node groups, beside the built-in zone/hostname ones.
     pub balancing_ignored_labels: Vec<String>,
+    /// Node groups named in fleet.toml: their bounds win over a MachineAutoscaler and annotations.
+    pub node_groups: Vec<NodeGroupSpec>,
     // --- scale-down ---
     pub scale_down_enabled: bool,
     /// No scale-down this long after a scale-up.
@@ -196,6 +243,7 @@ impl Default for Settings {
             priorities: None,
             balance_similar_node_groups: false,
             balancing_ignored_labels: Vec::new(),
+            node_groups: Vec::new(),
             scale_down_enabled: true,
             scale_down_delay_after_add: Duration::from_secs(10 * MINUTE),
             scale_down_delay_after_delete: Duration::ZERO,

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ExpanderKind, GpuLimit, Range, Settings, opt_duration_serde};
+use super::{ExpanderKind, GpuLimit, NodeGroupSpec, Range, Settings, opt_duration_serde};
 use crate::model::autoscaler::{ClusterAutoscalerSpec, RangeSpec, ResourceLimitsSpec};
 use crate::model::duration::parse_go_duration;
 
@@ -99,6 +99,7 @@ settings_patch! {
     priorities: BTreeMap<String, Vec<String>> => |v| parse_priorities_map(v).map(Some),
     balance_similar_node_groups: bool => any,
     balancing_ignored_labels: Vec<String> => any,
+    node_groups: Vec<NodeGroupSpec> => |v| v.iter().try_for_each(NodeGroupSpec::check).map(|()| v.clone()),
     scale_down_enabled: bool => any,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     scale_down_delay_after_add: Duration => any,
@@ -422,7 +423,7 @@ mod tests {
         let json: serde_json::Value = serde_json::json!({
             "pod_priority_threshold": 0, "max_nodes_total": 1, "cores": {"max": 2}, "memory_gib": {"max": 2},
             "gpus": [], "max_nodes_per_scaleup": 5, "expanders": ["random"], "priorities": {"1": ["x"]},
-            "balance_similar_node_groups": true, "balancing_ignored_labels": [],
+            "balance_similar_node_groups": true, "balancing_ignored_labels": [], "node_groups": [],
             "scale_down_enabled": false, "scale_down_delay_after_add": "1m", "scale_down_delay_after_delete": "1m",
             "scale_down_delay_after_failure": "1m", "scale_down_unneeded_time": "1m", "scale_down_unready_time": "1m",
             "scale_down_utilization_threshold": 0.3, "scale_down_gpu_utilization_threshold": 0.3,

@@ -1,0 +1,120 @@
+//! The hub's own settings: fleet.toml `[hub]`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::ConfigIssue;
+use crate::engine::settings::duration_serde;
+
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HubConfig {
+    /// Address of the HTTP endpoints (health probes, metrics, API, dashboard).
+    pub listen: String,
+    /// A pass runs at least this often for every cluster.
+    #[serde(with = "duration_serde")]
+    pub scan_interval: Duration,
+    /// A relevant watch event (a new unschedulable pod, a node turning ready, a MachineSet
+    /// change) starts a pass after this long, so a burst of events makes one pass.
+    #[serde(with = "duration_serde")]
+    pub debounce: Duration,
+    /// Timeout of every call to a cluster's API server.
+    #[serde(with = "duration_serde")]
+    pub request_timeout: Duration,
+    /// Kubeconfig files whose contexts the clusters name; empty means `$KUBECONFIG`, else
+    /// `~/.kube/config`.
+    pub kubeconfigs: Vec<PathBuf>,
+    /// Plan and report for every cluster without writing to any.
+    pub dry_run: bool,
+    /// Namespace, in each cluster, of the status ConfigMap and of the events about it.
+    pub status_namespace: String,
+    pub leader_election: LeaderElection,
+}
+
+impl Default for HubConfig {
+    fn default() -> Self {
+        HubConfig {
+            listen: "0.0.0.0:8080".into(),
+            scan_interval: Duration::from_secs(10),
+            debounce: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(10),
+            kubeconfigs: Vec::new(),
+            dry_run: false,
+            status_namespace: "openshift-machine-api".into(),
+            leader_election: LeaderElection::default(),
+        }
+    }
+}
+
+/// Only the replica holding the Lease acts; the others wait, ready to take over.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LeaderElection {
+    pub enabled: bool,
+    /// Kubeconfig context of the management cluster holding the Lease; in-cluster config when absent.
+    pub context: Option<String>,
+    pub namespace: String,
+    pub lease_name: String,
+    /// This replica's name in the Lease; the host name when absent.
+    pub identity: Option<String>,
+    #[serde(with = "duration_serde")]
+    pub lease_duration: Duration,
+    #[serde(with = "duration_serde")]
+    pub renew_deadline: Duration,
+    #[serde(with = "duration_serde")]
+    pub retry_period: Duration,
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        LeaderElection {
+            enabled: false,
+            context: None,
+            namespace: "fleetscaler".into(),
+            lease_name: "fleetscaler".into(),
+            identity: None,
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl HubConfig {
+    pub fn validate(&self, issues: &mut Vec<ConfigIssue>) {
+        let mut bad = |key: &str, message: String| {
+            issues.push(ConfigIssue {
+                key: format!("hub.{key}"),
+                message,
+            })
+        };
+        if self.listen.parse::<std::net::SocketAddr>().is_err() {
+            bad(
+                "listen",
+                format!("{:?} is not an address such as 0.0.0.0:8080", self.listen),
+            );
+        }
+        for (key, d) in [
+            ("scan_interval", self.scan_interval),
+            ("request_timeout", self.request_timeout),
+        ] {
+            if d.is_zero() {
+                bad(key, "must be longer than 0s".into());
+            }
+        }
+        if self.status_namespace.is_empty() {
+            bad("status_namespace", "must not be empty".into());
+        }
+        let le = &self.leader_election;
+        if le.enabled
+            && !(le.retry_period < le.renew_deadline && le.renew_deadline < le.lease_duration)
+        {
+            bad(
+                "leader_election",
+                "needs retry_period < renew_deadline < lease_duration".into(),
+            );
+        }
+    }
+}

@@ -1,0 +1,126 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `fleetscaler check-config` as a user runs it.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn check_config(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetscaler"));
+    cmd.arg("check-config")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"));
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn json(o: &Output) -> Value {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+#[test]
+fn the_example_is_valid_and_every_setting_has_a_source() {
+    let text = check_config(&["-c", "fleet.toml.example"], &[]);
+    let out = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        out.starts_with("fleet.toml.example: valid, 2 cluster(s)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("cluster prod-east (context prod-east-admin"),
+        "{out}"
+    );
+    let r = json(&check_config(
+        &["-c", "fleet.toml.example", "-o", "json"],
+        &[],
+    ));
+    let east = &r["clusters"][0];
+    assert_eq!(
+        east["settings"]["max_nodes_total"],
+        serde_json::json!({"value": 60, "source": "clusterOverrides"})
+    );
+    assert_eq!(
+        east["settings"]["pod_priority_threshold"]["source"],
+        "fleetDefaults"
+    );
+    assert_eq!(east["settings"]["node_groups"]["value"][0]["max"], 20);
+    assert_eq!(r["clusters"][1]["useClusterAutoscaler"], false);
+    assert_eq!(r["hub"]["status_namespace"], "openshift-machine-api");
+}
+
+#[test]
+fn environment_overrides_apply() {
+    let env = [
+        ("FLEETSCALER_HUB__LISTEN", "127.0.0.1:9999"),
+        ("FLEETSCALER_DEFAULTS__SCALE_DOWN_UNNEEDED_TIME", "7m"),
+    ];
+    let r = json(&check_config(
+        &["-c", "fleet.toml.example", "-o", "json"],
+        &env,
+    ));
+    assert_eq!(r["hub"]["listen"], "127.0.0.1:9999");
+    assert_eq!(
+        r["clusters"][1]["settings"]["scale_down_unneeded_time"]["value"],
+        "7m0s"
+    );
+}
+
+#[test]
+fn every_problem_is_reported_with_its_key_path() {
+    let dir = std::env::temp_dir().join(format!("fleetscaler-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        r#"
+[hub]
+listen = "nowhere"
+scan_interval = "0s"
+
+[defaults]
+cores = { min = 10, max = 2 }
+
+[[clusters]]
+name = "a"
+[[clusters.node_groups]]
+kind = "MachinePool"
+namespace = "x"
+name = "y"
+max = 3
+
+[[clusters]]
+name = "a"
+"#,
+    )
+    .unwrap();
+    let o = check_config(&["-c", &bad.display().to_string()], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    for key in [
+        "hub.listen",
+        "hub.scan_interval",
+        "defaults.cores",
+        "clusters[0].node_groups[0]",
+        "clusters[1].name",
+    ] {
+        assert!(err.contains(key), "{key} missing in {err}");
+    }
+    assert_eq!(
+        err.matches("5 problem(s)").count(),
+        1,
+        "reported once: {err}"
+    );
+    std::fs::write(&bad, "[defaults]\nunneeded = \"10m\"\n").unwrap();
+    let o = check_config(&["-c", &bad.display().to_string()], &[]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("defaults.unneeded: unknown field"));
+    std::fs::write(
+        &bad,
+        "[defaults]\nscale_down_unneeded_time = \"ten minutes\"\n",
+    )
+    .unwrap();
+    let o = check_config(&["-c", &bad.display().to_string()], &[]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("defaults.scale_down_unneeded_time"));
+}
