@@ -47,6 +47,9 @@ pub struct Node {
     pub scale_down_disabled: bool,
     pub created: Option<Timestamp>,
     pub deleting: bool,
+    /// When the autoscaler's ToBeDeleted taint was put on (its value, a unix time), if any.
+    /// `Some(None)`: the taint is there with a value that is not a time.
+    pub to_be_deleted_at: Option<Option<Timestamp>>,
 }
 
 impl Node {
@@ -76,6 +79,16 @@ impl Node {
         let spec_taints = spec.and_then(|s| s.taints.as_deref()).unwrap_or_default();
         let taints = taints(spec_taints, "spec.taints", p)?;
         let readiness = readiness(status, &taints);
+        let to_be_deleted_at = taints
+            .iter()
+            .find(|t| &*t.key == TO_BE_DELETED_TAINT)
+            .map(|t| {
+                t.value
+                    .trim()
+                    .parse::<i64>()
+                    .ok()
+                    .and_then(|secs| Timestamp::from_second(secs).ok())
+            });
         Ok(Node {
             name: p.opt_str(meta.name.as_ref()),
             uid: p.opt_str(meta.uid.as_ref()),
@@ -94,6 +107,7 @@ impl Node {
             scale_down_disabled: annotation(meta, SCALE_DOWN_DISABLED) == Some("true"),
             created: timestamp(meta.creation_timestamp.as_ref()),
             deleting: meta.deletion_timestamp.is_some(),
+            to_be_deleted_at,
         })
     }
 }

@@ -20,6 +20,7 @@ pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 pub const SAFE_TO_EVICT_LOCAL_VOLUMES: &str =
     "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes";
 pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+pub const POD_SCALE_UP_DELAY: &str = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay";
 
 /// `namespace/name` of a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -148,6 +149,9 @@ pub struct Pod {
     pub mirror: bool,
     pub safe_to_evict: Option<SafeToEvict>,
     pub safe_to_evict_local_volumes: Vec<Arc<str>>,
+    /// The `pod-scale-up-delay` annotation: the pod waits this long before triggering a
+    /// scale-up. `Err` holds an unreadable value, reported in the pod's explanation.
+    pub scale_up_delay: Option<Result<std::time::Duration, Arc<str>>>,
 }
 
 impl Pod {
@@ -232,6 +236,8 @@ impl Pod {
                         .collect()
                 })
                 .unwrap_or_default(),
+            scale_up_delay: annotation(meta, POD_SCALE_UP_DELAY)
+                .map(|v| crate::model::duration::parse_go_duration(v.trim()).map_err(|_| p.str(v))),
         })
     }
 }

@@ -19,7 +19,10 @@ use super::reason::{ReasonCode, Unfit};
 use super::settings::Settings;
 use super::state::{EngineState, add};
 use crate::model::ClusterSnapshot;
-use crate::model::node::{Node, TO_BE_DELETED_TAINT};
+use crate::model::node::Node;
+
+/// After this long a ToBeDeleted taint is stale (upstream's MaxCloudProviderNodeDeletionTime).
+pub const STALE_DELETION_TAINT: std::time::Duration = std::time::Duration::from_secs(5 * 60);
 
 /// A registered node, as the gates count it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -110,9 +113,14 @@ pub fn assess(
         delete_unregistered: Vec::new(),
         warnings: Vec::new(),
     };
+    let mode = if cluster_healthy(&readiness, settings) {
+        provisioning::Mode::Full
+    } else {
+        provisioning::Mode::UnregisteredOnly
+    };
     for g in &groups.groups {
         let gs = provisioning::track(
-            snapshot, groups, g, &readiness, state, settings, now, &mut cs,
+            snapshot, groups, g, &readiness, state, settings, now, &mut cs, mode,
         );
         cs.groups.push(gs);
     }
@@ -132,11 +140,6 @@ pub fn assess(
             .map(|(g, gs)| report(g, gs, state, now))
             .collect(),
     };
-    if !cs.healthy() {
-        // An unhealthy cluster only gets long-unregistered machines removed: that may heal it.
-        cs.fix_target_size.clear();
-        cs.delete_failed.clear();
-    }
     cs
 }
 
@@ -150,7 +153,13 @@ fn node_readiness(
 ) -> NodeReadiness {
     let machine_going =
         groups.machine_of_node[index].is_some_and(|m| snapshot.machines[m].deleting);
-    if node.deleting || node.has_taint(TO_BE_DELETED_TAINT) || machine_going {
+    // A ToBeDeleted taint older than 5 minutes is left over from an interrupted removal.
+    let tainted = match node.to_be_deleted_at {
+        Some(Some(at)) => add(at, STALE_DELETION_TAINT) > now,
+        Some(None) => true,
+        None => false,
+    };
+    if node.deleting || tainted || machine_going {
         NodeReadiness::Deleting
     } else if node.is_ready() {
         NodeReadiness::Ready
@@ -212,6 +221,16 @@ fn group_health(
     };
 }
 
+/// Unhealthy when more nodes are unready than both thresholds allow.
+fn cluster_healthy(readiness: &[NodeReadiness], settings: &Settings) -> bool {
+    let unready = readiness
+        .iter()
+        .filter(|r| **r == NodeReadiness::Unready)
+        .count() as u64;
+    let threshold = settings.max_total_unready_percentage / 100.0 * readiness.len() as f64;
+    !(unready > settings.ok_total_unready_count && unready as f64 > threshold)
+}
+
 fn cluster_health(cs: &ClusterState, settings: &Settings) -> ClusterHealth {
     let count = |r: NodeReadiness| cs.readiness.iter().filter(|x| **x == r).count() as u64;
     let (ready, unready, not_started, deleting) = (
@@ -221,8 +240,7 @@ fn cluster_health(cs: &ClusterState, settings: &Settings) -> ClusterHealth {
         count(NodeReadiness::Deleting),
     );
     let registered = ready + unready + not_started + deleting;
-    let threshold = settings.max_total_unready_percentage / 100.0 * registered as f64;
-    let healthy = !(unready > settings.ok_total_unready_count && unready as f64 > threshold);
+    let healthy = cluster_healthy(&cs.readiness, settings);
     ClusterHealth {
         healthy,
         ready,

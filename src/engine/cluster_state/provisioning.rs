@@ -68,6 +68,7 @@ pub(super) fn track(
     settings: &Settings,
     now: Timestamp,
     cs: &mut ClusterState,
+    mode: Mode,
 ) -> GroupState {
     let mut gs = GroupState {
         target: g.target,
@@ -94,26 +95,45 @@ pub(super) fn track(
         cs,
         gs: &mut gs,
     };
-    t.delete_failed(&machines.failed);
+    // Everything asked for that is not ready (or unready) yet: not started, without a node,
+    // failed, or never created. Scale-ups on record are matched against this.
     let missing = g.target.saturating_sub(machines.alive);
-    let coming =
-        machines.unregistered.len() as u64 + machines.long_unregistered.len() as u64 + missing;
+    let waiting = machines.unregistered.len() as u64 + machines.long_unregistered.len() as u64;
+    let coming = t.gs.not_started + waiting + machines.failed.len() as u64 + missing;
     t.reconcile(coming, &machines);
-    let deleted = match t.expired() {
-        Some((nodes, since)) => t.time_out(nodes.min(coming), since, &machines),
-        None => Vec::new(),
-    };
+    let mut deleted = Vec::new();
+    let mut fixed = 0;
+    if mode == Mode::Full {
+        t.delete_failed(&machines.failed);
+        if let Some((nodes, since)) = t.expired() {
+            let open = coming - machines.failed.len() as u64;
+            (deleted, fixed) = t.time_out(nodes.min(open), since, &machines, missing);
+        }
+    }
     t.delete_long_unregistered(&machines.long_unregistered, &deleted);
     t.report_in_flight();
     let backed_off = state.backed_off(g.id.as_str(), now).is_some();
-    let still_coming = gs.in_flight.as_ref().map_or(0, |f| f.nodes);
+    let still_waiting = machines
+        .unregistered
+        .iter()
+        .filter(|m| !deleted.contains(m))
+        .count() as u64;
     gs.upcoming = if backed_off {
         0
     } else {
-        gs.not_started + still_coming
+        gs.not_started + still_waiting + (missing - fixed)
     };
     explain_size(g, &mut gs);
     gs
+}
+
+/// How much of the provisioning work a pass may do.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    Full,
+    /// An unhealthy cluster: only machines that never registered in time are removed, and
+    /// nothing else is recorded, so the next healthy pass finds the rest as it was.
+    UnregisteredOnly,
 }
 
 struct Tracker<'a> {
@@ -235,7 +255,13 @@ impl Tracker<'_> {
     /// A scale-up did not register in time: back the group off, and bring the target down by
     /// the nodes that did not come, in this pass: their machines (oldest first) are deleted,
     /// and those never created are taken off the target.
-    fn time_out(&mut self, nodes: u64, since: Timestamp, machines: &Machines) -> Vec<usize> {
+    fn time_out(
+        &mut self,
+        nodes: u64,
+        since: Timestamp,
+        machines: &Machines,
+        missing: u64,
+    ) -> (Vec<usize>, u64) {
         let within = format_go_duration(self.settings.max_node_provision_time);
         let why =
             format!("{nodes} node(s) asked for since {since} did not register within {within}");
@@ -261,21 +287,21 @@ impl Tracker<'_> {
             let action = self.delete(mi, format!("scale-up timed out: {why}"));
             self.cs.delete_unregistered.push(action);
         }
-        let never_created = nodes - deleted.len() as u64;
-        if never_created > 0 {
+        // Machines never created come off the target, but never below the group's min.
+        let room = self.gs.target.saturating_sub(self.g.min);
+        let fixed = (nodes - deleted.len() as u64).min(missing).min(room);
+        if fixed > 0 {
             let from = self.gs.target;
-            self.gs.target -= never_created.min(from);
+            self.gs.target -= fixed;
             self.cs.fix_target_size.push(FixTargetSize {
                 node_group: self.g.id.clone(),
                 from,
                 to: self.gs.target,
-                reason: format!(
-                    "scale-up timed out: {why}; {never_created} machine(s) were never created"
-                ),
+                reason: format!("scale-up timed out: {why}; {fixed} machine(s) were never created"),
             });
         }
         consume_oldest(self.increments(), nodes);
-        deleted
+        (deleted, fixed)
     }
 
     fn delete_long_unregistered(&mut self, long: &[usize], already: &[usize]) {

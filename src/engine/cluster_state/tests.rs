@@ -32,7 +32,7 @@ fn outcome(p: &Plan, pod: &str) -> Outcome {
 
 #[test]
 fn readiness_categories_are_counted() {
-    let mut items = vec![machineset("w", 0, 10, 6).json()];
+    let mut items = vec![machineset("w", 0, 10, 7).json()];
     items.extend(group_node("ready", "w", node("ready")));
     items.extend(group_node(
         "sick",
@@ -44,10 +44,17 @@ fn readiness_categories_are_counted() {
         "w",
         node("booting").not_ready().created(&ts(-5)),
     ));
+    let just_now = at(-1).as_second().to_string();
     items.extend(group_node(
         "leaving",
         "w",
-        node("leaving").taint("ToBeDeletedByClusterAutoscaler", "1", "NoSchedule"),
+        node("leaving").taint("ToBeDeletedByClusterAutoscaler", &just_now, "NoSchedule"),
+    ));
+    // A ToBeDeleted taint from long ago was left by an interrupted removal: stale.
+    items.extend(group_node(
+        "left-over",
+        "w",
+        node("left-over").taint("ToBeDeletedByClusterAutoscaler", "1", "NoSchedule"),
     ));
     items.push(pending_machine("fresh", "w", &ts(-5)));
     items.push(pending_machine("stuck", "w", &ts(-20)));
@@ -62,7 +69,7 @@ fn readiness_categories_are_counted() {
             c.unregistered,
             c.long_unregistered
         ),
-        (1, 1, 1, 1, 1, 1)
+        (2, 1, 1, 1, 1, 1)
     );
     assert!(c.healthy);
     assert_eq!(p.delete_unregistered.len(), 1);
@@ -267,4 +274,67 @@ fn backoff_grows_over_passes_with_the_state_file_and_resets_after_three_hours() 
         minute += if i == 4 { 30 + 180 } else { length };
     }
     assert_eq!(lengths, vec![5, 10, 20, 30, 30, 5]);
+}
+
+#[test]
+fn an_unhealthy_pass_does_not_delay_a_timeout() {
+    let settings = priority_first();
+    let mut state = EngineState::default();
+    run_once(&two_groups(1, vec![]), &mut state, &settings, at(0));
+    // Minute 15: timed out, but four unready nodes make the cluster unhealthy: nothing is done
+    // about the timeout, and nothing about it is forgotten.
+    let mut sick = vec![];
+    for i in 0..4 {
+        let n = format!("sick-{i}");
+        sick.push(node(&n).not_ready().created(&ts(-60)).json());
+    }
+    let p15 = run_once(&two_groups(2, sick), &mut state, &settings, at(15));
+    assert!(!p15.health.cluster.healthy);
+    assert!(p15.fix_target_size.is_empty() && p15.health.node_groups[0].backoff_until.is_none());
+    // Minute 16, healthy again: the timeout fires at once.
+    let p16 = run_once(&two_groups(2, vec![]), &mut state, &settings, at(16));
+    assert_eq!(p16.fix_target_size.len(), 1, "{:?}", p16.health);
+    assert_eq!(
+        p16.scale_up[0].node_group.as_str(),
+        "MachineSet/openshift-machine-api/b"
+    );
+}
+
+#[test]
+fn a_target_fix_never_goes_below_min() {
+    // min 2, target 2, one node: the second machine was never created, and 20 minutes passed.
+    let mut items = vec![machineset("w", 2, 5, 2).json()];
+    items.extend(group_node("w-0", "w", node("w-0")));
+    let mut state = EngineState::default();
+    state.record_scale_up("MachineSet/openshift-machine-api/w", 1, at(-20));
+    let p = pass(&snapshot(items), &mut state, 0);
+    assert!(p.fix_target_size.is_empty(), "{:?}", p.fix_target_size);
+    assert!(
+        p.health.node_groups[0].backoff_until.is_some(),
+        "the timeout still backs off"
+    );
+}
+
+#[test]
+fn nodes_that_register_but_never_get_ready_still_time_out() {
+    let settings = priority_first();
+    let mut state = EngineState::default();
+    run_once(&two_groups(1, vec![]), &mut state, &settings, at(0));
+    // The node registered at minute 5 and is still not ready at 15 (not started until 20).
+    let mut items = vec![];
+    items.extend(group_node(
+        "a-1",
+        "a",
+        node("a-1").not_ready().created(&ts(5)),
+    ));
+    let p = run_once(&two_groups(2, items), &mut state, &settings, at(15));
+    assert_eq!(p.health.node_groups[0].backoff_until, Some(at(20)));
+    assert!(
+        p.fix_target_size.is_empty() && p.delete_unregistered.is_empty(),
+        "the node exists"
+    );
+    assert_eq!(
+        p.scale_up[0].node_group.as_str(),
+        "MachineSet/openshift-machine-api/b"
+    );
 }
