@@ -67,6 +67,7 @@ pub fn run_once(
         state,
         now,
         scales_up: !scale_up.actions.is_empty(),
+        expected: expected_placements(snapshot, &scale_up.pods),
     });
     remember(state, &scale_up.actions, &scale_down, now);
     Plan {
@@ -91,6 +92,19 @@ pub fn run_once(
         scale_down_paused: scale_down.paused,
         warnings,
     }
+}
+
+/// Pending pods found to fit an existing node: the scheduler will put them there.
+fn expected_placements<'a>(
+    snapshot: &'a ClusterSnapshot,
+    pods: &[plan::PodExplanation],
+) -> Vec<(&'a crate::model::Pod, std::sync::Arc<str>)> {
+    let by_id: std::collections::HashMap<&crate::model::PodId, &crate::model::Pod> =
+        snapshot.pods.iter().map(|p| (&p.id, p)).collect();
+    pods.iter()
+        .filter(|e| e.outcome == plan::Outcome::FitsExisting)
+        .filter_map(|e| Some((*by_id.get(&e.pod)?, e.node.clone()?)))
+        .collect()
 }
 
 /// Updates the engine's memory as if the plan is carried out.

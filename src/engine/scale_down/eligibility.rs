@@ -18,18 +18,23 @@ pub(super) struct Candidate {
     pub node: usize,
     pub group: usize,
     pub utilization: f64,
+    /// What utilization was measured on (`cpu`, `memory`, `GPU`), and the threshold it met.
+    pub measured_on: &'static str,
+    pub threshold: f64,
     pub ready: bool,
 }
 
 /// Utilization of a node, and what it was measured on (`cpu`, `memory`, `GPU`).
+/// Pods below the priority cutoff do not count: they never keep a node.
 pub(super) fn utilization(
     node: &Node,
     pods: &[&Pod],
     ignore_daemonsets: bool,
+    priority_threshold: i32,
 ) -> Result<(f64, &'static str), String> {
     let mut requested = Resources::default();
     let mut daemons = Resources::default();
-    for p in pods {
+    for p in pods.iter().filter(|p| !p.is_expendable(priority_threshold)) {
         if p.is_daemonset() && ignore_daemonsets {
             daemons.add(p.requests());
         } else {
@@ -119,8 +124,13 @@ fn check(
     if let Some(why) = &input.cluster.groups[group].scale_down_block {
         return Err((ReasonCode::NodeGroupSizeUnexplained, why.clone()));
     }
-    let (used, on) = utilization(node, pods, settings.ignore_daemonsets_utilization)
-        .map_err(|m| (ReasonCode::UtilizationUnknown, m))?;
+    let (used, on) = utilization(
+        node,
+        pods,
+        settings.ignore_daemonsets_utilization,
+        settings.pod_priority_threshold,
+    )
+    .map_err(|m| (ReasonCode::UtilizationUnknown, m))?;
     let threshold = if on == "GPU" {
         settings.scale_down_gpu_utilization_threshold
     } else {
@@ -136,6 +146,8 @@ fn check(
         node: i,
         group,
         utilization: used,
+        measured_on: on,
+        threshold,
         ready: input.cluster.readiness[i] == NodeReadiness::Ready,
     }))
 }
@@ -158,11 +170,25 @@ mod tests {
                 .json(),
         ]);
         let pods: Vec<&Pod> = s.pods.iter().collect();
-        let (ignoring, _) = utilization(&s.nodes[0], &pods, true).unwrap();
+        let (ignoring, _) = utilization(&s.nodes[0], &pods, true, -10).unwrap();
         assert!((ignoring - 0.2).abs() < 1e-9, "100/(1000-500)");
-        let (counting, on) = utilization(&s.nodes[0], &pods, false).unwrap();
+        let (counting, on) = utilization(&s.nodes[0], &pods, false, -10).unwrap();
         assert!((counting - 0.6).abs() < 1e-9);
         assert_eq!(on, "cpu");
+    }
+
+    #[test]
+    fn pods_below_the_priority_cutoff_do_not_count() {
+        let s = snapshot([
+            node("n").json(),
+            pod("batch").cpu("3").priority(-100).on("n").json(),
+        ]);
+        let pods: Vec<&Pod> = s.pods.iter().collect();
+        assert_eq!(utilization(&s.nodes[0], &pods, false, -10).unwrap().0, 0.0);
+        assert_eq!(
+            utilization(&s.nodes[0], &pods, false, -200).unwrap().0,
+            0.75
+        );
     }
 
     #[test]
@@ -177,7 +203,7 @@ mod tests {
         ]);
         let pods: Vec<&Pod> = s.pods.iter().collect();
         assert_eq!(
-            utilization(&s.nodes[0], &pods, false).unwrap(),
+            utilization(&s.nodes[0], &pods, false, -10).unwrap(),
             (0.25, "GPU")
         );
         let s = snapshot([
@@ -186,10 +212,10 @@ mod tests {
         ]);
         let pods: Vec<&Pod> = s.pods.iter().collect();
         assert_eq!(
-            utilization(&s.nodes[0], &pods, false).unwrap(),
+            utilization(&s.nodes[0], &pods, false, -10).unwrap(),
             (0.75, "memory")
         );
         let s = snapshot([node("empty").cpu("0").json()]);
-        assert!(utilization(&s.nodes[0], &[], false).is_err());
+        assert!(utilization(&s.nodes[0], &[], false, -10).is_err());
     }
 }

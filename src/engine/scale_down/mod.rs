@@ -36,6 +36,8 @@ pub struct ScaleDownInput<'a> {
     pub now: Timestamp,
     /// Whether this pass scales up.
     pub scales_up: bool,
+    /// Pending pods that fit existing nodes, and those nodes: they will be scheduled there.
+    pub expected: Vec<(&'a Pod, std::sync::Arc<str>)>,
 }
 
 #[derive(Default)]
@@ -108,6 +110,19 @@ pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
         actions,
         not_removable,
         paused,
+    }
+}
+
+impl ScaleDownInput<'_> {
+    /// Whether a node still runs pods that must move elsewhere (a drain under way).
+    fn drain_rules_moving(&self, node: usize) -> bool {
+        let rules = drain::DrainRules::new(self.snapshot, self.settings);
+        let name = &self.snapshot.nodes[node].name;
+        self.snapshot
+            .pods
+            .iter()
+            .filter(|p| p.node_name.as_ref() == Some(name) && !p.is_terminal())
+            .any(|p| rules.classify(p) == drain::Drain::Move)
     }
 }
 

@@ -22,10 +22,11 @@ pub(super) struct Removal<'a> {
     sim_of: Vec<Option<usize>>,
     /// Simulator nodes no pod may move to: removed nodes, and the candidate being tried.
     closed: Vec<bool>,
-    /// Simulator nodes that take moved pods: their own removal was not simulated with those.
-    receivers: Vec<bool>,
+    /// Simulator nodes that take pods from elsewhere (moved here, or pending pods expected
+    /// here): they stay, as their own removal was not simulated with those pods. The reason.
+    receivers: Vec<Option<String>>,
     /// Per pod class, the first destination worth trying.
-    cursors: HashMap<(usize, usize), usize>,
+    cursors: HashMap<(usize, usize, usize), usize>,
     /// Disruptions each PodDisruptionBudget still allows.
     pdb_left: Vec<i32>,
     rules: DrainRules<'a>,
@@ -60,14 +61,62 @@ impl<'a> Removal<'a> {
             }
         }
         let nodes = sim.nodes().len();
-        Removal {
+        let mut removal = Removal {
             sim,
             sim_of,
             closed: vec![false; nodes],
-            receivers: vec![false; nodes],
+            receivers: vec![None; nodes],
             cursors: HashMap::new(),
             pdb_left: s.pdbs.iter().map(|p| p.disruptions_allowed).collect(),
             rules,
+        };
+        removal.expect_pending(input);
+        removal.rehome_draining(input, pods_on);
+        removal
+    }
+
+    /// Pending pods that fit an existing node will be scheduled there: they hold its space,
+    /// and the node stays.
+    fn expect_pending(&mut self, input: &ScaleDownInput) {
+        for (pod, node) in &input.expected {
+            let Some(n) = input
+                .snapshot
+                .nodes
+                .iter()
+                .position(|x| x.name == *node)
+                .and_then(|i| self.sim_of[i])
+            else {
+                continue;
+            };
+            self.sim.place(&PodShape::from(*pod), n);
+            self.receivers[n].get_or_insert_with(|| {
+                format!("pending pod {} is expected to be scheduled here", pod.id)
+            });
+        }
+    }
+
+    /// Pods of nodes already being drained need homes first: they go where they fit, before
+    /// any candidate counts on that room.
+    fn rehome_draining(&mut self, input: &ScaleDownInput, pods_on: &[Vec<&Pod>]) {
+        for (i, pods) in pods_on.iter().enumerate() {
+            if input.cluster.readiness[i] != NodeReadiness::Deleting {
+                continue;
+            }
+            let moving: Vec<&Pod> = pods
+                .iter()
+                .copied()
+                .filter(|p| self.rules.classify(p) == Drain::Move)
+                .collect();
+            for p in moving {
+                let shape = PodShape::from(p);
+                if let Some(dest) = self.destination(&shape) {
+                    self.sim.place(&shape, dest);
+                    let from = &input.snapshot.nodes[i].name;
+                    self.receivers[dest].get_or_insert_with(|| {
+                        format!("pods of {from}, being removed, are moving here")
+                    });
+                }
+            }
         }
     }
 
@@ -89,11 +138,8 @@ impl<'a> Removal<'a> {
                 "the node is not in the simulation".into(),
             ));
         };
-        if self.receivers[n] {
-            return Err(stays(
-                ReasonCode::HoldsMovedPods,
-                "pods of another node being removed are to move here".into(),
-            ));
+        if let Some(why) = &self.receivers[n] {
+            return Err(stays(ReasonCode::HoldsMovedPods, why.clone()));
         }
         let mut moving = Vec::new();
         for p in pods {
@@ -143,7 +189,11 @@ impl<'a> Removal<'a> {
                 )
             })?;
             self.sim.place(&shape, dest);
-            self.receivers[dest] = true;
+            if self.receivers[dest].is_none() {
+                let from = self.sim.node(from).name.clone();
+                self.receivers[dest] =
+                    Some(format!("pods of {from}, also unneeded, are to move here"));
+            }
             moves.push(PodMove {
                 pod: p.id.clone(),
                 destination: self.sim.node(dest).name.clone(),
@@ -174,7 +224,11 @@ impl<'a> Removal<'a> {
     /// The first open, real node the pod fits. Classes whose failures cannot turn into
     /// successes skip the nodes they already failed on.
     fn destination(&mut self, shape: &PodShape) -> Option<usize> {
-        let key = (Arc::as_ptr(&shape.spec) as usize, shape.labels.as_ptr());
+        let key = (
+            Arc::as_ptr(&shape.spec) as usize,
+            shape.labels.as_ptr(),
+            Arc::as_ptr(&shape.namespace) as *const u8 as usize,
+        );
         let monotonic = !shape.spec.has_pod_affinity() && shape.spec.spread.is_empty();
         let start = if monotonic {
             self.cursors.get(&key).copied().unwrap_or(0)

@@ -86,7 +86,12 @@ pub(super) fn select(
     let mut budget = s
         .max_scale_down_parallelism
         .saturating_sub(deleting.len() as u64);
-    let mut drains = s.max_drain_parallelism.min(budget);
+    // Drains still running count against the drain budget.
+    let draining = deleting
+        .iter()
+        .filter(|&&i| input.drain_rules_moving(i))
+        .count() as u64;
+    let mut drains = s.max_drain_parallelism.saturating_sub(draining).min(budget);
     let mut room: Vec<u64> = input
         .groups
         .groups
@@ -139,6 +144,11 @@ pub(super) fn select(
             }
             totals.cores -= usage.cores.min(totals.cores);
             totals.memory_gib -= usage.memory as f64 / (1u64 << 30) as f64;
+            if let Some((kind, count)) = &usage.gpu
+                && let Some(have) = totals.gpus.get_mut(kind.as_ref())
+            {
+                *have = have.saturating_sub(*count);
+            }
             actions.push(action(input, u));
         }
     }
@@ -149,17 +159,12 @@ fn action(input: &ScaleDownInput, u: &Unneeded) -> ScaleDownAction {
     let c = &u.removable.candidate;
     let node = &input.snapshot.nodes[c.node];
     let s = input.settings;
-    let (wait, threshold) = if c.ready {
-        (
-            s.scale_down_unneeded_time,
-            s.scale_down_utilization_threshold,
-        )
+    let wait = if c.ready {
+        s.scale_down_unneeded_time
     } else {
-        (
-            s.scale_down_unready_time,
-            s.scale_down_utilization_threshold,
-        )
+        s.scale_down_unready_time
     };
+    let (threshold, on) = (c.threshold, c.measured_on);
     let moves = &u.removable.moves;
     let pods = if moves.is_empty() {
         "no pod needs to move".to_string()
@@ -173,7 +178,7 @@ fn action(input: &ScaleDownInput, u: &Unneeded) -> ScaleDownAction {
         empty: moves.is_empty(),
         pods: moves.clone(),
         reason: format!(
-            "{state}unneeded since {} (utilization {:.2} ≤ {threshold}) for at least {}; {pods}",
+            "{state}unneeded since {} (utilization {:.2} ({on}) ≤ {threshold}) for at least {}; {pods}",
             u.since,
             c.utilization,
             format_go_duration(wait)

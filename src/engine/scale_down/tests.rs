@@ -263,3 +263,105 @@ fn a_node_that_stops_being_unneeded_starts_over() {
     assert_eq!((since("n00"), since("n01")), (at(11), at(0)));
     assert_eq!(removed(&p11), vec!["n01"]);
 }
+
+#[test]
+fn a_node_expecting_a_pending_pod_stays() {
+    let mut s = empty_nodes(2, 0);
+    s.pods
+        .extend(snapshot([pod("new").cpu("1").unschedulable().json()]).pods);
+    let p = run(&s, &mut EngineState::default(), &Settings::default(), 0);
+    let fits = p
+        .pending_pods
+        .iter()
+        .find(|e| &*e.pod.name == "new")
+        .unwrap();
+    let node = fits.node.as_deref().unwrap();
+    assert_eq!(stays(&p, node), Some(ReasonCode::HoldsMovedPods));
+    assert!(
+        p.not_removable
+            .iter()
+            .any(|n| n.message.contains("pending pod default/new"))
+    );
+    assert_eq!(unneeded(&p).len(), 1);
+}
+
+/// Node a is being drained (tainted at `tainted`); b and c take no more pods.
+fn draining(tainted: i64) -> ClusterSnapshot {
+    let now = at(tainted).as_second().to_string();
+    let mut items = vec![machineset("w", 0, 10, 5).json()];
+    items.extend(group_node(
+        "a",
+        "w",
+        node("a").taint("ToBeDeletedByClusterAutoscaler", &now, "NoSchedule"),
+    ));
+    // b and c take no more pods (max 1 each).
+    items.extend(group_node("b", "w", node("b").pods(1)));
+    items.extend(group_node("c", "w", node("c").pods(1)));
+    items.extend(group_node("x", "w", node("x")));
+    items.extend(group_node("y", "w", node("y")));
+    items.push(pod("pa").cpu("1500m").on("a").json());
+    items.push(pod("pb").cpu("1500m").on("b").json());
+    items.push(pod("pc").cpu("500m").on("c").json());
+    items.push(pod("x-load").cpu("2200m").on("x").json());
+    items.push(pod("y-load").cpu("3000m").on("y").json());
+    snapshot(items)
+}
+
+#[test]
+fn a_drain_under_way_rehomes_its_pods_first_and_uses_the_drain_budget() {
+    let mut state = EngineState::default();
+    let p = run(&draining(0), &mut state, &Settings::default(), 0);
+    // x's free 1800m goes to pa, whose node is being drained; pb then has nowhere to go.
+    assert_eq!(stays(&p, "a"), Some(ReasonCode::CurrentlyBeingDeleted));
+    assert_eq!(stays(&p, "b"), Some(ReasonCode::NoPlaceToMovePods));
+    assert_eq!(unneeded(&p), vec!["c"], "pc fits y");
+    // Eleven minutes on, c is due, but a's drain (tainted a minute ago) takes the drain slot.
+    let p = run(&draining(10), &mut state, &Settings::default(), 11);
+    assert!(p.scale_down.is_empty());
+    let c = p.not_removable.iter().find(|n| &*n.node == "c").unwrap();
+    assert_eq!(c.code, ReasonCode::DeletionBudgetReached);
+    assert!(c.message.contains("max_drain_parallelism"));
+}
+
+#[test]
+fn the_gpu_minimum_holds_across_removals() {
+    let settings = Settings {
+        gpus: vec![crate::engine::settings::GpuLimit {
+            gpu_type: "t4".into(),
+            min: 1,
+            max: 8,
+        }],
+        ..Settings::default()
+    };
+    let mut items = vec![machineset("g", 0, 10, 2).json()];
+    for n in ["g0", "g1"] {
+        items.extend(group_node(
+            n,
+            "g",
+            node(n)
+                .resource("nvidia.com/gpu", "1")
+                .label("cluster-api/accelerator", "t4"),
+        ));
+    }
+    let s = snapshot(items);
+    let mut state = EngineState::default();
+    run(&s, &mut state, &settings, 0);
+    let p = run(&s, &mut state, &settings, 11);
+    assert_eq!(p.scale_down.len(), 1);
+    assert!(
+        p.scale_down[0].reason.contains("(GPU) ≤ 0.5"),
+        "{}",
+        p.scale_down[0].reason
+    );
+    let kept = p
+        .not_removable
+        .iter()
+        .find(|n| n.code == ReasonCode::MinimalResourceLimitExceeded)
+        .unwrap();
+    assert!(
+        kept.message
+            .contains("t4 GPUs would fall to 0 below the min 1"),
+        "{}",
+        kept.message
+    );
+}
