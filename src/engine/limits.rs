@@ -82,12 +82,18 @@ impl Limits {
         }
     }
 
+    /// Hostile numbers (a node claiming 9e18 GPUs) saturate instead of overflowing.
     pub fn add(&mut self, usage: &NodeUsage, count: u64) {
-        self.nodes += count;
-        self.used_cores += usage.cores * count;
-        self.used_memory += usage.memory * i128::from(count);
+        self.nodes = self.nodes.saturating_add(count);
+        self.used_cores = self
+            .used_cores
+            .saturating_add(usage.cores.saturating_mul(count));
+        self.used_memory = self
+            .used_memory
+            .saturating_add(usage.memory.saturating_mul(i128::from(count)));
         if let Some((kind, n)) = &usage.gpu {
-            *self.used_gpus.entry(kind.clone()).or_default() += n * count;
+            let used = self.used_gpus.entry(kind.clone()).or_default();
+            *used = used.saturating_add(n.saturating_mul(count));
         }
     }
 
@@ -297,5 +303,19 @@ mod tests {
         let mut limits = Limits::new(&settings);
         limits.add(&usage(20, 1), 1);
         assert_eq!(limits.room(&usage(4, 1), 3).0, 0);
+    }
+
+    #[test]
+    fn hostile_amounts_saturate() {
+        let mut limits = Limits::new(&Settings::default());
+        let huge = NodeUsage {
+            cores: u64::MAX / 2,
+            memory: i128::MAX / 2,
+            gpu: Some(("t4".into(), u64::MAX / 2)),
+        };
+        limits.add(&huge, 3);
+        limits.add(&huge, 3);
+        assert_eq!(limits.room(&usage(4, 1), 1).0, 0);
+        assert_eq!(limits.report().cores.used, u64::MAX as f64);
     }
 }

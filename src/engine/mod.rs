@@ -56,6 +56,7 @@ pub fn run_once(
         templates: &templates,
         settings,
         priorities: priorities.as_ref(),
+        now,
     };
     let scale_up = scale_up::plan(&input, &mut rng);
     warnings.extend(scale_up.warnings);

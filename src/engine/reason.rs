@@ -93,6 +93,8 @@ pub enum ReasonCode {
     BelowPriorityCutoff,
     /// A DaemonSet pod: new nodes run their own copy, so adding nodes cannot place this one.
     DaemonSetPod,
+    /// Younger than `new_pod_scale_up_delay` (or its own `pod-scale-up-delay`): it waits.
+    PodTooNew,
     /// A scheduler feature the engine does not simulate (named in the message).
     NotSimulated,
 }
@@ -139,12 +141,13 @@ impl ReasonCode {
             ReasonCode::DeletionBudgetReached => "DeletionBudgetReached",
             ReasonCode::BelowPriorityCutoff => "BelowPriorityCutoff",
             ReasonCode::DaemonSetPod => "DaemonSetPod",
+            ReasonCode::PodTooNew => "PodTooNew",
             ReasonCode::NotSimulated => "NotSimulated",
         }
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 40] = [
+    pub const ALL: [ReasonCode; 41] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -184,6 +187,7 @@ impl ReasonCode {
         ReasonCode::DeletionBudgetReached,
         ReasonCode::BelowPriorityCutoff,
         ReasonCode::DaemonSetPod,
+        ReasonCode::PodTooNew,
         ReasonCode::NotSimulated,
     ];
 }
@@ -303,7 +307,8 @@ mod tests {
             DeletionBudgetReached => 36,
             BelowPriorityCutoff => 37,
             DaemonSetPod => 38,
-            NotSimulated => 39,
+            PodTooNew => 39,
+            NotSimulated => 40,
         }
     }
 

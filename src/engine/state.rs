@@ -114,7 +114,11 @@ impl EngineState {
     pub fn back_off(&mut self, group: &str, now: Timestamp, reason: String, settings: &Settings) {
         let duration = match self.backoff.get(group) {
             None => settings.initial_node_group_backoff,
-            Some(b) if b.until <= now => (b.duration * 2).min(settings.max_node_group_backoff),
+            Some(b) if b.until <= now => b
+                .duration
+                .checked_mul(2)
+                .unwrap_or(settings.max_node_group_backoff)
+                .min(settings.max_node_group_backoff),
             Some(b) => b.duration,
         };
         self.backoff.insert(
@@ -267,5 +271,22 @@ mod tests {
         st.record_scale_up_failure("g", 3, at(1), "forbidden".into(), &s);
         assert_eq!(st.scale_ups["g"].len(), 1);
         assert!(st.backed_off("g", at(2)).is_some());
+    }
+
+    #[test]
+    fn an_absurd_backoff_from_a_state_file_does_not_overflow() {
+        let s = Settings::default();
+        let mut st = EngineState::default();
+        st.backoff.insert(
+            "g".into(),
+            Backoff {
+                duration: Duration::MAX,
+                until: at(0),
+                last_failure: at(0),
+                reason: "x".into(),
+            },
+        );
+        st.back_off("g", at(1), "again".into(), &s);
+        assert_eq!(st.backoff["g"].duration, s.max_node_group_backoff);
     }
 }

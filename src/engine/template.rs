@@ -357,7 +357,7 @@ fn add_daemonsets(daemons: &Daemons, template: &mut TemplateNode) {
 
 fn runs_on(spec: &PodSpec, template: &TemplateNode, extra: &[Toleration]) -> bool {
     let tolerations: Vec<Toleration> = spec.tolerations.iter().chain(extra).cloned().collect();
-    spec.selects_node(&template.labels, "")
+    spec.selects_new_node(&template.labels)
         && untolerated_taint(&template.taints, &tolerations).is_none()
 }
 
@@ -497,5 +497,43 @@ spec: {replicas: 0}
                 .unwrap_err()
                 .contains("no ready node to copy")
         );
+    }
+
+    #[test]
+    fn daemonset_pods_pinned_to_their_node_still_count_on_new_nodes() {
+        // No DaemonSet objects: the spec comes from a running pod, which the DaemonSet
+        // controller pinned to its node with a metadata.name field.
+        let pinned = r#"
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: agent-x
+  namespace: kube-system
+  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: agent-uid, controller: true}]
+spec:
+  nodeName: other
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+        - matchFields: [{key: metadata.name, operator: In, values: [other]}]
+  containers: [{name: a, resources: {requests: {cpu: "1"}}}]
+"#;
+        let without_objects = GPU_SET.replace("nvidia.com/gpu=true:NoSchedule", "x=y:NoSchedule");
+        let yaml = format!(
+            "{}{pinned}",
+            &without_objects[..without_objects.find("---\napiVersion: apps/v1").unwrap()]
+        );
+        let t = templates(&yaml.replace("taints: nvidia.com/gpu=true:NoSchedule", ""))
+            .remove(0)
+            .unwrap();
+        assert_eq!(t.taints.len(), 1);
+        let tolerant = yaml.replace(
+            "  containers: [{name: a",
+            "  tolerations: [{operator: Exists}]\n  containers: [{name: a",
+        );
+        let t = templates(&tolerant).remove(0).unwrap();
+        assert_eq!((t.daemon_pods, t.daemon_requests.cpu_milli), (1, 1000));
     }
 }

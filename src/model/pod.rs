@@ -107,6 +107,18 @@ impl PodSpec {
         !self.affinity.is_empty() || !self.anti_affinity.is_empty()
     }
 
+    /// Whether a new node with these labels would run this DaemonSet pod: node selection
+    /// without the controller's per-node `metadata.name` pinning.
+    pub fn selects_new_node(&self, labels: &Labels) -> bool {
+        self.node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .node_affinity
+                .as_ref()
+                .is_none_or(|a| a.matches_labels_only(labels))
+    }
+
     /// Whether a node's labels (and name) satisfy the pod's `nodeSelector` and required node
     /// affinity: the node selection that does not depend on other pods.
     pub fn selects_node(&self, labels: &Labels, node_name: &str) -> bool {

@@ -187,7 +187,7 @@ impl Resources {
     }
 
     pub fn gpu_count(&self) -> i64 {
-        self.gpus().map(|(_, n)| n).sum()
+        self.gpus().fold(0, |sum, (_, n)| sum.saturating_add(n))
     }
 }
 

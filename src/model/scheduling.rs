@@ -192,6 +192,18 @@ pub struct NodeSelector {
 }
 
 impl NodeSelector {
+    /// As [`NodeSelector::matches`], ignoring `metadata.name` fields: the DaemonSet
+    /// controller pins each of its pods to its node that way, which says nothing about a
+    /// new node.
+    pub fn matches_labels_only(&self, labels: &Labels) -> bool {
+        self.terms.iter().any(|t| {
+            !(t.match_labels.is_empty() && t.match_name.is_empty())
+                && t.match_labels
+                    .iter()
+                    .all(|r| r.matches_value(labels.get(r.key())))
+        })
+    }
+
     pub fn matches(&self, labels: &Labels, node_name: &str) -> bool {
         self.terms.iter().any(|t| {
             !(t.match_labels.is_empty() && t.match_name.is_empty()) && t.matches(labels, node_name)

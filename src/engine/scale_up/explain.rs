@@ -72,6 +72,47 @@ impl<'a> Pass<'a> {
         });
     }
 
+    /// Pods younger than their scale-up delay wait (once they fit no existing node).
+    pub(super) fn hold_young_pods(&mut self, pending: Vec<Pending<'a>>) -> Vec<Pending<'a>> {
+        let base = self.input.settings.new_pod_scale_up_delay;
+        let now = self.input.now;
+        let mut keep = Vec::new();
+        for p in pending {
+            let own = match &p.pod.scale_up_delay {
+                Some(Ok(d)) => *d,
+                Some(Err(text)) => {
+                    self.warnings.push(format!(
+                        "pod {}: annotation {}={text:?} is not a duration; ignored",
+                        p.pod.id,
+                        crate::model::pod::POD_SCALE_UP_DELAY
+                    ));
+                    std::time::Duration::ZERO
+                }
+                None => std::time::Duration::ZERO,
+            };
+            let delay = base.max(own);
+            let until = p.pod.created.map(|c| crate::engine::state::add(c, delay));
+            match until.filter(|u| *u > now && !delay.is_zero()) {
+                Some(until) => {
+                    let message = format!(
+                        "created at {}: it may trigger a scale-up after {} (until {until})",
+                        p.pod.created.map_or_else(String::new, |c| c.to_string()),
+                        crate::model::duration::format_go_duration(delay)
+                    );
+                    self.explain(
+                        p.pod,
+                        Outcome::NoScaleUp,
+                        None,
+                        None,
+                        vec![Reason::new(ReasonCode::PodTooNew, message)],
+                    );
+                }
+                None => keep.push(p),
+            }
+        }
+        keep
+    }
+
     /// Too many unready nodes: no pod gets a scale-up, and each says why.
     pub(super) fn explain_unhealthy_cluster(&mut self, remaining: &[Pending<'a>]) {
         let why = self.input.cluster.unhealthy_reason();

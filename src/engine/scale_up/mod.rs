@@ -39,6 +39,7 @@ pub struct ScaleUpInput<'a> {
     pub templates: &'a [Result<TemplateNode, String>],
     pub settings: &'a Settings,
     pub priorities: Option<&'a Priorities>,
+    pub now: jiff::Timestamp,
 }
 
 pub struct ScaleUpOutput {
@@ -88,6 +89,7 @@ pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
     let mut pass = Pass::new(input);
     let pending = pass.classify();
     let remaining = pass.filter_out_schedulable(pending);
+    let remaining = pass.hold_young_pods(remaining);
     if input.cluster.healthy() {
         let remaining = pass.scale_up_loop(remaining, rng);
         pass.explain_leftovers(&remaining);
@@ -113,15 +115,17 @@ impl<'a> Pass<'a> {
         let mut by_name: HashMap<&str, usize> = HashMap::new();
         // Nodes being removed are gone; nodes not started yet are counted as their group's
         // upcoming template copies instead (so they are neither missed nor counted twice).
-        let counted = |i: usize| {
-            !matches!(
-                input.cluster.readiness[i],
-                NodeReadiness::Deleting | NodeReadiness::NotStarted
-            )
-        };
-        for (i, node) in s.nodes.iter().enumerate().filter(|(i, _)| counted(*i)) {
-            by_name.insert(&node.name, sim.add_node(SimNode::existing(i, node)));
-            limits.add(&NodeUsage::of_node(node), 1);
+        // Limits count every node not being removed. The simulation leaves out nodes not
+        // started yet too: their group's upcoming template copies stand in for them.
+        for (i, node) in s.nodes.iter().enumerate() {
+            match input.cluster.readiness[i] {
+                NodeReadiness::Deleting => {}
+                NodeReadiness::NotStarted => limits.add(&NodeUsage::of_node(node), 1),
+                NodeReadiness::Ready | NodeReadiness::Unready => {
+                    by_name.insert(&node.name, sim.add_node(SimNode::existing(i, node)));
+                    limits.add(&NodeUsage::of_node(node), 1);
+                }
+            }
         }
         // Pods below the cutoff do not hold space: pending pods may preempt them.
         let running = s.pods.iter().filter(|p| {
@@ -172,7 +176,10 @@ impl<'a> Pass<'a> {
                     SimNodeKind::Upcoming(gi),
                 ));
             }
-            self.limits.add(&NodeUsage::of_template(template), up);
+            // Not-started nodes are already counted as the real nodes they are.
+            let unregistered = up.saturating_sub(self.input.cluster.groups[gi].not_started);
+            self.limits
+                .add(&NodeUsage::of_template(template), unregistered);
         }
     }
 

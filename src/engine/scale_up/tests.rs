@@ -416,3 +416,79 @@ fn an_unready_node_is_not_a_template() {
         ReasonCode::NoTemplate
     );
 }
+
+#[test]
+fn nodes_not_started_count_against_limits_even_when_their_group_is_backed_off() {
+    let settings = Settings {
+        cores: Range {
+            min: 0,
+            max: Some(16),
+        },
+        ..Settings::default()
+    };
+    let mut items = full_cluster(2);
+    items.push(machineset("slow", 0, 5, 3).json());
+    for n in ["slow-0", "slow-1"] {
+        items.extend(group_node(
+            n,
+            "slow",
+            node(n).cpu("4").not_ready().created("2026-11-22T09:59:00Z"),
+        ));
+    }
+    items.push(crate::engine::fixtures::failed_machine(
+        "slow-2",
+        "slow",
+        "2026-11-22T09:59:00Z",
+        "no capacity",
+    ));
+    let now: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+    let p = run_once(
+        &snapshot(items),
+        &mut EngineState::default(),
+        &settings,
+        now,
+    );
+    // 12 cores are real (1 ready + 2 not started); the max of 16 leaves room for one 4-core node.
+    assert_eq!(p.limits.cores.used, 16.0);
+    let added: u64 = p.scale_up.iter().map(|a| a.to - a.from).sum();
+    assert_eq!(added, 1);
+}
+
+#[test]
+fn young_pods_wait_their_scale_up_delay() {
+    let settings = Settings {
+        new_pod_scale_up_delay: std::time::Duration::from_secs(30),
+        ..Settings::default()
+    };
+    let mut young = pod("young").cpu("1").unschedulable().json();
+    young["metadata"]["creationTimestamp"] = serde_json::json!("2026-11-22T09:59:50Z");
+    let mut patient = pod("patient").cpu("1").unschedulable().json();
+    patient["metadata"]["creationTimestamp"] = serde_json::json!("2026-11-22T09:58:00Z");
+    patient["metadata"]["annotations"] =
+        serde_json::json!({"cluster-autoscaler.kubernetes.io/pod-scale-up-delay": "5m"});
+    let mut old = pod("old").cpu("1").unschedulable().json();
+    old["metadata"]["creationTimestamp"] = serde_json::json!("2026-11-22T09:59:00Z");
+    let mut items = full_cluster(0);
+    items.extend([young, patient, old]);
+    let now: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+    let p = run_once(
+        &snapshot(items),
+        &mut EngineState::default(),
+        &settings,
+        now,
+    );
+    assert_eq!(explanation(&p, "old").outcome, Outcome::ScaleUp);
+    for name in ["young", "patient"] {
+        let e = explanation(&p, name);
+        assert_eq!(
+            (e.outcome, e.reasons[0].code),
+            (Outcome::NoScaleUp, ReasonCode::PodTooNew),
+            "{name}"
+        );
+    }
+    assert!(
+        explanation(&p, "patient").reasons[0]
+            .message
+            .contains("after 5m0s")
+    );
+}

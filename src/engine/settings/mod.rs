@@ -164,6 +164,10 @@ pub struct Settings {
     pub balancing_ignored_labels: Vec<String>,
     /// Node groups named in fleet.toml: their bounds win over a MachineAutoscaler and annotations.
     pub node_groups: Vec<NodeGroupSpec>,
+    /// Pods younger than this do not trigger a scale-up yet (a pod's
+    /// `cluster-autoscaler.kubernetes.io/pod-scale-up-delay` annotation may only lengthen it).
+    #[serde(with = "duration_serde")]
+    pub new_pod_scale_up_delay: Duration,
     // --- scale-down ---
     pub scale_down_enabled: bool,
     /// No scale-down this long after a scale-up.
@@ -244,6 +248,7 @@ impl Default for Settings {
             balance_similar_node_groups: false,
             balancing_ignored_labels: Vec::new(),
             node_groups: Vec::new(),
+            new_pod_scale_up_delay: Duration::ZERO,
             scale_down_enabled: true,
             scale_down_delay_after_add: Duration::from_secs(10 * MINUTE),
             scale_down_delay_after_delete: Duration::ZERO,

@@ -100,6 +100,8 @@ settings_patch! {
     balance_similar_node_groups: bool => any,
     balancing_ignored_labels: Vec<String> => any,
     node_groups: Vec<NodeGroupSpec> => |v| v.iter().try_for_each(NodeGroupSpec::check).map(|()| v.clone()),
+    #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
+    new_pod_scale_up_delay: Duration => any,
     scale_down_enabled: bool => any,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     scale_down_delay_after_add: Duration => any,
@@ -169,6 +171,13 @@ impl SettingsPatch {
         }
         if let Some(limits) = &spec.resource_limits {
             resource_limits_patch(limits, &mut patch, &mut warn);
+        }
+        if let Some(text) = spec
+            .scale_up
+            .as_ref()
+            .and_then(|s| s.new_pod_scale_up_delay.as_ref())
+        {
+            patch.new_pod_scale_up_delay = duration(text, "scaleUp.newPodScaleUpDelay", &mut warn);
         }
         if let Some(sd) = &spec.scale_down {
             patch.scale_down_enabled = sd.enabled;
@@ -423,7 +432,7 @@ mod tests {
         let json: serde_json::Value = serde_json::json!({
             "pod_priority_threshold": 0, "max_nodes_total": 1, "cores": {"max": 2}, "memory_gib": {"max": 2},
             "gpus": [], "max_nodes_per_scaleup": 5, "expanders": ["random"], "priorities": {"1": ["x"]},
-            "balance_similar_node_groups": true, "balancing_ignored_labels": [], "node_groups": [],
+            "balance_similar_node_groups": true, "balancing_ignored_labels": [], "node_groups": [], "new_pod_scale_up_delay": "30s",
             "scale_down_enabled": false, "scale_down_delay_after_add": "1m", "scale_down_delay_after_delete": "1m",
             "scale_down_delay_after_failure": "1m", "scale_down_unneeded_time": "1m", "scale_down_unready_time": "1m",
             "scale_down_utilization_threshold": 0.3, "scale_down_gpu_utilization_threshold": 0.3,

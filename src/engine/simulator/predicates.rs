@@ -102,6 +102,13 @@ pub(super) fn check_topology(
         return Ok(());
     };
     let lazy = |code, message: &dyn Fn() -> String| Err(Unfit::lazy(code, explain, message));
+    // The first pod of a group that requires itself may go anywhere, as the scheduler
+    // allows: when no pod matches any of its terms, and it matches all of them itself.
+    let first_of_its_kind = shape
+        .affinity
+        .iter()
+        .all(|&ci| topology.counters[ci].total == 0)
+        && spec.affinity.iter().all(|t| topology.term_matches(t, pod));
     for (term, &ci) in spec.affinity.iter().zip(&shape.affinity) {
         let counter = &topology.counters[ci];
         let Some(domain) = node.label(&term.topology_key) else {
@@ -114,8 +121,6 @@ pub(super) fn check_topology(
             });
         };
         let here = counter.counts.get(domain).copied().unwrap_or(0);
-        // The first pod of a group that requires itself may go anywhere (as the scheduler allows).
-        let first_of_its_kind = counter.total == 0 && topology.term_matches(term, pod);
         if here == 0 && !first_of_its_kind {
             return lazy(ReasonCode::PodAffinityUnsatisfied, &|| {
                 format!(

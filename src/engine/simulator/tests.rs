@@ -327,3 +327,37 @@ fn removing_a_pod_frees_its_space_ports_and_topology_and_reverts() {
         Some(ReasonCode::HostPortConflict)
     );
 }
+
+#[test]
+fn the_first_pod_rule_looks_at_all_affinity_terms() {
+    let both = |name: &str| {
+        pod(name)
+            .label("app", "a")
+            .affinity("a", "topology.kubernetes.io/zone")
+            .affinity("b", "topology.kubernetes.io/zone")
+    };
+    let s = snapshot([
+        node("z1").zone("one").json(),
+        node("z2").zone("two").json(),
+        pod("b-0").label("app", "b").on("z2").json(),
+        both("new").unschedulable().json(),
+    ]);
+    let mut first = sim(&s);
+    let p = pending(&s, "new");
+    // A pod matches the second term, so this is not the first of its kind: the first term
+    // (no app=a anywhere) cannot be satisfied.
+    assert_eq!(
+        code(first.check(&p, 1)),
+        Some(ReasonCode::PodAffinityUnsatisfied)
+    );
+    // Without the b pod, it is the first of its kind... but must match all its own terms.
+    let s = snapshot([
+        node("z1").zone("one").json(),
+        both("new").unschedulable().json(),
+    ]);
+    let mut sim2 = sim(&s);
+    assert_eq!(
+        code(sim2.check(&pending(&s, "new"), 0)),
+        Some(ReasonCode::PodAffinityUnsatisfied)
+    );
+}

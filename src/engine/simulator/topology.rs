@@ -19,7 +19,7 @@ use crate::model::scheduling::{
 pub(super) struct TermCounter {
     pub term: AffinityTerm,
     pub counts: HashMap<Arc<str>, u32>,
-    /// Matching pods anywhere, with or without the topology label on their node.
+    /// Matching pods on nodes that have the topology label (as the scheduler counts them).
     pub total: u32,
 }
 
@@ -166,8 +166,8 @@ impl Topology {
         };
         for (node, pods) in pods_on.iter().enumerate() {
             for _ in pods.iter().filter(|p| self.term_matches(term, p)) {
-                counter.total += 1;
                 if let Some(v) = nodes[node].label(&term.topology_key) {
+                    counter.total += 1;
                     *counter.counts.entry(v.clone()).or_default() += 1;
                 }
             }
@@ -227,11 +227,11 @@ impl Topology {
     /// Counts a placement (`delta` 1) or its removal (`delta` -1) everywhere it matters.
     pub fn place(&mut self, pod: &PodShape, node: &SimNode, node_idx: usize, delta: i32) {
         for c in &mut self.counters {
-            if term_matches(&self.namespaces, &c.term, pod) {
+            if term_matches(&self.namespaces, &c.term, pod)
+                && let Some(v) = node.label(&c.term.topology_key)
+            {
                 c.total = c.total.saturating_add_signed(delta);
-                if let Some(v) = node.label(&c.term.topology_key) {
-                    bump(&mut c.counts, v, delta);
-                }
+                bump(&mut c.counts, v, delta);
             }
         }
         for term in &pod.spec.anti_affinity {
