@@ -81,7 +81,7 @@ fn main() {
         count(Outcome::BelowPriorityCutoff)
     );
     if !benching {
-        scale_down_pass(&snapshot, &plan, 1, None);
+        scale_down_pass(&snapshot, 1, None);
         return;
     }
     println!(
@@ -99,28 +99,29 @@ fn main() {
         goal.as_millis(),
         if pct(0.5) <= goal { "met" } else { "NOT met" }
     );
-    scale_down_pass(&snapshot, &plan, iterations, Some(goal));
+    scale_down_pass(&snapshot, iterations, Some(goal));
 }
 
 /// The same cluster with no pending pods, remembering its unneeded nodes for 20 minutes:
 /// a pass where scale-down removes nodes.
 fn scale_down_pass(
     snapshot: &fleetscaler::model::ClusterSnapshot,
-    first: &fleetscaler::engine::Plan,
     iterations: usize,
     goal: Option<Duration>,
 ) {
     let mut quiet = snapshot.clone();
     quiet.pods.retain(|p| !p.unschedulable);
     let now = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_hours(1);
+    // Remember the nodes a quiet pass finds unneeded as unneeded for 20 minutes already.
+    let settings = Settings::default();
+    let found = run_once(&quiet, &mut EngineState::default(), &settings, now);
     let mut state = EngineState::default();
-    for u in &first.unneeded {
+    for u in &found.unneeded {
         state.unneeded_since.insert(
             u.node.to_string(),
             now - jiff::SignedDuration::from_mins(20),
         );
     }
-    let settings = Settings::default();
     let mut times: Vec<Duration> = (0..iterations.max(1))
         .map(|_| {
             let mut st = state.clone();
