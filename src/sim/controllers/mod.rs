@@ -1,0 +1,3 @@
+//! The simulated controllers of a cluster.
+
+pub mod disruption;
