@@ -1,0 +1,58 @@
+//! The simulated kubelets (all nodes of a cluster in one loop): a registered node reports
+//! Ready after its boot delay (unless its group is set never to be ready), a bound pod runs
+//! after its start delay once its node is Ready, a pod marked for deletion is removed after
+//! the termination delay, and pods of nodes that no longer exist are removed as the pod
+//! garbage collector does.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::index::Index;
+use crate::sim::api::resources::Resource;
+use crate::sim::machine_api::set_node_ready;
+use crate::sim::registry::{State, now_rfc3339};
+use crate::sim::settings::Timing;
+use crate::sim::store::Key;
+use crate::sim::workload::set_running;
+
+/// One pass of every kubelet.
+pub fn step(state: &mut State, index: &Index, timing: &Timing, now: Instant) {
+    let due = |since: Instant, delay: Duration| now.saturating_duration_since(since) >= delay;
+    let stamp = now_rfc3339();
+    for (name, node) in &index.nodes {
+        if !node.ready && !node.never_ready && due(node.since, timing.node_boot) {
+            let _ = state.modify(Resource::Nodes, &Key::cluster(name), |v| {
+                set_node_ready(v, true, &stamp)
+            });
+        }
+    }
+    let mut purge = Vec::new();
+    let mut start = Vec::new();
+    for (key, pod) in &index.pods {
+        if pod.terminating {
+            if due(pod.since, timing.pod_termination) {
+                purge.push(key);
+            }
+            continue;
+        }
+        if pod.node.is_empty() {
+            continue;
+        }
+        match index.nodes.get(&pod.node) {
+            None => purge.push(key),
+            Some(node)
+                if node.ready && pod.phase == "Pending" && due(pod.since, timing.pod_start) =>
+            {
+                start.push((key, node.ip.as_str()));
+            }
+            Some(_) => {}
+        }
+    }
+    for key in purge {
+        state.purge(Resource::Pods, key);
+    }
+    for (key, ip) in start {
+        let _ = state.modify(Resource::Pods, key, |v| set_running(v, ip, &stamp));
+    }
+}

@@ -1,0 +1,106 @@
+//! The workload generator at run time: each simulated ReplicaSet keeps as many live pods as
+//! its wave asks for now (creating pending pods for the scheduler, deleting the surplus,
+//! unscheduled ones first), so evicted pods come back as new pending pods; each DaemonSet
+//! keeps one pod pinned to every node.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::index::Index;
+use crate::sim::api::resources::Resource;
+use crate::sim::registry::{DeleteOptions, State, now_rfc3339};
+use crate::sim::store::Key;
+use crate::sim::workload::{DaemonSetSpec, Placement, ReplicaSetSpec, pod};
+
+/// The simulated ReplicaSets and DaemonSets of a cluster.
+#[derive(Debug)]
+pub struct Workloads {
+    pub replica_sets: Vec<ReplicaSetSpec>,
+    pub daemon_sets: Vec<DaemonSetSpec>,
+    started: Instant,
+}
+
+/// The name of the DaemonSet pod for `node`: stable, so "does this node have its pod" is a
+/// key lookup.
+pub fn daemon_pod_name(ds: &str, node: &str) -> String {
+    let h = node.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{ds}-{:05x}", h & 0xf_ffff)
+}
+
+impl Workloads {
+    pub fn new(
+        replica_sets: Vec<ReplicaSetSpec>,
+        daemon_sets: Vec<DaemonSetSpec>,
+        started: Instant,
+    ) -> Self {
+        Workloads {
+            replica_sets,
+            daemon_sets,
+            started,
+        }
+    }
+
+    /// One pass: replica counts to their wave, daemon pods to the nodes.
+    pub fn step(&mut self, state: &mut State, index: &Index, wave_period: Duration, now: Instant) {
+        let phase = now.saturating_duration_since(self.started).as_secs_f64()
+            / wave_period.as_secs_f64().max(1e-3);
+        let mut live: HashMap<&str, Vec<(&Key, bool)>> = HashMap::new();
+        for (key, p) in &index.pods {
+            if !p.terminating && !p.owner_uid.is_empty() {
+                live.entry(p.owner_uid.as_str())
+                    .or_default()
+                    .push((key, p.node.is_empty()));
+            }
+        }
+        let stamp = now_rfc3339();
+        for rs in &self.replica_sets {
+            let want = rs.replicas_at(phase);
+            let mut pods = live.remove(rs.uid.as_str()).unwrap_or_default();
+            if pods.len() < want {
+                for _ in pods.len()..want {
+                    let name = format!("{}-{}", rs.name, state.rng.name_suffix());
+                    let object = pod(
+                        &name,
+                        &rs.namespace,
+                        ("ReplicaSet", &rs.name, &rs.uid),
+                        &rs.template,
+                        Placement::Unbound,
+                        &stamp,
+                    );
+                    let _ = state.create(Resource::Pods, &rs.namespace, object);
+                }
+            } else if pods.len() > want {
+                // Unscheduled pods go first, then the newest names (a stable order).
+                pods.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(a.0)));
+                let excess = pods.len() - want;
+                for (key, _) in pods.into_iter().take(excess) {
+                    let _ = state.delete(Resource::Pods, key, &DeleteOptions::default());
+                }
+            }
+        }
+        for ds in &self.daemon_sets {
+            for name in index.nodes.keys() {
+                let pod_name = daemon_pod_name(&ds.name, name);
+                if state
+                    .store
+                    .get(Resource::Pods, &Key::new(&ds.namespace, &pod_name))
+                    .is_none()
+                {
+                    let object = pod(
+                        &pod_name,
+                        &ds.namespace,
+                        ("DaemonSet", &ds.name, &ds.uid),
+                        &ds.template,
+                        Placement::Pinned(name),
+                        &stamp,
+                    );
+                    let _ = state.create(Resource::Pods, &ds.namespace, object);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,20 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Smoke: a simulated cluster answers the kube client over HTTPS.
+
+use fleetscaler::sim::fleet::Fleet;
+use fleetscaler::sim::settings::FleetSettings;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+
+#[tokio::test]
+async fn lists_nodes_and_pods() {
+    let fleet = Fleet::start(FleetSettings::default()).await.unwrap();
+    let client = fleet.cluster(1).unwrap().client().await.unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let list = nodes.list(&ListParams::default()).await.unwrap();
+    assert_eq!(list.items.len(), 3 + 6);
+    let pods: Api<Pod> = Api::all(client);
+    let list = pods.list(&ListParams::default()).await.unwrap();
+    assert!(list.items.len() > 20, "{}", list.items.len());
+    fleet.shutdown().await;
+}
