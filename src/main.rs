@@ -14,12 +14,22 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
-enum Command {}
+enum Command {
+    /// Run only a simulated fleet (HTTPS Kubernetes API servers on loopback), for kubectl or tests.
+    Sim(fleetscaler::sim::cli::SimArgs),
+}
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     if let Some(command) = cli.command {
-        match command {}
+        match command {
+            Command::Sim(args) => {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()?;
+                runtime.block_on(fleetscaler::sim::cli::run(args))?;
+            }
+        }
     }
     Ok(())
 }

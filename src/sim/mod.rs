@@ -5,7 +5,9 @@
 //! It never imports `engine`: it is an independent implementation, so its scheduler checks
 //! the engine instead of repeating it. See `docs/sim.md`.
 
+pub mod admin;
 pub mod api;
+pub mod cli;
 pub mod cluster;
 pub mod controllers;
 pub mod error;

@@ -15,7 +15,7 @@ use super::resources::Resource;
 use super::router::{Route, route};
 use super::selector::{FieldSelector, LabelSelector, labels_of};
 use super::status::{ApiError, success_status};
-use super::{discovery, subresources, watch};
+use super::{discovery, openapi, subresources, table, watch};
 use crate::sim::cluster::Cluster;
 use crate::sim::registry::{DeleteOptions, WriteMode, key_for};
 use crate::sim::store::Stored;
@@ -27,6 +27,8 @@ pub struct ApiRequest {
     pub path: String,
     pub query: String,
     pub content_type: String,
+    /// The `Accept` header: kubectl asks for server-side printed Tables.
+    pub accept: String,
     pub body: Bytes,
     /// `host:port` clients reach this server at (for `/api`'s address list).
     pub server_address: String,
@@ -67,6 +69,8 @@ fn dispatch(cluster: &Arc<Cluster>, req: &ApiRequest) -> Result<Reply, ApiError>
     match route(&req.path) {
         Route::Version => read_only(Ok(discovery::version())),
         Route::Health => Ok(Reply::Raw(200, Bytes::from_static(b"ok"))),
+        Route::OpenApiIndex => read_only(Ok(openapi::index())),
+        Route::OpenApi(path) => read_only(openapi::document(&path)),
         Route::CoreVersions => read_only(Ok(discovery::core_versions(&req.server_address))),
         Route::Groups => read_only(Ok(discovery::groups())),
         Route::Group(g) => read_only(discovery::group(&g)),
@@ -81,10 +85,21 @@ fn dispatch(cluster: &Arc<Cluster>, req: &ApiRequest) -> Result<Reply, ApiError>
             check_scope(resource, namespace.as_deref(), false)?;
             let query = Query::parse(&req.query)?;
             match req.method {
-                Method::GET if query.watch => {
-                    watch::start(cluster, resource, namespace, &query).map(Reply::Watch)
-                }
-                Method::GET => list(cluster, resource, namespace.as_deref(), &query),
+                Method::GET if query.watch => watch::start(
+                    cluster,
+                    resource,
+                    namespace,
+                    &query,
+                    table::wanted(&req.accept),
+                )
+                .map(Reply::Watch),
+                Method::GET => list(
+                    cluster,
+                    resource,
+                    namespace.as_deref(),
+                    &query,
+                    table::wanted(&req.accept),
+                ),
                 Method::POST => create(cluster, resource, namespace.as_deref(), &query, &req.body),
                 Method::DELETE => {
                     delete_collection(cluster, resource, namespace.as_deref(), &query, &req.body)
@@ -104,7 +119,7 @@ fn dispatch(cluster: &Arc<Cluster>, req: &ApiRequest) -> Result<Reply, ApiError>
             let query = Query::parse(&req.query)?;
             let key = key_for(resource, namespace.as_deref().unwrap_or_default(), &name);
             match req.method {
-                Method::GET => get(cluster, resource, &key),
+                Method::GET => get(cluster, resource, &key, table::wanted(&req.accept)),
                 Method::PUT => update(cluster, resource, &key, &query, &req.body, WriteMode::Main),
                 Method::PATCH => patch(cluster, resource, &key, req, &query, WriteMode::Main),
                 Method::DELETE => delete(cluster, resource, &key, &query, &req.body),
@@ -125,7 +140,7 @@ fn dispatch(cluster: &Arc<Cluster>, req: &ApiRequest) -> Result<Reply, ApiError>
             let key = key_for(resource, namespace.as_deref().unwrap_or_default(), &name);
             let def = resource.def();
             match (sub.as_str(), &req.method) {
-                ("status", &Method::GET) if def.status => get(cluster, resource, &key),
+                ("status", &Method::GET) if def.status => get(cluster, resource, &key, false),
                 ("status", &Method::PUT) if def.status => update(
                     cluster,
                     resource,
@@ -181,14 +196,20 @@ fn get(
     cluster: &Arc<Cluster>,
     resource: Resource,
     key: &crate::sim::store::Key,
+    as_table: bool,
 ) -> Result<Reply, ApiError> {
-    let state = cluster.lock();
     let def = resource.def();
-    state
-        .store
-        .get(resource, key)
-        .map(|o| object(200, o))
-        .ok_or_else(|| ApiError::not_found(def.group, def.plural, &key.name))
+    let Some(stored) = cluster.lock().store.get(resource, key).cloned() else {
+        return Err(ApiError::not_found(def.group, def.plural, &key.name));
+    };
+    if as_table {
+        let meta = serde_json::json!({"resourceVersion": stored.rv.to_string()});
+        return Ok(Reply::Json(
+            200,
+            table::render(resource, &[&stored.bytes[..]], meta),
+        ));
+    }
+    Ok(object(200, &stored))
 }
 
 /// The objects a list or delete-collection selects, and the current resourceVersion.
@@ -247,12 +268,17 @@ fn list(
     resource: Resource,
     namespace: Option<&str>,
     query: &Query,
+    as_table: bool,
 ) -> Result<Reply, ApiError> {
     let (items, rv, more) = select(cluster, resource, namespace, query)?;
     let def = resource.def();
     let mut meta = serde_json::json!({"resourceVersion": rv.to_string()});
     if more && let Some(last) = items.last() {
         meta["continue"] = Value::String(encode_continue(&last.key));
+    }
+    if as_table {
+        let objects: Vec<&[u8]> = items.iter().map(|o| &o.bytes[..]).collect();
+        return Ok(Reply::Json(200, table::render(resource, &objects, meta)));
     }
     let head = format!(
         r#"{{"kind":"{}List","apiVersion":"{}","metadata":{},"items":["#,

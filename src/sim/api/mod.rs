@@ -3,6 +3,7 @@
 
 pub mod discovery;
 pub mod handler;
+pub mod openapi;
 pub mod patch;
 pub mod query;
 pub mod resources;
@@ -11,4 +12,5 @@ pub mod selector;
 pub mod server;
 pub mod status;
 pub mod subresources;
+pub mod table;
 pub mod watch;

@@ -9,6 +9,8 @@ use super::resources::Resource;
 pub enum Route {
     Version,
     Health,
+    OpenApiIndex,
+    OpenApi(String),
     CoreVersions,
     Groups,
     Group(String),
@@ -45,6 +47,8 @@ pub fn route(path: &str) -> Route {
         .collect();
     match segs.as_slice() {
         ["version"] => Route::Version,
+        ["openapi", "v3"] => Route::OpenApiIndex,
+        ["openapi", "v3", rest @ ..] => Route::OpenApi(rest.join("/")),
         ["healthz" | "readyz" | "livez"] => Route::Health,
         ["api"] => Route::CoreVersions,
         ["api", "v1"] => Route::ResourceList {

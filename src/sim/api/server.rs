@@ -164,7 +164,14 @@ async fn serve_request(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    let accept = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let request = ApiRequest {
+        accept,
         method: parts.method,
         path: parts.uri.path().to_string(),
         query: parts.uri.query().unwrap_or_default().to_string(),

@@ -49,6 +49,8 @@ struct Watcher {
     deadline: Instant,
     bookmarks: Option<(Duration, Instant)>,
     done: bool,
+    /// Send each object as a one-row Table (kubectl's `get --watch`).
+    table: bool,
 }
 
 /// Starts a watch of `resource` (in `namespace`, or all) as `query` asks.
@@ -57,6 +59,7 @@ pub fn start(
     resource: Resource,
     namespace: Option<String>,
     query: &Query,
+    table: bool,
 ) -> Result<WatchStream, ApiError> {
     let labels = LabelSelector::parse(&query.label_selector)?;
     let fields = FieldSelector::parse(&query.field_selector, resource)?;
@@ -92,7 +95,12 @@ pub fn start(
         let mut out = Vec::new();
         for o in chunk {
             if labels.is_empty() || labels.matches(&labels_of(&o.bytes)) {
-                push_frame(&mut out, EventType::Added.as_str(), &o.bytes);
+                push_frame(
+                    &mut out,
+                    EventType::Added.as_str(),
+                    &o.bytes,
+                    table.then_some(resource),
+                );
             }
         }
         if !out.is_empty() {
@@ -121,6 +129,7 @@ pub fn start(
             .allow_bookmarks
             .then(|| (interval, Instant::now() + interval)),
         done: expired,
+        table,
     };
     Ok(futures::stream::unfold(
         watcher,
@@ -198,7 +207,12 @@ impl Watcher {
         let mut out = Vec::new();
         for (ty, object) in events {
             if self.labels.is_empty() || self.labels.matches(&labels_of(&object.bytes)) {
-                push_frame(&mut out, ty.as_str(), &object.bytes);
+                push_frame(
+                    &mut out,
+                    ty.as_str(),
+                    &object.bytes,
+                    self.table.then_some(self.resource),
+                );
             }
         }
         Ok(((!out.is_empty()).then(|| Bytes::from(out)), caught_up))
@@ -212,11 +226,21 @@ async fn sleep_until_some(at: Option<Instant>) {
     }
 }
 
-fn push_frame(out: &mut Vec<u8>, ty: &str, object: &[u8]) {
+/// Appends one event line; as a one-row Table when the client asked for Tables.
+fn push_frame(out: &mut Vec<u8>, ty: &str, object: &[u8], table: Option<Resource>) {
     out.extend_from_slice(br#"{"type":""#);
     out.extend_from_slice(ty.as_bytes());
     out.extend_from_slice(br#"","object":"#);
-    out.extend_from_slice(object);
+    match table {
+        Some(resource) => {
+            let rv = serde_json::from_slice::<serde_json::Value>(object)
+                .map(|o| o["metadata"]["resourceVersion"].clone())
+                .unwrap_or_default();
+            let t = super::table::render(resource, &[object], json!({"resourceVersion": rv}));
+            out.extend_from_slice(t.to_string().as_bytes());
+        }
+        None => out.extend_from_slice(object),
+    }
     out.extend_from_slice(b"}\n");
 }
 
