@@ -142,16 +142,21 @@ impl ClusterHandle {
         }
     }
 
-    /// A kube client for this cluster, built from its kubeconfig as the hub would.
-    pub async fn client(&self) -> Result<kube::Client, SimError> {
+    /// The kube client configuration of this cluster, read from its kubeconfig as the hub
+    /// would read it.
+    pub async fn kube_config(&self) -> Result<kube::Config, SimError> {
         let yaml = kubeconfig::render(&[self.entry()])?;
         let err = |e: String| SimError::Kubeconfig(e);
         let kc = kube::config::Kubeconfig::from_yaml(&yaml).map_err(|e| err(e.to_string()))?;
-        let config =
-            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
-                .await
-                .map_err(|e| err(e.to_string()))?;
-        kube::Client::try_from(config).map_err(|e| err(e.to_string()))
+        kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+            .await
+            .map_err(|e| err(e.to_string()))
+    }
+
+    /// A kube client for this cluster with kube's default settings (which retry 429s).
+    pub async fn client(&self) -> Result<kube::Client, SimError> {
+        let config = self.kube_config().await?;
+        kube::Client::try_from(config).map_err(|e| SimError::Kubeconfig(e.to_string()))
     }
 }
 

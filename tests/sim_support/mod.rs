@@ -19,7 +19,11 @@ pub async fn fleet(flavor: Flavor, workloads: bool, history_window: usize) -> Fl
             pods_per_node: 6,
             workloads,
         },
-        timing: Timing::fast(),
+        // Waves slow enough that replica counts hold still during a test.
+        timing: Timing {
+            wave_period: Duration::from_secs(3600),
+            ..Timing::fast()
+        },
         history_window,
         ..FleetSettings::default()
     })
@@ -27,8 +31,12 @@ pub async fn fleet(flavor: Flavor, workloads: bool, history_window: usize) -> Fl
     .unwrap()
 }
 
+/// A kube client that reports 429s and 5xx at once instead of retrying them (kube's
+/// default policy retries 429 up to 15 times), so tests see what the server said.
 pub async fn client(cluster: &ClusterHandle) -> Client {
-    cluster.client().await.unwrap()
+    let mut config = cluster.kube_config().await.unwrap();
+    config.default_retry = false;
+    Client::try_from(config).unwrap()
 }
 
 /// Polls `check` until it yields `Some`, for at most `limit`; panics with `what` otherwise.

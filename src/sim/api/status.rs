@@ -127,10 +127,11 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    /// `429 TooManyRequests`, with a hint when to retry.
+    /// `429 TooManyRequests`, with a hint when to retry (none for 0, as the API server does
+    /// for an eviction a disruption budget refuses).
     pub fn too_many_requests(message: impl Into<String>, retry_after: u32) -> Self {
         let mut e = Self::new(429, "TooManyRequests", message);
-        e.retry_after = Some(retry_after);
+        e.retry_after = (retry_after > 0).then_some(retry_after);
         e
     }
 

@@ -210,7 +210,7 @@ pub fn evict(cluster: &Arc<Cluster>, key: &Key, body: &[u8]) -> Result<Reply, Ap
         if allowed <= 0 {
             let desired = pdb_value["status"]["desiredHealthy"].as_i64().unwrap_or(0);
             let current = pdb_value["status"]["currentHealthy"].as_i64().unwrap_or(0);
-            return Err(ApiError::too_many_requests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+            return Err(ApiError::too_many_requests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
                 .with_cause("DisruptionBudget", format!("The disruption budget {} needs {desired} healthy pods and has {current} currently", pdb.key.name)));
         }
         pdb_value["status"]["disruptionsAllowed"] = json!(allowed - 1);

@@ -104,7 +104,8 @@ impl MachineController {
 
     /// One pass; cheap when nothing changed and no machine is in a timed stage.
     pub fn step(&mut self, state: &mut State, index: &Index, timing: &Timing, now: Instant) {
-        if self.relevant_rv(state) == self.last_rv && self.timers.is_empty() {
+        let seen = self.relevant_rv(state);
+        if seen == self.last_rv && self.timers.is_empty() {
             return;
         }
         if self.api.flavor == Flavor::ClusterApi {
@@ -112,7 +113,9 @@ impl MachineController {
         }
         self.sync_sets(state, index);
         self.sync_machines(state, timing, now);
-        self.last_rv = self.relevant_rv(state);
+        // Our own writes count as changes: the next pass sees them (a status that depends on
+        // another status settles) and, writing nothing new, goes quiet.
+        self.last_rv = seen;
     }
 
     fn machines(&self, state: &State) -> Vec<MachineView> {

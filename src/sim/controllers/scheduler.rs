@@ -177,6 +177,13 @@ impl Scheduler {
             let Some(spec) = pod.spec.as_deref() else {
                 continue;
             };
+            // Pods for another scheduler are left to it (tests bind them through the API).
+            if spec["schedulerName"]
+                .as_str()
+                .is_some_and(|s| s != "default-scheduler")
+            {
+                continue;
+            }
             let mut best: Option<(&str, f64)> = None;
             let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
             for (name, node) in &index.nodes {
