@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use crate::sim::api::resources::Resource;
 use crate::sim::api::status::ApiError;
 use crate::sim::controllers::machines::{create_machine, machine_set_for, provision, provision_as};
-use crate::sim::controllers::workloads::daemon_pod_name;
 use crate::sim::machine_api::{CAPACITY_PREFIX, MachineApi, Profile, set_node_ready};
 use crate::sim::registry::{State, now_rfc3339};
 use crate::sim::settings::{Flavor, Shape};
@@ -277,7 +276,7 @@ fn populate(
     for (node, _, worker) in nodes {
         let ip = ip_of(state, node);
         for ds in daemons {
-            let name = daemon_pod_name(&ds.name, node);
+            let name = state.fresh_name(Resource::Pods, &ds.namespace, &format!("{}-", ds.name));
             let pod = workload::pod(
                 &name,
                 &ds.namespace,
@@ -343,7 +342,7 @@ fn populate(
                 "spec": {field.to_string(): value, "selector": {"matchLabels": {"app": rs.template.app}}}}))?;
         }
         for _ in 0..rs.replicas_at(0.0) {
-            let name = format!("{}-{}", rs.name, state.rng.name_suffix());
+            let name = state.fresh_name(Resource::Pods, &rs.namespace, &format!("{}-", rs.name));
             let mut placed = None;
             if rs.template.gpus == 0 {
                 for step in 0..workers.len() {

@@ -422,7 +422,7 @@ pub fn create_machine(
     }
     labels[api.set_label] = json!(set_name);
     labels[api.cluster_label] = json!(infra);
-    let name = format!("{set_name}-{}", state.rng.name_suffix());
+    let name = state.fresh_name(api.machines, namespace, &format!("{set_name}-"));
     let machine = json!({
         "apiVersion": format!("{}/v1beta1", api.group), "kind": "Machine",
         "metadata": {"name": name, "labels": labels, "finalizers": [api.finalizer],

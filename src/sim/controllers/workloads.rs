@@ -3,7 +3,7 @@
 //! unscheduled ones first), so evicted pods come back as new pending pods; each DaemonSet
 //! keeps one pod pinned to every node.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -22,13 +22,11 @@ pub struct Workloads {
     started: Instant,
 }
 
-/// The name of the DaemonSet pod for `node`: stable, so "does this node have its pod" is a
-/// key lookup.
-pub fn daemon_pod_name(ds: &str, node: &str) -> String {
-    let h = node.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-    });
-    format!("{ds}-{:05x}", h & 0xf_ffff)
+/// The node a pending DaemonSet pod is pinned to (its required `metadata.name` affinity).
+pub fn pinned_node(spec: &serde_json::Value) -> Option<&str> {
+    spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchFields"][0]
+        ["values"][0]
+        .as_str()
 }
 
 impl Workloads {
@@ -62,7 +60,8 @@ impl Workloads {
             let mut pods = live.remove(rs.uid.as_str()).unwrap_or_default();
             if pods.len() < want {
                 for _ in pods.len()..want {
-                    let name = format!("{}-{}", rs.name, state.rng.name_suffix());
+                    let name =
+                        state.fresh_name(Resource::Pods, &rs.namespace, &format!("{}-", rs.name));
                     let object = pod(
                         &name,
                         &rs.namespace,
@@ -82,24 +81,44 @@ impl Workloads {
                 }
             }
         }
-        for ds in &self.daemon_sets {
-            for name in index.nodes.keys() {
-                let pod_name = daemon_pod_name(&ds.name, name);
-                if state
-                    .store
-                    .get(Resource::Pods, &Key::new(&ds.namespace, &pod_name))
-                    .is_none()
-                {
-                    let object = pod(
-                        &pod_name,
-                        &ds.namespace,
-                        ("DaemonSet", &ds.name, &ds.uid),
-                        &ds.template,
-                        Placement::Pinned(name),
-                        &stamp,
-                    );
-                    let _ = state.create(Resource::Pods, &ds.namespace, object);
+        // Which nodes each DaemonSet already covers (bound, or pinned and pending).
+        let mut covered: HashSet<(&str, &str)> = HashSet::new();
+        let mut stranded = Vec::new();
+        for (key, p) in &index.pods {
+            if p.terminating || p.owner_uid.is_empty() {
+                continue;
+            }
+            let node = if p.node.is_empty() {
+                p.spec.as_deref().and_then(pinned_node)
+            } else {
+                Some(p.node.as_str())
+            };
+            if let Some(node) = node {
+                covered.insert((p.owner_uid.as_str(), node));
+                if p.node.is_empty() && !index.nodes.contains_key(node) {
+                    stranded.push(key);
                 }
+            }
+        }
+        for key in stranded {
+            let _ = state.delete(Resource::Pods, key, &DeleteOptions::default());
+        }
+        for ds in &self.daemon_sets {
+            for node in index.nodes.keys() {
+                if covered.contains(&(ds.uid.as_str(), node.as_str())) {
+                    continue;
+                }
+                let name =
+                    state.fresh_name(Resource::Pods, &ds.namespace, &format!("{}-", ds.name));
+                let object = pod(
+                    &name,
+                    &ds.namespace,
+                    ("DaemonSet", &ds.name, &ds.uid),
+                    &ds.template,
+                    Placement::Pinned(node),
+                    &stamp,
+                );
+                let _ = state.create(Resource::Pods, &ds.namespace, object);
             }
         }
     }
