@@ -35,6 +35,20 @@ fn rss_mib() -> f64 {
     kb / 1024.0
 }
 
+/// User + system CPU seconds of this process so far (from /proc, in clock ticks of 10 ms).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or_default();
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 fn summary(mut samples: Vec<Duration>) -> String {
     samples.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -68,7 +82,12 @@ async fn bench() {
             pods_per_node,
             ..Shape::default()
         },
-        timing: Timing::demo(),
+        // Waves off by default (one per day): the figures are those of a quiet fleet.
+        // SIM_BENCH_WAVE_SECS=600 gives the demo's churn.
+        timing: Timing {
+            wave_period: Duration::from_secs(env("SIM_BENCH_WAVE_SECS", 86_400) as u64),
+            ..Timing::demo()
+        },
         history_window: 50_000,
         ..FleetSettings::default()
     })
@@ -78,6 +97,10 @@ async fn bench() {
     // Let the first controller passes (index build, budget status) settle.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss_after = rss_mib();
+    // CPU the fleet burns while nobody talks to it: controllers ticking, waves moving.
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let idle_cpu = (cpu_seconds() - cpu0) / t0.elapsed().as_secs_f64();
     let (mut nodes, mut pods, mut pod_bytes, mut all_bytes) = (0usize, 0usize, 0usize, 0usize);
     for c in fleet.clusters() {
         let state = c.state();
@@ -97,6 +120,10 @@ async fn bench() {
     }
     println!("simulated fleet: {clusters} clusters, {nodes} nodes, {pods} pods");
     println!("  start-up: {:.1} s", startup.as_secs_f64());
+    println!(
+        "  CPU while idle (controllers only): {:.0}% of one core",
+        idle_cpu * 100.0
+    );
     println!(
         "  RSS: {:.0} MiB after start ({:.0} MiB before), {:.0} bytes per pod overall",
         rss_after,

@@ -64,6 +64,9 @@ pub struct Index {
     /// Bumped whenever capacity may have been freed or added (node changes, pods leaving):
     /// the scheduler retries unschedulable pods only then.
     pub capacity_epoch: u64,
+    /// Bumped on every pod or node change the index applies: a controller that found nothing
+    /// to do at some revision has nothing to do until it moves (or a timer of its own is due).
+    pub revision: u64,
 }
 
 #[derive(Deserialize)]
@@ -197,6 +200,7 @@ impl Index {
             .collect();
         *self = Index {
             capacity_epoch: self.capacity_epoch + 1,
+            revision: self.revision + 1,
             ..Index::default()
         };
         for object in store.range(Resource::Nodes, None, None) {
@@ -213,6 +217,7 @@ impl Index {
     }
 
     fn apply(&mut self, resource: Resource, ty: EventType, object: &Stored, now: Instant) {
+        self.revision += 1;
         match resource {
             Resource::Nodes => self.apply_node(ty, object, now),
             _ => self.apply_pod(ty, object, now),

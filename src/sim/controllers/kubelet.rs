@@ -16,15 +16,38 @@ use crate::sim::settings::Timing;
 use crate::sim::store::Key;
 use crate::sim::workload::set_running;
 
-/// One pass of every kubelet.
-pub fn step(state: &mut State, index: &Index, timing: &Timing, now: Instant) {
+/// The kubelets' memory: the index revision at which nothing was left waiting on a delay.
+#[derive(Debug, Default)]
+pub struct Kubelets {
+    quiet_at: Option<u64>,
+}
+
+impl Kubelets {
+    /// One pass of every kubelet; skipped while nothing changed since a pass that found
+    /// nothing waiting.
+    pub fn step(&mut self, state: &mut State, index: &Index, timing: &Timing, now: Instant) {
+        if self.quiet_at == Some(index.revision) {
+            return;
+        }
+        let waiting = step(state, index, timing, now);
+        self.quiet_at = (!waiting).then_some(index.revision);
+    }
+}
+
+/// One pass of every kubelet; returns whether something waits on a delay still running.
+fn step(state: &mut State, index: &Index, timing: &Timing, now: Instant) -> bool {
+    let mut waiting = false;
     let due = |since: Instant, delay: Duration| now.saturating_duration_since(since) >= delay;
     let stamp = now_rfc3339();
     for (name, node) in &index.nodes {
-        if !node.ready && !node.never_ready && due(node.since, timing.node_boot) {
-            let _ = state.modify(Resource::Nodes, &Key::cluster(name), |v| {
-                set_node_ready(v, true, &stamp)
-            });
+        if !node.ready && !node.never_ready {
+            if due(node.since, timing.node_boot) {
+                let _ = state.modify(Resource::Nodes, &Key::cluster(name), |v| {
+                    set_node_ready(v, true, &stamp)
+                });
+            } else {
+                waiting = true;
+            }
         }
     }
     let mut purge = Vec::new();
@@ -33,6 +56,8 @@ pub fn step(state: &mut State, index: &Index, timing: &Timing, now: Instant) {
         if pod.terminating {
             if due(pod.since, timing.pod_termination) {
                 purge.push(key);
+            } else {
+                waiting = true;
             }
             continue;
         }
@@ -41,10 +66,12 @@ pub fn step(state: &mut State, index: &Index, timing: &Timing, now: Instant) {
         }
         match index.nodes.get(&pod.node) {
             None => purge.push(key),
-            Some(node)
-                if node.ready && pod.phase == "Pending" && due(pod.since, timing.pod_start) =>
-            {
-                start.push((key, node.ip.as_str()));
+            Some(node) if node.ready && pod.phase == "Pending" => {
+                if due(pod.since, timing.pod_start) {
+                    start.push((key, node.ip.as_str()));
+                } else {
+                    waiting = true;
+                }
             }
             Some(_) => {}
         }
@@ -55,4 +82,5 @@ pub fn step(state: &mut State, index: &Index, timing: &Timing, now: Instant) {
     for (key, ip) in start {
         let _ = state.modify(Resource::Pods, key, |v| set_running(v, ip, &stamp));
     }
+    waiting
 }

@@ -25,6 +25,7 @@ pub struct Controllers {
     pub index: index::Index,
     pub machines: machines::MachineController,
     pub scheduler: scheduler::Scheduler,
+    pub kubelets: kubelet::Kubelets,
     pub workloads: Option<workloads::Workloads>,
     pods_seen_rv: u64,
 }
@@ -38,6 +39,7 @@ impl Controllers {
             index: index::Index::default(),
             machines,
             scheduler: scheduler::Scheduler::default(),
+            kubelets: kubelet::Kubelets::default(),
             workloads,
             pods_seen_rv: 0,
         }
@@ -49,7 +51,7 @@ impl Controllers {
         self.index.sync(&state.store, now);
         self.machines.step(state, &self.index, timing, now);
         self.index.sync(&state.store, now);
-        kubelet::step(state, &self.index, timing, now);
+        self.kubelets.step(state, &self.index, timing, now);
         self.index.sync(&state.store, now);
         self.scheduler.step(state, &self.index);
         self.index.sync(&state.store, now);

@@ -20,6 +20,8 @@ use crate::sim::store::Key;
 pub struct Scheduler {
     /// The index's capacity epoch when unschedulable pods were last tried.
     tried_epoch: u64,
+    /// The index revision of the last pass: nothing new to schedule until it moves.
+    seen_revision: Option<u64>,
 }
 
 /// Why a node does not fit a pod, in the scheduler's words.
@@ -160,6 +162,10 @@ fn load(node: &NodeInfo, used: Amounts, requests: &Amounts) -> f64 {
 impl Scheduler {
     /// One pass over the pending pods.
     pub fn step(&mut self, state: &mut State, index: &Index) {
+        if self.seen_revision == Some(index.revision) && index.capacity_epoch == self.tried_epoch {
+            return;
+        }
+        self.seen_revision = Some(index.revision);
         let retry_unschedulable = index.capacity_epoch != self.tried_epoch;
         self.tried_epoch = index.capacity_epoch;
         let mut pending: Vec<(&Key, &super::index::PodInfo)> = index

@@ -20,6 +20,8 @@ pub struct Workloads {
     pub replica_sets: Vec<ReplicaSetSpec>,
     pub daemon_sets: Vec<DaemonSetSpec>,
     started: Instant,
+    /// The index revision and wanted replica counts of the last pass that changed nothing.
+    quiet: Option<(u64, Vec<usize>)>,
 }
 
 /// The node a pending DaemonSet pod is pinned to (its required `metadata.name` affinity).
@@ -39,6 +41,7 @@ impl Workloads {
             replica_sets,
             daemon_sets,
             started,
+            quiet: None,
         }
     }
 
@@ -46,6 +49,19 @@ impl Workloads {
     pub fn step(&mut self, state: &mut State, index: &Index, wave_period: Duration, now: Instant) {
         let phase = now.saturating_duration_since(self.started).as_secs_f64()
             / wave_period.as_secs_f64().max(1e-3);
+        let wanted: Vec<usize> = self
+            .replica_sets
+            .iter()
+            .map(|rs| rs.replicas_at(phase))
+            .collect();
+        if self
+            .quiet
+            .as_ref()
+            .is_some_and(|(rev, w)| *rev == index.revision && *w == wanted)
+        {
+            return;
+        }
+        let revision_before = state.store.rv();
         let mut live: HashMap<&str, Vec<(&Key, bool)>> = HashMap::new();
         for (key, p) in &index.pods {
             if !p.terminating && !p.owner_uid.is_empty() {
@@ -55,8 +71,7 @@ impl Workloads {
             }
         }
         let stamp = now_rfc3339();
-        for rs in &self.replica_sets {
-            let want = rs.replicas_at(phase);
+        for (rs, &want) in self.replica_sets.iter().zip(&wanted) {
             let mut pods = live.remove(rs.uid.as_str()).unwrap_or_default();
             if pods.len() < want {
                 for _ in pods.len()..want {
@@ -121,5 +136,7 @@ impl Workloads {
                 let _ = state.create(Resource::Pods, &ds.namespace, object);
             }
         }
+        // Nothing written: nothing to do until the pods, nodes or wave move.
+        self.quiet = (state.store.rv() == revision_before).then_some((index.revision, wanted));
     }
 }
