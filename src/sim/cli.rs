@@ -58,6 +58,10 @@ pub struct SimArgs {
     /// Start without generated workloads (empty clusters but for the control plane).
     #[arg(long)]
     pub no_workloads: bool,
+    /// Period of the replica waves of the generated deployments, in seconds (default: the
+    /// timing's, 600 s for the demo).
+    #[arg(long)]
+    pub wave_period_secs: Option<u64>,
     /// Change events kept per cluster for watches; older resourceVersions get 410 Gone.
     #[arg(long, default_value_t = 50_000)]
     pub history_window: usize,
@@ -79,9 +83,15 @@ impl SimArgs {
                 workloads: !self.no_workloads,
             },
             mixed_flavors: self.flavor == FlavorArg::Mixed,
-            timing: match self.timing {
-                TimingArg::Demo => Timing::demo(),
-                TimingArg::Fast => Timing::fast(),
+            timing: {
+                let mut timing = match self.timing {
+                    TimingArg::Demo => Timing::demo(),
+                    TimingArg::Fast => Timing::fast(),
+                };
+                if let Some(secs) = self.wave_period_secs {
+                    timing.wave_period = std::time::Duration::from_secs(secs.max(1));
+                }
+                timing
             },
             seed: self.seed,
             history_window: self.history_window,

@@ -23,6 +23,11 @@ pub struct Kubelets {
 }
 
 impl Kubelets {
+    /// The index revision at which nothing was left waiting, if it is quiet.
+    pub fn quiet_at(&self) -> Option<u64> {
+        self.quiet_at
+    }
+
     /// One pass of every kubelet; skipped while nothing changed since a pass that found
     /// nothing waiting.
     pub fn step(&mut self, state: &mut State, index: &Index, timing: &Timing, now: Instant) {

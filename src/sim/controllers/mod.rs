@@ -78,6 +78,13 @@ impl Controllers {
     }
 }
 
+impl Controllers {
+    /// The index revision at which the kubelets found nothing waiting (for tests).
+    pub fn kubelets_quiet(&self) -> Option<u64> {
+        self.kubelets.quiet_at()
+    }
+}
+
 /// Runs the controllers of `cluster` until `shutdown` turns true.
 pub async fn run(
     cluster: Arc<Cluster>,
@@ -94,5 +101,52 @@ pub async fn run(
         let now = Instant::now();
         let mut state = cluster.lock();
         controllers.step(&mut state, &cluster, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::machine_api::MachineApi;
+    use crate::sim::settings::{Flavor, Shape, Timing};
+    use crate::sim::shape;
+
+    #[tokio::test]
+    async fn a_quiet_cluster_goes_quiet() {
+        let mut state = State::new(100_000, 3);
+        let shape = Shape {
+            nodes_per_group: 20,
+            pods_per_node: 30,
+            ..Shape::default()
+        };
+        let built = shape::build(&mut state, "sim-1", Flavor::OpenShift, &shape).unwrap();
+        let timing = Timing {
+            wave_period: std::time::Duration::from_secs(86_400),
+            ..Timing::fast()
+        };
+        let cluster = Cluster::new(
+            "sim-1".into(),
+            Flavor::OpenShift,
+            timing.clone(),
+            "t".into(),
+            State::new(10, 1),
+            1,
+        );
+        let now = Instant::now();
+        let workloads = workloads::Workloads::new(built.replica_sets, built.daemon_sets, now);
+        let mut ctl = Controllers::new(
+            machines::MachineController::new(MachineApi::of(Flavor::OpenShift), built.infra),
+            Some(workloads),
+        );
+        // Let every delay run out, then expect nothing more to be written.
+        for i in 0..50 {
+            ctl.step(&mut state, &cluster, now + timing.machine_provision * i);
+        }
+        let rv = state.store.rv();
+        let revision = ctl.index.revision;
+        ctl.step(&mut state, &cluster, now + timing.machine_provision * 60);
+        assert_eq!(state.store.rv(), rv, "a quiet cluster kept writing");
+        assert_eq!(ctl.index.revision, revision);
+        assert_eq!(ctl.kubelets_quiet(), Some(revision));
     }
 }
