@@ -3,7 +3,7 @@
 //! costs what changed since the last one, not the size of the cluster; if the history has
 //! moved past the index (it fell out of the window) it rebuilds from the tables.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -67,6 +67,19 @@ pub struct Index {
     /// Bumped on every pod or node change the index applies: a controller that found nothing
     /// to do at some revision has nothing to do until it moves (or a timer of its own is due).
     pub revision: u64,
+    /// Work sets, so that a pass costs what is to be done, not the size of the cluster:
+    /// pods waiting for the scheduler (unbound, Pending) ...
+    pub waiting: BTreeSet<Key>,
+    /// ... bound pods waiting for their kubelet to start them ...
+    pub starting: BTreeSet<Key>,
+    /// ... pods marked for deletion ...
+    pub terminating: BTreeSet<Key>,
+    /// ... and nodes not Ready.
+    pub not_ready: BTreeSet<String>,
+    /// Live (not terminating) pods per controlling owner uid.
+    pub live_by_owner: HashMap<String, usize>,
+    /// Bumped when a node goes away (its pods must be collected).
+    pub nodes_removed: u64,
 }
 
 #[derive(Deserialize)]
@@ -93,9 +106,30 @@ struct OwnerRef {
 struct PodView {
     metadata: Meta,
     #[serde(default)]
-    spec: Value,
+    spec: PodSpecView,
     #[serde(default)]
     status: PodStatusView,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct PodSpecView {
+    #[serde(default)]
+    node_name: String,
+    #[serde(default)]
+    containers: Vec<ContainerView>,
+}
+
+#[derive(Deserialize, Default)]
+struct ContainerView {
+    #[serde(default)]
+    resources: ResourcesView,
+}
+
+#[derive(Deserialize, Default)]
+struct ResourcesView {
+    #[serde(default)]
+    requests: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -147,15 +181,19 @@ fn quantity(text: Option<&String>, milli: bool) -> i64 {
         })
 }
 
-/// The total requests of a pod spec.
+/// The total requests of a pod spec (as JSON).
 pub fn pod_requests(spec: &Value) -> Amounts {
+    let view: PodSpecView = serde_json::from_value(spec.clone()).unwrap_or_default();
+    requests_of(&view)
+}
+
+fn requests_of(spec: &PodSpecView) -> Amounts {
     let mut total = Amounts {
         pods: 1,
         ..Amounts::default()
     };
-    for c in spec["containers"].as_array().into_iter().flatten() {
-        let requests: BTreeMap<String, String> =
-            serde_json::from_value(c["resources"]["requests"].clone()).unwrap_or_default();
+    for c in &spec.containers {
+        let requests = &c.resources.requests;
         total.cpu += quantity(requests.get("cpu"), true);
         total.memory += quantity(requests.get("memory"), false);
         total.gpus += quantity(requests.get("nvidia.com/gpu"), false);
@@ -201,6 +239,8 @@ impl Index {
         *self = Index {
             capacity_epoch: self.capacity_epoch + 1,
             revision: self.revision + 1,
+            // Pods of nodes that went away while the index was behind must be looked at.
+            nodes_removed: self.nodes_removed + 1,
             ..Index::default()
         };
         for object in store.range(Resource::Nodes, None, None) {
@@ -237,7 +277,10 @@ impl Index {
                 }
             })
         else {
-            self.nodes.remove(&name);
+            if self.nodes.remove(&name).is_some() {
+                self.nodes_removed += 1;
+            }
+            self.not_ready.remove(&name);
             return;
         };
         let a = &view.status.allocatable;
@@ -247,6 +290,16 @@ impl Index {
             .iter()
             .any(|c| c["type"] == "Ready" && c["status"] == "True");
         let since = self.nodes.get(&name).map_or(now, |n| n.since);
+        let never_ready = view
+            .metadata
+            .annotations
+            .contains_key(NEVER_READY_ANNOTATION);
+        // Only nodes a kubelet will still bring up are work.
+        if ready || never_ready {
+            self.not_ready.remove(&name);
+        } else {
+            self.not_ready.insert(name.clone());
+        }
         let ip = view
             .status
             .addresses
@@ -265,10 +318,7 @@ impl Index {
                 taints: view.spec.taints,
                 ready,
                 unschedulable: view.spec.unschedulable,
-                never_ready: view
-                    .metadata
-                    .annotations
-                    .contains_key(NEVER_READY_ANNOTATION),
+                never_ready,
                 ip: ip
                     .and_then(|a| a["address"].as_str())
                     .unwrap_or_default()
@@ -278,16 +328,30 @@ impl Index {
         );
     }
 
-    fn apply_pod(&mut self, ty: EventType, object: &Stored, now: Instant) {
-        let old = self.pods.remove(&object.key);
-        if let Some(old) = &old
-            && counts_on_node(old)
-        {
+    fn forget_pod(&mut self, key: &Key, old: &PodInfo) {
+        if counts_on_node(old) {
             self.usage
                 .entry(old.node.clone())
                 .or_default()
                 .add(&old.requests, -1);
             self.capacity_epoch += 1;
+        }
+        self.waiting.remove(key);
+        self.starting.remove(key);
+        self.terminating.remove(key);
+        if !old.terminating
+            && !old.owner_uid.is_empty()
+            && let Some(n) = self.live_by_owner.get_mut(&old.owner_uid)
+        {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    fn apply_pod(&mut self, ty: EventType, object: &Stored, now: Instant) {
+        let key = &object.key;
+        let old = self.pods.remove(key);
+        if let Some(old) = &old {
+            self.forget_pod(key, old);
         }
         if ty == EventType::Deleted {
             return;
@@ -295,14 +359,11 @@ impl Index {
         let Ok(view) = serde_json::from_slice::<PodView>(&object.bytes) else {
             return;
         };
-        let node = view.spec["nodeName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let node = view.spec.node_name.clone();
         let terminating = view.metadata.deletion_timestamp.is_some();
         let requests = old
             .as_ref()
-            .map_or_else(|| pod_requests(&view.spec), |o| o.requests);
+            .map_or_else(|| requests_of(&view.spec), |o| o.requests);
         // `since` restarts when the pod changes state (bound, terminating).
         let since = match &old {
             Some(o) if o.node == node && o.terminating == terminating => o.since,
@@ -319,6 +380,14 @@ impl Index {
             .map(|o| o.uid.clone())
             .unwrap_or_default();
         let waiting = node.is_empty() && !terminating && view.status.phase == "Pending";
+        // The full spec is parsed only for pods the scheduler must place.
+        let spec = waiting
+            .then(|| {
+                serde_json::from_slice::<Value>(&object.bytes)
+                    .ok()
+                    .map(|mut v| Box::new(v["spec"].take()))
+            })
+            .flatten();
         let info = PodInfo {
             node,
             phase: view.status.phase,
@@ -327,7 +396,7 @@ impl Index {
             labels: view.metadata.labels,
             owner_uid,
             since,
-            spec: waiting.then(|| Box::new(view.spec)),
+            spec,
             unschedulable,
         };
         if counts_on_node(&info) {
@@ -336,7 +405,22 @@ impl Index {
                 .or_default()
                 .add(&info.requests, 1);
         }
-        self.pods.insert(object.key.clone(), info);
+        if info.terminating {
+            self.terminating.insert(key.clone());
+        } else {
+            if waiting {
+                self.waiting.insert(key.clone());
+            } else if !info.node.is_empty() && info.phase == "Pending" {
+                self.starting.insert(key.clone());
+            }
+            if !info.owner_uid.is_empty() {
+                *self
+                    .live_by_owner
+                    .entry(info.owner_uid.clone())
+                    .or_default() += 1;
+            }
+        }
+        self.pods.insert(key.clone(), info);
     }
 }
 

@@ -2,7 +2,7 @@
 //! Ready after its boot delay (unless its group is set never to be ready), a bound pod runs
 //! after its start delay once its node is Ready, a pod marked for deletion is removed after
 //! the termination delay, and pods of nodes that no longer exist are removed as the pod
-//! garbage collector does.
+//! garbage collector does. A pass looks only at the index's work sets.
 
 use std::time::Duration;
 
@@ -16,76 +16,68 @@ use crate::sim::settings::Timing;
 use crate::sim::store::Key;
 use crate::sim::workload::set_running;
 
-/// The kubelets' memory: the index revision at which nothing was left waiting on a delay.
+/// The kubelets' memory between passes.
 #[derive(Debug, Default)]
 pub struct Kubelets {
-    quiet_at: Option<u64>,
+    /// The index's count of removed nodes when orphaned pods were last collected.
+    collected: u64,
 }
 
 impl Kubelets {
-    /// The index revision at which nothing was left waiting, if it is quiet.
-    pub fn quiet_at(&self) -> Option<u64> {
-        self.quiet_at
-    }
-
-    /// One pass of every kubelet; skipped while nothing changed since a pass that found
-    /// nothing waiting.
+    /// One pass of every kubelet.
     pub fn step(&mut self, state: &mut State, index: &Index, timing: &Timing, now: Instant) {
-        if self.quiet_at == Some(index.revision) {
-            return;
-        }
-        let waiting = step(state, index, timing, now);
-        self.quiet_at = (!waiting).then_some(index.revision);
-    }
-}
-
-/// One pass of every kubelet; returns whether something waits on a delay still running.
-fn step(state: &mut State, index: &Index, timing: &Timing, now: Instant) -> bool {
-    let mut waiting = false;
-    let due = |since: Instant, delay: Duration| now.saturating_duration_since(since) >= delay;
-    let stamp = now_rfc3339();
-    for (name, node) in &index.nodes {
-        if !node.ready && !node.never_ready {
-            if due(node.since, timing.node_boot) {
+        let due = |since: Instant, delay: Duration| now.saturating_duration_since(since) >= delay;
+        let stamp = now_rfc3339();
+        for name in &index.not_ready {
+            if index
+                .nodes
+                .get(name)
+                .is_some_and(|n| due(n.since, timing.node_boot))
+            {
                 let _ = state.modify(Resource::Nodes, &Key::cluster(name), |v| {
                     set_node_ready(v, true, &stamp)
                 });
-            } else {
-                waiting = true;
             }
         }
-    }
-    let mut purge = Vec::new();
-    let mut start = Vec::new();
-    for (key, pod) in &index.pods {
-        if pod.terminating {
-            if due(pod.since, timing.pod_termination) {
-                purge.push(key);
-            } else {
-                waiting = true;
-            }
-            continue;
+        let mut purge: Vec<&Key> = index
+            .terminating
+            .iter()
+            .filter(|k| {
+                index
+                    .pods
+                    .get(*k)
+                    .is_some_and(|p| due(p.since, timing.pod_termination))
+            })
+            .collect();
+        if self.collected != index.nodes_removed {
+            // A node went away: its pods are collected (a rare, whole-cluster pass).
+            self.collected = index.nodes_removed;
+            purge.extend(
+                index
+                    .pods
+                    .iter()
+                    .filter(|(_, p)| !p.node.is_empty() && !index.nodes.contains_key(&p.node))
+                    .map(|(k, _)| k),
+            );
         }
-        if pod.node.is_empty() {
-            continue;
-        }
-        match index.nodes.get(&pod.node) {
-            None => purge.push(key),
-            Some(node) if node.ready && pod.phase == "Pending" => {
-                if due(pod.since, timing.pod_start) {
-                    start.push((key, node.ip.as_str()));
-                } else {
-                    waiting = true;
+        let mut start = Vec::new();
+        for key in &index.starting {
+            let Some(pod) = index.pods.get(key) else {
+                continue;
+            };
+            match index.nodes.get(&pod.node) {
+                None => purge.push(key),
+                Some(node) if node.ready && due(pod.since, timing.pod_start) => {
+                    start.push((key, node.ip.as_str()))
                 }
+                Some(_) => {}
             }
-            Some(_) => {}
+        }
+        for key in purge {
+            state.purge(Resource::Pods, key);
+        }
+        for (key, ip) in start {
+            let _ = state.modify(Resource::Pods, key, |v| set_running(v, ip, &stamp));
         }
     }
-    for key in purge {
-        state.purge(Resource::Pods, key);
-    }
-    for (key, ip) in start {
-        let _ = state.modify(Resource::Pods, key, |v| set_running(v, ip, &stamp));
-    }
-    waiting
 }

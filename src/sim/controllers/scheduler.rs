@@ -168,15 +168,16 @@ impl Scheduler {
         self.seen_revision = Some(index.revision);
         let retry_unschedulable = index.capacity_epoch != self.tried_epoch;
         self.tried_epoch = index.capacity_epoch;
-        let mut pending: Vec<(&Key, &super::index::PodInfo)> = index
-            .pods
+        // The waiting set is ordered by key: a stable order of placement.
+        let pending: Vec<(&Key, &super::index::PodInfo)> = index
+            .waiting
             .iter()
-            .filter(|(_, p)| p.spec.is_some() && (retry_unschedulable || !p.unschedulable))
+            .filter_map(|k| index.pods.get(k).map(|p| (k, p)))
+            .filter(|(_, p)| retry_unschedulable || !p.unschedulable)
             .collect();
         if pending.is_empty() {
             return;
         }
-        pending.sort_by(|a, b| a.0.cmp(b.0));
         // Bindings made in this pass, not yet seen by the index.
         let mut added: HashMap<&str, Amounts> = HashMap::new();
         for (key, pod) in pending {

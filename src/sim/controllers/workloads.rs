@@ -20,8 +20,6 @@ pub struct Workloads {
     pub replica_sets: Vec<ReplicaSetSpec>,
     pub daemon_sets: Vec<DaemonSetSpec>,
     started: Instant,
-    /// The index revision and wanted replica counts of the last pass that changed nothing.
-    quiet: Option<(u64, Vec<usize>)>,
 }
 
 /// The node a pending DaemonSet pod is pinned to (its required `metadata.name` affinity).
@@ -41,7 +39,6 @@ impl Workloads {
             replica_sets,
             daemon_sets,
             started,
-            quiet: None,
         }
     }
 
@@ -49,58 +46,56 @@ impl Workloads {
     pub fn step(&mut self, state: &mut State, index: &Index, wave_period: Duration, now: Instant) {
         let phase = now.saturating_duration_since(self.started).as_secs_f64()
             / wave_period.as_secs_f64().max(1e-3);
-        let wanted: Vec<usize> = self
-            .replica_sets
-            .iter()
-            .map(|rs| rs.replicas_at(phase))
-            .collect();
-        if self
-            .quiet
-            .as_ref()
-            .is_some_and(|(rev, w)| *rev == index.revision && *w == wanted)
-        {
-            return;
-        }
-        let revision_before = state.store.rv();
-        let mut live: HashMap<&str, Vec<(&Key, bool)>> = HashMap::new();
-        for (key, p) in &index.pods {
-            if !p.terminating && !p.owner_uid.is_empty() {
-                live.entry(p.owner_uid.as_str())
-                    .or_default()
-                    .push((key, p.node.is_empty()));
+        let live = |uid: &str| index.live_by_owner.get(uid).copied().unwrap_or(0);
+        let stamp = now_rfc3339();
+        let mut surplus: HashMap<&str, usize> = HashMap::new();
+        for rs in &self.replica_sets {
+            let (want, have) = (rs.replicas_at(phase), live(&rs.uid));
+            for _ in have..want {
+                let name =
+                    state.fresh_name(Resource::Pods, &rs.namespace, &format!("{}-", rs.name));
+                let object = pod(
+                    &name,
+                    &rs.namespace,
+                    ("ReplicaSet", &rs.name, &rs.uid),
+                    &rs.template,
+                    Placement::Unbound,
+                    &stamp,
+                );
+                let _ = state.create(Resource::Pods, &rs.namespace, object);
+            }
+            if have > want {
+                surplus.insert(rs.uid.as_str(), have - want);
             }
         }
-        let stamp = now_rfc3339();
-        for (rs, &want) in self.replica_sets.iter().zip(&wanted) {
-            let mut pods = live.remove(rs.uid.as_str()).unwrap_or_default();
-            if pods.len() < want {
-                for _ in pods.len()..want {
-                    let name =
-                        state.fresh_name(Resource::Pods, &rs.namespace, &format!("{}-", rs.name));
-                    let object = pod(
-                        &name,
-                        &rs.namespace,
-                        ("ReplicaSet", &rs.name, &rs.uid),
-                        &rs.template,
-                        Placement::Unbound,
-                        &stamp,
-                    );
-                    let _ = state.create(Resource::Pods, &rs.namespace, object);
-                }
-            } else if pods.len() > want {
-                // Unscheduled pods go first, then the newest names (a stable order).
-                pods.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.0.cmp(a.0)));
-                let excess = pods.len() - want;
-                for (key, _) in pods.into_iter().take(excess) {
+        if !surplus.is_empty() {
+            // Unscheduled pods go first, then the newest names (a stable order).
+            let mut victims: Vec<(&str, bool, &Key)> = index
+                .pods
+                .iter()
+                .filter(|(_, p)| !p.terminating && surplus.contains_key(p.owner_uid.as_str()))
+                .map(|(k, p)| (p.owner_uid.as_str(), p.node.is_empty(), k))
+                .collect();
+            victims.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| b.2.cmp(a.2)));
+            for (owner, _, key) in victims {
+                if let Some(n) = surplus.get_mut(owner).filter(|n| **n > 0) {
+                    *n -= 1;
                     let _ = state.delete(Resource::Pods, key, &DeleteOptions::default());
                 }
             }
         }
-        // Which nodes each DaemonSet already covers (bound, or pinned and pending).
+        // DaemonSets: a full look only when a set's pod count differs from the node count.
+        if self
+            .daemon_sets
+            .iter()
+            .all(|ds| live(&ds.uid) == index.nodes.len())
+        {
+            return;
+        }
         let mut covered: HashSet<(&str, &str)> = HashSet::new();
         let mut stranded = Vec::new();
         for (key, p) in &index.pods {
-            if p.terminating || p.owner_uid.is_empty() {
+            if p.terminating || !self.daemon_sets.iter().any(|ds| ds.uid == p.owner_uid) {
                 continue;
             }
             let node = if p.node.is_empty() {
@@ -109,8 +104,9 @@ impl Workloads {
                 Some(p.node.as_str())
             };
             if let Some(node) = node {
-                covered.insert((p.owner_uid.as_str(), node));
-                if p.node.is_empty() && !index.nodes.contains_key(node) {
+                if index.nodes.contains_key(node) {
+                    covered.insert((p.owner_uid.as_str(), node));
+                } else if p.node.is_empty() {
                     stranded.push(key);
                 }
             }
@@ -136,7 +132,5 @@ impl Workloads {
                 let _ = state.create(Resource::Pods, &ds.namespace, object);
             }
         }
-        // Nothing written: nothing to do until the pods, nodes or wave move.
-        self.quiet = (state.store.rv() == revision_before).then_some((index.revision, wanted));
     }
 }
