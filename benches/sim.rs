@@ -137,6 +137,24 @@ async fn bench() {
     );
 
     let sim1 = fleet.cluster(1).unwrap();
+    // For comparison: the same pods held as serde_json::Value trees.
+    let pod_count = {
+        let before = rss_mib();
+        let trees: Vec<serde_json::Value> = sim1
+            .state()
+            .store
+            .range(Resource::Pods, None, None)
+            .map(|o| o.value())
+            .collect();
+        let grown = rss_mib() - before;
+        println!(
+            "  the same {} pods as serde_json::Value trees would take {:.0} bytes each",
+            trees.len(),
+            grown * 1048576.0 / trees.len().max(1) as f64
+        );
+        trees.len()
+    };
+    let _ = pod_count;
     let mut config = sim1.kube_config().await.unwrap();
     config.default_retry = false;
     let client = kube::Client::try_from(config).unwrap();
