@@ -362,3 +362,59 @@ async fn malformed_requests_get_status_errors() {
     );
     fleet.shutdown().await;
 }
+
+#[tokio::test]
+async fn leases_and_both_event_apis() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Event;
+    use k8s_openapi::api::events::v1::Event as EventV1;
+    let fleet = fleet(Flavor::OpenShift, false, 10_000).await;
+    let c = client(fleet.cluster(1).unwrap()).await;
+    // Leader election: create, renew with the current version, lose on a stale one.
+    let leases: Api<Lease> = Api::namespaced(c.clone(), "openshift-machine-api");
+    let lease: Lease = serde_json::from_value(json!({"metadata": {"name": "fleetscaler"}, "spec": {"holderIdentity": "a", "leaseDurationSeconds": 15}})).unwrap();
+    let held = leases.create(&PostParams::default(), &lease).await.unwrap();
+    let mut renewed = held.clone();
+    renewed.spec.as_mut().unwrap().holder_identity = Some("b".into());
+    leases
+        .replace("fleetscaler", &PostParams::default(), &renewed)
+        .await
+        .unwrap();
+    assert_eq!(
+        api_error(
+            leases
+                .replace("fleetscaler", &PostParams::default(), &held)
+                .await
+                .unwrap_err()
+        )
+        .0,
+        409
+    );
+    // Core events select by involved object; events.k8s.io events are served too.
+    let events: Api<Event> = Api::namespaced(c.clone(), "default");
+    let ev: Event = serde_json::from_value(json!({"metadata": {"name": "e1"}, "reason": "ScaledUpGroup", "type": "Normal",
+        "involvedObject": {"kind": "ConfigMap", "name": "cluster-autoscaler-status", "namespace": "default"}, "message": "scaled"})).unwrap();
+    events.create(&PostParams::default(), &ev).await.unwrap();
+    let found = events
+        .list(
+            &ListParams::default()
+                .fields("involvedObject.name=cluster-autoscaler-status,reason=ScaledUpGroup"),
+        )
+        .await
+        .unwrap();
+    assert_eq!(found.items.len(), 1);
+    let v1: Api<EventV1> = Api::namespaced(c, "default");
+    let ev1: EventV1 = serde_json::from_value(json!({"metadata": {"name": "e2"}, "eventTime": "2026-01-01T00:00:00.000000Z",
+        "reason": "TriggeredScaleUp", "type": "Normal", "action": "ScaleUp", "reportingController": "fleetscaler", "reportingInstance": "hub",
+        "regarding": {"kind": "Pod", "name": "web", "namespace": "default"}})).unwrap();
+    v1.create(&PostParams::default(), &ev1).await.unwrap();
+    assert_eq!(
+        v1.list(&ListParams::default().fields("regarding.name=web"))
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1
+    );
+    fleet.shutdown().await;
+}

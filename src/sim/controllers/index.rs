@@ -481,4 +481,58 @@ mod tests {
         assert_eq!(index.nodes.len(), 5);
         assert_eq!(index.nodes["n0"].allocatable.cpu, 4000);
     }
+
+    #[test]
+    fn work_sets_follow_a_pods_life() {
+        let mut store = Store::new(100);
+        let mut index = Index::default();
+        let key = Key::new("ns", "p");
+        let mut pod = json!({"metadata": {"name": "p", "namespace": "ns",
+                "ownerReferences": [{"uid": "rs-1", "controller": true}]},
+            "spec": {"containers": [{"name": "c"}]}, "status": {"phase": "Pending"}});
+        store.put(Resource::Pods, key.clone(), &mut pod, EventType::Added);
+        index.sync(&store, Instant::now());
+        assert!(index.waiting.contains(&key) && index.pods[&key].spec.is_some());
+        assert_eq!(index.live_by_owner["rs-1"], 1);
+        pod["spec"]["nodeName"] = json!("n1");
+        store.put(Resource::Pods, key.clone(), &mut pod, EventType::Modified);
+        index.sync(&store, Instant::now());
+        assert!(!index.waiting.contains(&key) && index.starting.contains(&key));
+        pod["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        store.put(Resource::Pods, key.clone(), &mut pod, EventType::Modified);
+        index.sync(&store, Instant::now());
+        assert!(index.terminating.contains(&key) && !index.starting.contains(&key));
+        assert_eq!(index.live_by_owner["rs-1"], 0);
+        store.remove(Resource::Pods, &key, &mut pod);
+        index.sync(&store, Instant::now());
+        assert!(index.terminating.is_empty() && index.pods.is_empty());
+    }
+
+    #[test]
+    fn nodes_not_ready_are_work_until_ready_or_never() {
+        let mut store = Store::new(100);
+        let mut index = Index::default();
+        let mut node = json!({"metadata": {"name": "n1"}, "status": {"conditions": [{"type": "Ready", "status": "False"}]}});
+        store.put(
+            Resource::Nodes,
+            Key::cluster("n1"),
+            &mut node,
+            EventType::Added,
+        );
+        index.sync(&store, Instant::now());
+        assert!(index.not_ready.contains("n1"));
+        node["status"]["conditions"][0]["status"] = json!("True");
+        store.put(
+            Resource::Nodes,
+            Key::cluster("n1"),
+            &mut node,
+            EventType::Modified,
+        );
+        index.sync(&store, Instant::now());
+        assert!(index.not_ready.is_empty() && index.nodes["n1"].ready);
+        let removed = index.nodes_removed;
+        store.remove(Resource::Nodes, &Key::cluster("n1"), &mut node);
+        index.sync(&store, Instant::now());
+        assert_eq!(index.nodes_removed, removed + 1);
+    }
 }
