@@ -418,3 +418,49 @@ async fn leases_and_both_event_apis() {
     );
     fleet.shutdown().await;
 }
+
+#[tokio::test]
+async fn hostile_numbers_are_refused_or_clamped() {
+    let fleet = fleet(Flavor::OpenShift, false, 10_000).await;
+    let cluster = fleet.cluster(1).unwrap();
+    let c = client(cluster).await;
+    let get = |uri: String| http::Request::builder().uri(uri).body(Vec::new()).unwrap();
+    // A resourceVersion at the top of u64 and a huge timeout neither panic nor hang.
+    let watch = get(format!(
+        "/api/v1/namespaces/default/configmaps?watch=1&resourceVersion={}&timeoutSeconds={}",
+        u64::MAX,
+        u64::MAX
+    ));
+    let started = tokio::time::timeout(std::time::Duration::from_secs(5), c.request_stream(watch))
+        .await
+        .unwrap();
+    assert!(started.is_ok());
+    // Replica counts beyond int32 are invalid, through the object as through its scale.
+    let sets = sim_support::machine_api(
+        &c,
+        "machine.openshift.io",
+        "MachineSet",
+        "machinesets",
+        "openshift-machine-api",
+    );
+    let name = format!("{}-worker-us-east-1a", cluster.infra);
+    let e = sets
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 1u64 << 40}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(e).0, 422);
+    let e = sets
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": "three"}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_error(e).0, 422);
+    fleet.shutdown().await;
+}

@@ -123,7 +123,7 @@ async fn serve_request(
         None => {}
     }
     if faults.latency_ms > 0 {
-        tokio::time::sleep(Duration::from_millis(faults.latency_ms)).await;
+        tokio::time::sleep(Duration::from_millis(faults.latency_ms.min(600_000))).await;
     }
     let authorized = req
         .headers()

@@ -110,9 +110,10 @@ pub fn start(
     if query.send_initial_events && query.allow_bookmarks {
         pending.push_back(bookmark_frame(resource, pos, true));
     }
-    let timeout = query
-        .timeout_seconds
-        .map_or(DEFAULT_TIMEOUT, Duration::from_secs);
+    // Clamped: a client's huge timeoutSeconds must not overflow the deadline.
+    let timeout = query.timeout_seconds.map_or(DEFAULT_TIMEOUT, |s| {
+        Duration::from_secs(s.min(DEFAULT_TIMEOUT.as_secs()))
+    });
     let interval = cluster.timing.bookmark_interval;
     let watcher = Watcher {
         cluster: cluster.clone(),

@@ -21,6 +21,9 @@ use crate::sim::registry::{DeleteOptions, State, now_rfc3339};
 use crate::sim::settings::{Flavor, Timing};
 use crate::sim::store::Key;
 
+/// Machines created per MachineSet and pass, at most.
+const MACHINE_BURST: usize = 100;
+
 /// A Machine as the controller sees it.
 #[derive(Debug)]
 struct MachineView {
@@ -157,7 +160,9 @@ impl MachineController {
                 .filter(|m| m.owner_uid == uid && !m.deleting)
                 .collect();
             if alive.len() < want {
-                for _ in alive.len()..want {
+                // At most a burst per pass, as real controllers: a huge replica count grows
+                // the set over many passes instead of stalling the cluster.
+                for _ in alive.len()..want.min(alive.len() + MACHINE_BURST) {
                     let _ = create_machine(state, &self.api, &self.infra, set);
                 }
             } else if alive.len() > want {

@@ -291,7 +291,10 @@ impl State {
             let generation = old_value["metadata"]["generation"].as_i64().unwrap_or(1);
             object["metadata"]["generation"] = json!(generation + 1);
         }
-        check_schema(resource, &object, &key.name)?;
+        // Controllers' writes are trusted (and frequent): only clients' are checked.
+        if mode != WriteMode::Internal {
+            check_schema(resource, &object, &key.name)?;
+        }
         let deleting = object["metadata"].get("deletionTimestamp").is_some();
         let finalizers_left = object["metadata"]["finalizers"]
             .as_array()

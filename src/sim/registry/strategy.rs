@@ -62,6 +62,19 @@ pub(super) fn validate_name(kind: &str, name: &str) -> Result<(), ApiError> {
 /// Core resources are checked against their k8s-openapi types, so a field of the wrong
 /// shape is refused as a real API server refuses it; custom resources are schemaless here.
 pub(super) fn check_schema(resource: Resource, object: &Value, name: &str) -> Result<(), ApiError> {
+    // Scalable resources declare `spec.replicas` as an int32 in their CRDs.
+    if resource.def().scale
+        && let Some(r) = object["spec"].get("replicas")
+        && !r
+            .as_i64()
+            .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r))
+    {
+        return Err(ApiError::invalid(
+            resource.def().kind,
+            name,
+            format!("spec.replicas: Invalid value: {r}: must be a non-negative 32-bit integer"),
+        ));
+    }
     use k8s_openapi::api::{coordination, core, events, policy};
     let result = match resource {
         Resource::Pods => core::v1::Pod::deserialize(object).map(drop),

@@ -49,10 +49,12 @@ impl History {
         let Some(first) = self.events.front().map(|e| e.object.rv) else {
             return Ok(self.events.range(0..0));
         };
-        if rv + 1 < first {
+        // Any u64 can come from a client: no arithmetic here may overflow.
+        let next = rv.saturating_add(1);
+        if next < first {
             return Err(Expired { oldest: first - 1 });
         }
-        let start = usize::try_from(rv + 1 - first)
+        let start = usize::try_from(next - first)
             .unwrap_or(usize::MAX)
             .min(self.events.len());
         Ok(self.events.range(start..))
