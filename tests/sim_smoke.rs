@@ -13,6 +13,14 @@ async fn lists_nodes_and_pods() {
     let nodes: Api<Node> = Api::all(client.clone());
     let list = nodes.list(&ListParams::default()).await.unwrap();
     assert_eq!(list.items.len(), 3 + 6);
+    // Every node of the initial shape is Ready from the start, control plane included.
+    let ready = |n: &Node| {
+        n.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    };
+    assert!(list.items.iter().all(ready));
     let pods: Api<Pod> = Api::all(client);
     let list = pods.list(&ListParams::default()).await.unwrap();
     assert!(list.items.len() > 20, "{}", list.items.len());

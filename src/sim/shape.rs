@@ -120,6 +120,11 @@ fn control_plane(
         state.seed(api.machines, api.namespace, machine)?;
         let key = Key::new(api.namespace, &name);
         if let Some(node) = provision_as(state, api, infra, &key, None, &profile)? {
+            // The control plane is up before anything else: Ready from the start.
+            let stamp = now_rfc3339();
+            state.modify(Resource::Nodes, &Key::cluster(&node), |v| {
+                set_node_ready(v, true, &stamp)
+            })?;
             nodes.push((node, String::new(), false));
         }
     }
