@@ -143,4 +143,59 @@ mod tests {
         assert_eq!(state.store.rv(), rv, "a quiet cluster kept writing");
         assert_eq!(ctl.index.revision, revision);
     }
+
+    #[tokio::test]
+    async fn kubelets_bring_registered_nodes_up() {
+        let mut state = State::new(1000, 3);
+        let shape = Shape {
+            nodes_per_group: 1,
+            pods_per_node: 3,
+            workloads: false,
+            ..Shape::default()
+        };
+        let built = shape::build(&mut state, "sim-1", Flavor::OpenShift, &shape).unwrap();
+        let timing = Timing::fast();
+        let cluster = Cluster::new(
+            "sim-1".into(),
+            Flavor::OpenShift,
+            timing.clone(),
+            "t".into(),
+            State::new(10, 1),
+            1,
+        );
+        let mut ctl = Controllers::new(
+            machines::MachineController::new(MachineApi::of(Flavor::OpenShift), built.infra),
+            None,
+        );
+        let now = Instant::now();
+        ctl.step(&mut state, &cluster, now);
+        // A node registers not Ready after the index was built.
+        let name = state
+            .store
+            .range(Resource::Nodes, None, None)
+            .next()
+            .unwrap()
+            .key
+            .name
+            .to_string();
+        let key = crate::sim::store::Key::cluster(&name);
+        let stamp = crate::sim::registry::now_rfc3339();
+        state
+            .modify(Resource::Nodes, &key, |v| {
+                crate::sim::machine_api::set_node_ready(v, false, &stamp)
+            })
+            .unwrap();
+        ctl.step(&mut state, &cluster, now + timing.tick);
+        assert!(!crate::sim::machine_api::node_is_ready(
+            &state.store.get(Resource::Nodes, &key).unwrap().value()
+        ));
+        ctl.step(
+            &mut state,
+            &cluster,
+            now + timing.tick + timing.node_boot * 2,
+        );
+        assert!(crate::sim::machine_api::node_is_ready(
+            &state.store.get(Resource::Nodes, &key).unwrap().value()
+        ));
+    }
 }
