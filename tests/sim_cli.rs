@@ -107,8 +107,9 @@ async fn sim_command_serves_until_sigterm() {
     let cleared = http(&admin, "DELETE", "/clusters/sim-1/faults", "");
     assert!(cleared.contains("\"errorRate\":0.0"), "{cleared}");
 
-    let status = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+    // The shell's own `kill`: no procps needed.
+    let status = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", child.id())])
         .status()
         .unwrap();
     assert!(status.success());
