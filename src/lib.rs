@@ -8,3 +8,4 @@ pub mod cli;
 pub mod config;
 pub mod engine;
 pub mod model;
+pub mod sim;

@@ -21,6 +21,8 @@ enum Command {
     Plan(fleetscaler::cli::plan::PlanArgs),
     /// Validate fleet.toml and print each cluster's effective settings with their sources.
     CheckConfig(fleetscaler::cli::check_config::CheckConfigArgs),
+    /// Run only a simulated fleet (HTTPS Kubernetes API servers on loopback), for kubectl or tests.
+    Sim(fleetscaler::sim::cli::SimArgs),
 }
 
 fn main() -> ExitCode {
@@ -33,6 +35,13 @@ fn main() -> ExitCode {
         Command::CheckConfig(args) => {
             fleetscaler::cli::check_config::run(&args, &mut out).map_err(anyhow::Error::from)
         }
+        Command::Sim(args) => {
+            drop(out);
+            runtime().and_then(|rt| {
+                rt.block_on(fleetscaler::sim::cli::run(args))
+                    .map_err(anyhow::Error::from)
+            })
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -43,6 +52,12 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
 }
 
 fn broken_pipe(e: &anyhow::Error) -> bool {

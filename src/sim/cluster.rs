@@ -1,0 +1,62 @@
+//! One simulated cluster: its state behind one lock, its fault switch, timing and
+//! credentials. Everything that serves or changes the cluster holds an `Arc<Cluster>`.
+
+use std::sync::{Mutex, MutexGuard};
+
+use crate::sim::faults::FaultSwitch;
+use crate::sim::registry::State;
+use crate::sim::rng::Rng;
+use crate::sim::settings::{Flavor, Timing};
+
+/// A simulated cluster.
+#[derive(Debug)]
+pub struct Cluster {
+    /// The kubeconfig context name, `sim-<n>`.
+    pub name: String,
+    pub flavor: Flavor,
+    pub timing: Timing,
+    pub faults: FaultSwitch,
+    /// The bearer token clients must present.
+    pub token: String,
+    state: Mutex<State>,
+    /// Fault rolls draw from their own source so they do not disturb the state's sequence.
+    fault_rng: Mutex<Rng>,
+}
+
+impl Cluster {
+    pub fn new(
+        name: String,
+        flavor: Flavor,
+        timing: Timing,
+        token: String,
+        state: State,
+        seed: u64,
+    ) -> Self {
+        Cluster {
+            name,
+            flavor,
+            timing,
+            faults: FaultSwitch::default(),
+            token,
+            state: Mutex::new(state),
+            fault_rng: Mutex::new(Rng::new(seed ^ 0x5eed_fa17)),
+        }
+    }
+
+    /// The cluster's state. Never held across an `.await`. A panic while holding it cannot
+    /// leave an object half-written (writes are single inserts), so a poisoned lock is
+    /// still safe to use.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A uniform draw in `[0, 1)` for fault injection.
+    pub fn roll(&self) -> f64 {
+        self.fault_rng
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .next_f64()
+    }
+}

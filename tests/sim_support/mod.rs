@@ -1,0 +1,71 @@
+//! Shared helpers of the simulated-fleet integration tests.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use fleetscaler::sim::fleet::{ClusterHandle, Fleet};
+use fleetscaler::sim::settings::{Flavor, FleetSettings, Shape, Timing};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::{Api, Client};
+
+/// A one-cluster fleet with fast timing; `workloads` off keeps the cluster quiet.
+pub async fn fleet(flavor: Flavor, workloads: bool, history_window: usize) -> Fleet {
+    Fleet::start(FleetSettings {
+        clusters: 1,
+        shape: Shape {
+            flavor,
+            nodes_per_group: 1,
+            pods_per_node: 6,
+            workloads,
+        },
+        // Waves slow enough that replica counts hold still during a test.
+        timing: Timing {
+            wave_period: Duration::from_secs(3600),
+            ..Timing::fast()
+        },
+        history_window,
+        ..FleetSettings::default()
+    })
+    .await
+    .unwrap()
+}
+
+/// A kube client that reports 429s and 5xx at once instead of retrying them (kube's
+/// default policy retries 429 up to 15 times), so tests see what the server said.
+pub async fn client(cluster: &ClusterHandle) -> Client {
+    let mut config = cluster.kube_config().await.unwrap();
+    config.default_retry = false;
+    Client::try_from(config).unwrap()
+}
+
+/// Polls `check` until it yields `Some`, for at most `limit`; panics with `what` otherwise.
+pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {limit:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A dynamic API for a Machine API kind.
+pub fn machine_api(
+    client: &Client,
+    group: &str,
+    kind: &str,
+    plural: &str,
+    ns: &str,
+) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(group, "v1beta1", kind);
+    let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
