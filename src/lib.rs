@@ -5,6 +5,7 @@
 //! execute and report it. See `docs/architecture.md`.
 
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod engine;
 pub mod model;

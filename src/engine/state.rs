@@ -172,6 +172,17 @@ impl EngineState {
         self.back_off(group, now, reason, settings);
     }
 
+    /// A scale-up the hub did not carry out for a reason that is not the group's fault
+    /// (dry run, not the leader, the group changed since the snapshot): forget it, no backoff.
+    pub fn forget_scale_up(&mut self, group: &str, nodes: u64) {
+        if let Some(increments) = self.scale_ups.get_mut(group) {
+            consume_newest(increments, nodes);
+            if increments.is_empty() {
+                self.scale_ups.remove(group);
+            }
+        }
+    }
+
     /// The hub could not remove a node: scale-down pauses for `scale_down_delay_after_failure`.
     pub fn record_scale_down_failure(&mut self, now: Timestamp) {
         self.last_scale_down_failure = Some(now);
@@ -271,6 +282,18 @@ mod tests {
         st.record_scale_up_failure("g", 3, at(1), "forbidden".into(), &s);
         assert_eq!(st.scale_ups["g"].len(), 1);
         assert!(st.backed_off("g", at(2)).is_some());
+    }
+
+    #[test]
+    fn a_scale_up_not_carried_out_is_forgotten_without_backoff() {
+        let mut st = EngineState::default();
+        st.record_scale_up("g", 2, at(0));
+        st.record_scale_up("g", 3, at(1));
+        st.forget_scale_up("g", 4);
+        assert_eq!(st.scale_ups["g"][0].nodes, 1);
+        st.forget_scale_up("g", 1);
+        assert!(!st.scale_ups.contains_key("g"));
+        assert!(st.backoff.is_empty());
     }
 
     #[test]

@@ -199,6 +199,16 @@ pub struct Settings {
     /// Longest termination grace given to a pod evicted for a scale-down.
     #[serde(with = "duration_serde")]
     pub max_pod_grace_period: Duration,
+    /// How long evictions of a node's pods are retried (a PodDisruptionBudget refusing
+    /// them) before its scale-down fails and is rolled back.
+    #[serde(with = "duration_serde")]
+    pub max_pod_eviction_time: Duration,
+    /// Pause between tainting a node and draining it, so that pods the scheduler placed
+    /// just before the taint are seen.
+    #[serde(with = "duration_serde")]
+    pub node_delete_delay_after_taint: Duration,
+    /// Also cordon (`spec.unschedulable`) a node being removed, not only taint it.
+    pub cordon_node_before_terminating: bool,
     /// Nodes removed at once, empty and drained together.
     pub max_scale_down_parallelism: u64,
     /// Nodes drained at once.
@@ -261,6 +271,9 @@ impl Default for Settings {
             skip_nodes_with_local_storage: true,
             skip_nodes_with_system_pods: true,
             max_pod_grace_period: Duration::from_secs(600),
+            max_pod_eviction_time: Duration::from_secs(2 * MINUTE),
+            node_delete_delay_after_taint: Duration::from_secs(5),
+            cordon_node_before_terminating: true,
             max_scale_down_parallelism: 10,
             max_drain_parallelism: 1,
             max_node_provision_time: Duration::from_secs(15 * MINUTE),

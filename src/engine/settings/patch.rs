@@ -120,6 +120,11 @@ settings_patch! {
     skip_nodes_with_system_pods: bool => any,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     max_pod_grace_period: Duration => any,
+    #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
+    max_pod_eviction_time: Duration => any,
+    #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
+    node_delete_delay_after_taint: Duration => any,
+    cordon_node_before_terminating: bool => any,
     max_scale_down_parallelism: u64 => at_least_one,
     max_drain_parallelism: u64 => at_least_one,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]

@@ -1,0 +1,172 @@
+//! A kube client for one cluster, from a context of one or more kubeconfig files.
+//!
+//! TLS is rustls only. Bearer tokens, client certificates and `exec` credential plugins
+//! come from the kubeconfig, as kubectl reads them. kube's built-in retry is turned off:
+//! the executor decides itself what a 409 or a 429 means (a PodDisruptionBudget refusing an
+//! eviction is a 429 that must be retried on the eviction's own clock, not kube's).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+
+/// How long a watch may stay silent before the connection is considered dead. Watches ask
+/// the server to end them after 290 s and bookmarks arrive well within that.
+const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(300);
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot read kubeconfig {}: {source}", path.display())]
+    ReadKubeconfig {
+        path: PathBuf,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error(
+        "no kubeconfig: set hub.kubeconfigs or the cluster's kubeconfig in fleet.toml, or KUBECONFIG ({source})"
+    )]
+    DefaultKubeconfig {
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error("kubeconfig context {context:?}: {source}")]
+    Context {
+        context: String,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error("building the client for context {context:?}: {source}")]
+    Build {
+        context: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// The kubeconfig a cluster reads: its own file if fleet.toml names one, else the hub's
+/// files merged in order (the first file wins for a name defined twice, as with KUBECONFIG),
+/// else the default (`KUBECONFIG`, `~/.kube/config`).
+pub fn load_kubeconfig(
+    cluster_file: Option<&Path>,
+    hub_files: &[PathBuf],
+) -> Result<Kubeconfig, ClientError> {
+    let read = |path: &Path| {
+        Kubeconfig::read_from(path).map_err(|source| ClientError::ReadKubeconfig {
+            path: path.to_path_buf(),
+            source,
+        })
+    };
+    if let Some(path) = cluster_file {
+        return read(path);
+    }
+    let mut merged: Option<Kubeconfig> = None;
+    for path in hub_files {
+        let next = read(path)?;
+        merged = Some(match merged {
+            None => next,
+            Some(m) => m
+                .merge(next)
+                .map_err(|source| ClientError::ReadKubeconfig {
+                    path: path.clone(),
+                    source,
+                })?,
+        });
+    }
+    match merged {
+        Some(kc) => Ok(kc),
+        None => Kubeconfig::read().map_err(|source| ClientError::DefaultKubeconfig { source }),
+    }
+}
+
+/// A client for `context` of `kubeconfig`, with the hub's timeouts.
+pub async fn connect(
+    kubeconfig: Kubeconfig,
+    context: &str,
+    request_timeout: Duration,
+) -> Result<kube::Client, ClientError> {
+    let options = KubeConfigOptions {
+        context: Some(context.to_string()),
+        ..KubeConfigOptions::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|source| ClientError::Context {
+            context: context.to_string(),
+            source,
+        })?;
+    from_config(config, context, request_timeout)
+}
+
+/// A client from an already resolved configuration (the simulated fleet hands these out).
+pub fn from_config(
+    mut config: kube::Config,
+    context: &str,
+    request_timeout: Duration,
+) -> Result<kube::Client, ClientError> {
+    config.connect_timeout = Some(request_timeout);
+    config.write_timeout = Some(request_timeout);
+    config.read_timeout = Some(WATCH_READ_TIMEOUT);
+    config.default_retry = false;
+    kube::Client::try_from(config).map_err(|source| ClientError::Build {
+        context: context.to_string(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = r#"
+apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: a
+  user: {token: secret}
+contexts:
+- name: east
+  context: {cluster: a, user: a}
+"#;
+
+    #[tokio::test]
+    async fn a_missing_context_is_named() {
+        let kc = Kubeconfig::from_yaml(ONE).unwrap();
+        let Err(err) = connect(kc, "west", Duration::from_secs(1)).await else {
+            panic!("a missing context must fail");
+        };
+        let err = err.to_string();
+        assert!(err.contains("\"west\""), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_context_becomes_a_client() {
+        let kc = Kubeconfig::from_yaml(ONE).unwrap();
+        let client = connect(kc, "east", Duration::from_secs(1)).await.unwrap();
+        assert_eq!(client.default_namespace(), "default");
+    }
+
+    #[test]
+    fn an_unreadable_file_is_named() {
+        let err = load_kubeconfig(Some(Path::new("/nonexistent/kc")), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("/nonexistent/kc"), "{err}");
+    }
+
+    #[test]
+    fn hub_files_are_merged_in_order() {
+        let dir = std::env::temp_dir().join(format!("fleetscaler-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let first = dir.join("one");
+        let second = dir.join("two");
+        std::fs::write(&first, ONE).unwrap();
+        std::fs::write(&second, ONE.replace("east", "west")).unwrap();
+        let kc = load_kubeconfig(None, &[first, second]).unwrap();
+        let names: Vec<_> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["east", "west"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,177 @@
+//! Errors of calls to a cluster's API server: each names the operation that failed and has
+//! a stable [`Category`] that decides what happens next (retry, back off, report) and labels
+//! metrics and events.
+
+use std::future::Future;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// What kind of failure a call met. Stable: used in status, metrics and events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Category {
+    /// The object changed since it was read (409 on a resourceVersion precondition).
+    Conflict,
+    /// The object is gone (404).
+    NotFound,
+    /// Refused for now: a PodDisruptionBudget (429) or throttling.
+    TooManyRequests,
+    /// Not allowed (401, 403).
+    Forbidden,
+    /// The request was wrong for the object (400, 422): a bug or an odd object.
+    Invalid,
+    /// No answer in time.
+    Timeout,
+    /// The API server failed or could not be reached (5xx, connection errors).
+    Unavailable,
+    /// A response that could not be read, or anything else.
+    Other,
+}
+
+impl Category {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Conflict => "conflict",
+            Category::NotFound => "notFound",
+            Category::TooManyRequests => "tooManyRequests",
+            Category::Forbidden => "forbidden",
+            Category::Invalid => "invalid",
+            Category::Timeout => "timeout",
+            Category::Unavailable => "unavailable",
+            Category::Other => "other",
+        }
+    }
+
+    /// Worth trying again soon with fresh state.
+    pub fn is_transient(self) -> bool {
+        matches!(
+            self,
+            Category::Conflict
+                | Category::TooManyRequests
+                | Category::Timeout
+                | Category::Unavailable
+        )
+    }
+}
+
+/// A failed call to a cluster's API server.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("{op}: no answer within {}s", .after.as_secs_f64())]
+    Timeout { op: String, after: Duration },
+    #[error("{op}: {source}")]
+    Api {
+        op: String,
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl CallError {
+    pub fn category(&self) -> Category {
+        match self {
+            CallError::Timeout { .. } => Category::Timeout,
+            CallError::Api { source, .. } => category_of(source),
+        }
+    }
+
+    /// The HTTP status the API server answered with, if it answered.
+    pub fn status_code(&self) -> Option<u16> {
+        match self {
+            CallError::Api {
+                source: kube::Error::Api(status),
+                ..
+            } => Some(status.code),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.category() == Category::NotFound
+    }
+
+    pub fn is_conflict(&self) -> bool {
+        self.category() == Category::Conflict
+    }
+}
+
+fn category_of(e: &kube::Error) -> Category {
+    match e {
+        kube::Error::Api(status) => match status.code {
+            409 => Category::Conflict,
+            404 => Category::NotFound,
+            429 => Category::TooManyRequests,
+            401 | 403 => Category::Forbidden,
+            400 | 405 | 415 | 422 => Category::Invalid,
+            504 => Category::Timeout,
+            500..=599 => Category::Unavailable,
+            _ => Category::Other,
+        },
+        kube::Error::HyperError(_) | kube::Error::Service(_) | kube::Error::HttpError(_) => {
+            Category::Unavailable
+        }
+        _ => Category::Other,
+    }
+}
+
+/// Runs one API call with a deadline, naming the operation in any error.
+///
+/// Every call to a cluster goes through here: a hung API server costs one runner at most
+/// `timeout` per call, never the hub.
+pub async fn call<T>(
+    op: impl FnOnce() -> String,
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CallError> {
+    match tokio::time::timeout(timeout, fut).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(source)) => Err(CallError::Api { op: op(), source }),
+        Err(_) => Err(CallError::Timeout {
+            op: op(),
+            after: timeout,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(
+            kube::core::Status::failure("x", "y").with_code(code),
+        ))
+    }
+
+    #[test]
+    fn status_codes_map_to_categories() {
+        let cases = [
+            (409, Category::Conflict),
+            (404, Category::NotFound),
+            (429, Category::TooManyRequests),
+            (403, Category::Forbidden),
+            (422, Category::Invalid),
+            (503, Category::Unavailable),
+            (504, Category::Timeout),
+        ];
+        for (code, want) in cases {
+            let e = CallError::Api {
+                op: "patch".into(),
+                source: api_error(code),
+            };
+            assert_eq!(e.category(), want, "{code}");
+            assert_eq!(e.status_code(), Some(code));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_that_hangs_times_out_naming_the_operation() {
+        let hang = std::future::pending::<Result<(), kube::Error>>();
+        let err = call(|| "get node a".into(), Duration::from_secs(3), hang)
+            .await
+            .unwrap_err();
+        assert_eq!(err.category(), Category::Timeout);
+        assert_eq!(err.to_string(), "get node a: no answer within 3s");
+    }
+}

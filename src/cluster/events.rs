@@ -1,0 +1,1 @@
+//! Kubernetes Events with upstream's reasons, deduplicated and rate-limited. (To be built.)

@@ -1,0 +1,45 @@
+//! One cluster: everything its runner does against that cluster's API server.
+//!
+//! `client` builds the kube client from a kubeconfig context; `cache` keeps compact
+//! projections fed by watchers and hands the engine its snapshot; `executor` turns a
+//! [`Plan`](crate::engine::plan::Plan) into API calls that are safe to repeat and to
+//! interrupt; `status` and `events` are what users see in the cluster itself; `runner` is
+//! the loop that ties them together, one tokio task per cluster. Nothing here knows about
+//! other clusters: isolation is the hub's promise and this module's shape.
+
+pub mod client;
+pub mod error;
+pub mod events;
+pub mod executor;
+pub mod gate;
+pub mod outcome;
+pub mod status;
+
+use std::fmt;
+use std::sync::Arc;
+
+/// A cluster's name, as in fleet.toml (`[[clusters]] name`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ClusterName(Arc<str>);
+
+impl ClusterName {
+    pub fn new(name: &str) -> Self {
+        ClusterName(name.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ClusterName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl serde::Serialize for ClusterName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
