@@ -7,6 +7,7 @@
 //! the loop that ties them together, one tokio task per cluster. Nothing here knows about
 //! other clusters: isolation is the hub's promise and this module's shape.
 
+pub mod cache;
 pub mod client;
 pub mod error;
 pub mod events;

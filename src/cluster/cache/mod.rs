@@ -1,0 +1,468 @@
+//! The cluster's cache: compact projections of watched objects, kept in the shape the engine
+//! reads ([`ClusterSnapshot`]), so a pass borrows them instead of copying.
+//!
+//! Watch events are projected as they arrive (`update` says what arrives, `watch` starts the
+//! watchers) and whole Kubernetes objects are dropped at once: a fleet holds millions of
+//! pods and only a few fields of each matter. Each change also says whether it should wake
+//! the runner early (a pod that just became unschedulable, a node turning ready, a node
+//! group or machine that changed); the rest waits for the scan interval.
+
+mod table;
+pub mod update;
+pub mod watch;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use kube::api::DynamicObject;
+use serde::Serialize;
+use tokio::time::Instant;
+
+use self::table::Table;
+pub use self::update::{Change, Kind, Object, Update};
+use crate::model::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
+use crate::model::meta::key_of;
+use crate::model::snapshot::{PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
+use crate::model::workload::{DaemonSet, Namespace, PodDisruptionBudget};
+use crate::model::{
+    ClusterSnapshot, FieldError, Machine, Node, ObjectKey, Pod, Projector, ScalableResource,
+};
+
+/// Interned strings no longer used are dropped after this many deletions.
+const PRUNE_EVERY: usize = 10_000;
+/// At most this many unreadable objects are remembered (with why) for the status.
+const MAX_PROBLEMS: usize = 50;
+
+/// A small kind kept apart and copied into the snapshot when it changes.
+#[derive(Debug)]
+struct Store<T> {
+    table: Table<ObjectKey>,
+    items: Vec<T>,
+}
+
+impl<T> Default for Store<T> {
+    fn default() -> Self {
+        Store {
+            table: Table::default(),
+            items: Vec::new(),
+        }
+    }
+}
+
+/// Where one watched kind stands.
+#[derive(Clone, Debug, Default)]
+struct KindState {
+    /// Its first full list has arrived.
+    synced: bool,
+    /// The watch is failing: since when, and the last error.
+    failing: Option<(Instant, String)>,
+}
+
+/// Sizes, for status and the memory benchmark.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheStats {
+    pub nodes: usize,
+    pub pods: usize,
+    pub machines: usize,
+    pub node_groups: usize,
+    pub other: usize,
+}
+
+#[derive(Default)]
+pub struct Cache {
+    snapshot: ClusterSnapshot,
+    projector: Projector,
+    nodes: Table<ObjectKey>,
+    pods: Table<ObjectKey>,
+    namespaces: Table<ObjectKey>,
+    pdbs: Table<ObjectKey>,
+    daemonsets: Table<ObjectKey>,
+    scalables: BTreeMap<Kind, Store<ScalableResource>>,
+    machines: BTreeMap<Kind, Store<Machine>>,
+    cluster_autoscalers: Store<ClusterAutoscaler>,
+    machine_autoscalers: Store<MachineAutoscaler>,
+    priority: Store<PriorityExpanderConfig>,
+    /// The small kinds changed since the snapshot last copied them.
+    dirty: bool,
+    kinds: BTreeMap<Kind, KindState>,
+    /// Objects that could not be read, by `<kind> <key>`, with why.
+    problems: BTreeMap<String, String>,
+    deletions: usize,
+}
+
+impl Cache {
+    /// A cache for the kinds being watched: it is synced once each has listed.
+    pub fn new(kinds: &[Kind]) -> Self {
+        Cache {
+            kinds: kinds.iter().map(|k| (*k, KindState::default())).collect(),
+            ..Cache::default()
+        }
+    }
+
+    /// Applies one watch update; true when the runner should pass soon.
+    pub fn apply(&mut self, update: Update, now: Instant) -> bool {
+        let kind = update.kind;
+        let state = self.kinds.entry(kind).or_default();
+        if !matches!(update.change, Change::Error(_)) {
+            state.failing = None;
+        }
+        let wake = match update.change {
+            Change::Init => {
+                self.begin_relist(kind);
+                false
+            }
+            Change::InitDone => {
+                self.end_relist(kind);
+                self.kinds.entry(kind).or_default().synced = true;
+                true
+            }
+            Change::InitApply(object) => {
+                self.upsert(kind, object);
+                false
+            }
+            Change::Apply(object) => self.upsert(kind, object),
+            Change::Delete(object) => self.delete(kind, object),
+            Change::Error(message) => {
+                let failing = &mut self.kinds.entry(kind).or_default().failing;
+                let since = failing.as_ref().map_or(now, |(since, _)| *since);
+                *failing = Some((since, message));
+                false
+            }
+        };
+        wake && self.is_synced()
+    }
+
+    /// Every watched kind has listed at least once.
+    pub fn is_synced(&self) -> bool {
+        self.kinds.values().all(|k| k.synced)
+    }
+
+    /// The kinds that have not listed yet.
+    pub fn unsynced(&self) -> Vec<Kind> {
+        self.kinds
+            .iter()
+            .filter(|(_, s)| !s.synced)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
+    /// Why the cache cannot be trusted now: a watch failing for longer than `max_age`.
+    pub fn stale(&self, now: Instant, max_age: Duration) -> Option<String> {
+        self.kinds.iter().find_map(|(kind, s)| {
+            let (since, error) = s.failing.as_ref()?;
+            let age = now.saturating_duration_since(*since);
+            (age > max_age).then(|| {
+                format!(
+                    "the watch of {} has failed for {}s: {error}",
+                    kind.describe(),
+                    age.as_secs()
+                )
+            })
+        })
+    }
+
+    /// The cluster as cached, for one pass of the engine.
+    pub fn snapshot(&mut self) -> &ClusterSnapshot {
+        if self.dirty {
+            self.copy_small_kinds();
+            self.dirty = false;
+        }
+        if self.deletions >= PRUNE_EVERY {
+            self.projector.prune();
+            self.deletions = 0;
+        }
+        &self.snapshot
+    }
+
+    /// Objects that could not be read, each with why (at most a few dozen).
+    pub fn problems(&self) -> impl Iterator<Item = String> + '_ {
+        self.problems
+            .iter()
+            .map(|(what, why)| format!("{what}: {why}"))
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let s = &self.snapshot;
+        CacheStats {
+            nodes: s.nodes.len(),
+            pods: s.pods.len(),
+            machines: self.machines.values().map(|m| m.items.len()).sum(),
+            node_groups: self.scalables.values().map(|m| m.items.len()).sum(),
+            other: s.namespaces.len() + s.pdbs.len() + s.daemonsets.len(),
+        }
+    }
+
+    fn copy_small_kinds(&mut self) {
+        let s = &mut self.snapshot;
+        s.scalables = self
+            .scalables
+            .values()
+            .flat_map(|m| m.items.clone())
+            .collect();
+        s.machines = self
+            .machines
+            .values()
+            .flat_map(|m| m.items.clone())
+            .collect();
+        s.cluster_autoscalers = self.cluster_autoscalers.items.clone();
+        s.machine_autoscalers = self.machine_autoscalers.items.clone();
+        s.priority_expander = preferred_priority_config(&self.priority.items);
+    }
+
+    fn begin_relist(&mut self, kind: Kind) {
+        match kind {
+            Kind::Node => self.nodes.begin_relist(),
+            Kind::Pod => self.pods.begin_relist(),
+            Kind::Namespace => self.namespaces.begin_relist(),
+            Kind::PodDisruptionBudget => self.pdbs.begin_relist(),
+            Kind::DaemonSet => self.daemonsets.begin_relist(),
+            Kind::PriorityConfigMap => self.priority.table.begin_relist(),
+            Kind::Scalable(..) => self.scalables.entry(kind).or_default().table.begin_relist(),
+            Kind::Machine(_) => self.machines.entry(kind).or_default().table.begin_relist(),
+            Kind::ClusterAutoscaler => self.cluster_autoscalers.table.begin_relist(),
+            Kind::MachineAutoscaler => self.machine_autoscalers.table.begin_relist(),
+        }
+    }
+
+    fn end_relist(&mut self, kind: Kind) {
+        let s = &mut self.snapshot;
+        let gone = match kind {
+            Kind::Node => self.nodes.end_relist(&mut s.nodes),
+            Kind::Pod => self.pods.end_relist(&mut s.pods),
+            Kind::Namespace => self.namespaces.end_relist(&mut s.namespaces),
+            Kind::PodDisruptionBudget => self.pdbs.end_relist(&mut s.pdbs),
+            Kind::DaemonSet => self.daemonsets.end_relist(&mut s.daemonsets),
+            Kind::PriorityConfigMap => end_store(&mut self.priority),
+            Kind::Scalable(..) => end_store(self.scalables.entry(kind).or_default()),
+            Kind::Machine(_) => end_store(self.machines.entry(kind).or_default()),
+            Kind::ClusterAutoscaler => end_store(&mut self.cluster_autoscalers),
+            Kind::MachineAutoscaler => end_store(&mut self.machine_autoscalers),
+        };
+        self.dirty |= is_small(kind);
+        self.deletions += gone;
+    }
+
+    /// Projects and stores one object; true when the change should wake the runner.
+    fn upsert(&mut self, kind: Kind, object: Object) -> bool {
+        let what = describe(kind, &object);
+        match self.project_and_store(kind, object) {
+            Ok(wake) => {
+                self.problems.remove(&what);
+                wake
+            }
+            Err(e) => {
+                self.forget_unreadable(kind, &what);
+                if self.problems.len() < MAX_PROBLEMS || self.problems.contains_key(&what) {
+                    self.problems.insert(what, e.to_string());
+                }
+                false
+            }
+        }
+    }
+
+    fn project_and_store(&mut self, kind: Kind, object: Object) -> Result<bool, FieldError> {
+        let p = &mut self.projector;
+        let s = &mut self.snapshot;
+        match (kind, object) {
+            (Kind::Node, Object::Node(n)) => {
+                let node = Node::from_k8s(&n, p)?;
+                let key = ObjectKey::new("", &node.name);
+                let old = self.nodes.upsert(&mut s.nodes, key, node.clone());
+                Ok(old.is_none_or(|o| o.is_ready() != node.is_ready()))
+            }
+            (Kind::Pod, Object::Pod(pod)) => {
+                let pod = Pod::from_k8s(&pod, p)?;
+                let key = ObjectKey::new(&pod.id.namespace, &pod.id.name);
+                let now_unschedulable = pod.unschedulable;
+                let old = self.pods.upsert(&mut s.pods, key, pod);
+                Ok(now_unschedulable && old.is_none_or(|o| !o.unschedulable))
+            }
+            (Kind::Namespace, Object::Namespace(ns)) => {
+                let ns = Namespace::from_k8s(&ns, p);
+                let key = ObjectKey::new("", &ns.name);
+                self.namespaces.upsert(&mut s.namespaces, key, ns);
+                Ok(false)
+            }
+            (Kind::PodDisruptionBudget, Object::PodDisruptionBudget(pdb)) => {
+                let pdb = PodDisruptionBudget::from_k8s(&pdb, p)?;
+                self.pdbs.upsert(&mut s.pdbs, pdb.key.clone(), pdb);
+                Ok(false)
+            }
+            (Kind::DaemonSet, Object::DaemonSet(ds)) => {
+                let ds = DaemonSet::from_k8s(&ds, p)?;
+                self.daemonsets
+                    .upsert(&mut s.daemonsets, ds.key.clone(), ds);
+                Ok(false)
+            }
+            (Kind::PriorityConfigMap, Object::ConfigMap(cm)) => {
+                let cm = *cm;
+                if cm.metadata.name.as_deref() != Some(PRIORITY_EXPANDER_CONFIGMAP) {
+                    return Ok(false);
+                }
+                let config = PriorityExpanderConfig {
+                    key: key_of(&cm.metadata, p),
+                    priorities: cm.data.and_then(|mut d| d.remove("priorities")),
+                };
+                self.dirty = true;
+                let st = &mut self.priority;
+                st.table.upsert(&mut st.items, config.key.clone(), config);
+                Ok(true)
+            }
+            (kind, Object::Dynamic(o)) => self.store_dynamic(kind, *o),
+            (kind, other) => Err(FieldError::new(
+                "kind",
+                format!(
+                    "watch of {} delivered {}",
+                    kind.describe(),
+                    describe(kind, &other)
+                ),
+            )),
+        }
+    }
+
+    fn store_dynamic(&mut self, kind: Kind, o: DynamicObject) -> Result<bool, FieldError> {
+        let p = &mut self.projector;
+        let key = key_of(&o.metadata, p);
+        let value = serde_json::to_value(&o).map_err(|e| FieldError::new("", format!("{e}")))?;
+        self.dirty = true;
+        match kind {
+            Kind::Scalable(api, sk) => {
+                let r = ScalableResource::from_json(api, sk, value, p)?;
+                let st = self.scalables.entry(kind).or_default();
+                let old = st.table.upsert(&mut st.items, key, r.clone());
+                Ok(old.is_none_or(|o| o.replicas != r.replicas || o.annotations != r.annotations))
+            }
+            Kind::Machine(api) => {
+                let m = Machine::from_json(api, value, p)?;
+                let st = self.machines.entry(kind).or_default();
+                let old = st.table.upsert(&mut st.items, key, m.clone());
+                Ok(old.is_none_or(|o| machine_moved(&o, &m)))
+            }
+            Kind::ClusterAutoscaler => {
+                let ca = ClusterAutoscaler::from_json(value)?;
+                let st = &mut self.cluster_autoscalers;
+                st.table.upsert(&mut st.items, key, ca);
+                Ok(true)
+            }
+            Kind::MachineAutoscaler => {
+                let ma = MachineAutoscaler::from_json(value, p)?;
+                let st = &mut self.machine_autoscalers;
+                st.table.upsert(&mut st.items, key, ma);
+                Ok(true)
+            }
+            other => Err(FieldError::new(
+                "kind",
+                format!("{} is not read as a dynamic object", other.describe()),
+            )),
+        }
+    }
+
+    /// An object that can no longer be read must not stay cached as it was.
+    fn forget_unreadable(&mut self, kind: Kind, what: &str) {
+        let Some(key) = what.split_once(' ').map(|(_, k)| k) else {
+            return;
+        };
+        let key = match key.split_once('/') {
+            Some((ns, name)) => ObjectKey::new(ns, name),
+            None => ObjectKey::new("", key),
+        };
+        self.remove_key(kind, &key);
+    }
+
+    fn delete(&mut self, kind: Kind, object: Object) -> bool {
+        let key = key_of(object_meta(&object), &mut self.projector);
+        self.problems.remove(&describe(kind, &object));
+        self.remove_key(kind, &key)
+    }
+
+    /// Removes one object; true when its going should wake the runner.
+    fn remove_key(&mut self, kind: Kind, key: &ObjectKey) -> bool {
+        let s = &mut self.snapshot;
+        let removed = match kind {
+            Kind::Node => self.nodes.remove(&mut s.nodes, key).is_some(),
+            Kind::Pod => self.pods.remove(&mut s.pods, key).is_some(),
+            Kind::Namespace => self.namespaces.remove(&mut s.namespaces, key).is_some(),
+            Kind::PodDisruptionBudget => self.pdbs.remove(&mut s.pdbs, key).is_some(),
+            Kind::DaemonSet => self.daemonsets.remove(&mut s.daemonsets, key).is_some(),
+            Kind::PriorityConfigMap => remove_from(&mut self.priority, key),
+            Kind::Scalable(..) => remove_from(self.scalables.entry(kind).or_default(), key),
+            Kind::Machine(_) => remove_from(self.machines.entry(kind).or_default(), key),
+            Kind::ClusterAutoscaler => remove_from(&mut self.cluster_autoscalers, key),
+            Kind::MachineAutoscaler => remove_from(&mut self.machine_autoscalers, key),
+        };
+        self.dirty |= is_small(kind);
+        self.deletions += 1;
+        // A pod that went frees room but never needs a pass before the scan interval.
+        removed
+            && !matches!(
+                kind,
+                Kind::Pod | Kind::Namespace | Kind::PodDisruptionBudget | Kind::DaemonSet
+            )
+    }
+}
+
+/// Kinds kept apart from the snapshot and copied into it when they change.
+fn is_small(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::PriorityConfigMap
+            | Kind::Scalable(..)
+            | Kind::Machine(_)
+            | Kind::ClusterAutoscaler
+            | Kind::MachineAutoscaler
+    )
+}
+
+fn end_store<T>(st: &mut Store<T>) -> usize {
+    st.table.end_relist(&mut st.items)
+}
+
+fn remove_from<T>(st: &mut Store<T>, key: &ObjectKey) -> bool {
+    st.table.remove(&mut st.items, key).is_some()
+}
+
+/// A machine change the autoscaler reacts to: it got a node, failed, or is going.
+fn machine_moved(old: &Machine, new: &Machine) -> bool {
+    old.phase != new.phase
+        || old.node_ref != new.node_ref
+        || old.failure != new.failure
+        || old.deleting != new.deleting
+}
+
+/// The autoscaler's own namespace wins over a copy of the ConfigMap elsewhere.
+fn preferred_priority_config(items: &[PriorityExpanderConfig]) -> Option<PriorityExpanderConfig> {
+    let preferred = |c: &&PriorityExpanderConfig| {
+        matches!(&*c.key.namespace, "openshift-machine-api" | "kube-system")
+    };
+    items
+        .iter()
+        .find(preferred)
+        .or_else(|| items.first())
+        .cloned()
+}
+
+fn object_meta(object: &Object) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+    match object {
+        Object::Node(o) => &o.metadata,
+        Object::Pod(o) => &o.metadata,
+        Object::Namespace(o) => &o.metadata,
+        Object::PodDisruptionBudget(o) => &o.metadata,
+        Object::DaemonSet(o) => &o.metadata,
+        Object::ConfigMap(o) => &o.metadata,
+        Object::Dynamic(o) => &o.metadata,
+    }
+}
+
+/// `<kind> <namespace>/<name>`, naming an object in problems.
+fn describe(kind: Kind, object: &Object) -> String {
+    let meta = object_meta(object);
+    let name = meta.name.as_deref().unwrap_or("<unnamed>");
+    match meta.namespace.as_deref() {
+        Some(ns) if !ns.is_empty() => format!("{} {ns}/{name}", kind.describe()),
+        _ => format!("{} {name}", kind.describe()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

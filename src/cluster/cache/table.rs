@@ -1,0 +1,131 @@
+//! `Table`: an index from object keys to positions in one of the snapshot's vectors.
+//!
+//! The cache keeps its objects *in* the `ClusterSnapshot` vectors the engine reads, so a
+//! pass borrows them instead of copying. Upserts overwrite in place; removals swap the last
+//! item into the hole, which keeps the vector dense at O(1) per change.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::Hash;
+
+#[derive(Debug)]
+pub struct Table<K> {
+    /// Key of the item at each position of the vector this table indexes.
+    keys: Vec<K>,
+    index: HashMap<K, usize>,
+    /// Keys seen since the watch restarted a list; `None` outside a re-list.
+    relisting: Option<HashSet<K>>,
+}
+
+impl<K> Default for Table<K> {
+    fn default() -> Self {
+        Table {
+            keys: Vec::new(),
+            index: HashMap::new(),
+            relisting: None,
+        }
+    }
+}
+
+impl<K: Clone + Eq + Hash> Table<K> {
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    #[cfg(test)]
+    pub fn get<'a, T>(&self, items: &'a [T], key: &K) -> Option<&'a T> {
+        self.index.get(key).and_then(|&i| items.get(i))
+    }
+
+    /// Puts `item` under `key`; returns the item it replaced.
+    pub fn upsert<T>(&mut self, items: &mut Vec<T>, key: K, item: T) -> Option<T> {
+        if let Some(seen) = &mut self.relisting {
+            seen.insert(key.clone());
+        }
+        match self.index.get(&key) {
+            Some(&i) if i < items.len() => Some(std::mem::replace(&mut items[i], item)),
+            _ => {
+                self.index.insert(key.clone(), items.len());
+                self.keys.push(key);
+                items.push(item);
+                None
+            }
+        }
+    }
+
+    /// Removes the item under `key`, if there is one, and returns it.
+    pub fn remove<T>(&mut self, items: &mut Vec<T>, key: &K) -> Option<T> {
+        let i = self.index.remove(key)?;
+        if i >= items.len() || i >= self.keys.len() {
+            return None;
+        }
+        let removed = items.swap_remove(i);
+        self.keys.swap_remove(i);
+        if let Some(moved) = self.keys.get(i) {
+            self.index.insert(moved.clone(), i);
+        }
+        Some(removed)
+    }
+
+    /// A watch restarted its list: from now on, remember which keys it sends again.
+    pub fn begin_relist(&mut self) {
+        self.relisting = Some(HashSet::new());
+    }
+
+    /// The list is complete: drop what it did not contain (deleted while the watch was
+    /// down). Returns how many items went.
+    pub fn end_relist<T>(&mut self, items: &mut Vec<T>) -> usize {
+        let Some(seen) = self.relisting.take() else {
+            return 0;
+        };
+        let gone: Vec<K> = self
+            .keys
+            .iter()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        for key in &gone {
+            self.remove(items, key);
+        }
+        gone.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upserts_replace_in_place_and_removals_keep_the_index_true() {
+        let mut t = Table::default();
+        let mut items = Vec::new();
+        for (k, v) in [("a", 1), ("b", 2), ("c", 3)] {
+            assert_eq!(t.upsert(&mut items, k, v), None);
+        }
+        assert_eq!(t.upsert(&mut items, "b", 20), Some(2));
+        assert_eq!(t.remove(&mut items, &"a"), Some(1));
+        assert_eq!(t.remove(&mut items, &"a"), None);
+        assert_eq!(t.get(&items, &"c"), Some(&3));
+        assert_eq!(t.get(&items, &"b"), Some(&20));
+        assert_eq!(items.len(), 2);
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn a_relist_drops_what_it_did_not_send_again() {
+        let mut t = Table::default();
+        let mut items = Vec::new();
+        for k in ["a", "b", "c", "d"] {
+            t.upsert(&mut items, k, k.to_uppercase());
+        }
+        t.begin_relist();
+        t.upsert(&mut items, "b", "B2".to_string());
+        t.upsert(&mut items, "e", "E".to_string());
+        assert_eq!(t.end_relist(&mut items), 3);
+        let mut left = items.clone();
+        left.sort();
+        assert_eq!(left, ["B2", "E"]);
+        assert_eq!(t.get(&items, &"e").map(String::as_str), Some("E"));
+        assert_eq!(t.get(&items, &"a"), None);
+    }
+}

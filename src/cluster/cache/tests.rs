@@ -1,0 +1,169 @@
+use serde_json::json;
+
+use super::*;
+
+fn node(name: &str, ready: bool) -> Object {
+    let status = if ready { "True" } else { "False" };
+    Object::Node(Box::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "uid": format!("uid-{name}")},
+            "status": {
+                "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "capacity": {"cpu": "4", "memory": "16Gi", "pods": "110"},
+                "conditions": [{"type": "Ready", "status": status}]
+            }
+        }))
+        .unwrap(),
+    ))
+}
+
+fn pod(name: &str, cpu: &str, unschedulable: bool) -> Object {
+    let conditions = if unschedulable {
+        json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}])
+    } else {
+        json!([])
+    };
+    Object::Pod(Box::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}")},
+            "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": cpu}}}]},
+            "status": {"phase": "Pending", "conditions": conditions}
+        }))
+        .unwrap(),
+    ))
+}
+
+fn machineset(name: &str, replicas: i64) -> Object {
+    Object::Dynamic(Box::new(
+        serde_json::from_value(json!({
+            "apiVersion": "machine.openshift.io/v1beta1",
+            "kind": "MachineSet",
+            "metadata": {"name": name, "namespace": "openshift-machine-api", "uid": "u",
+                "annotations": {
+                    "machine.openshift.io/cluster-api-autoscaler-node-group-min-size": "1",
+                    "machine.openshift.io/cluster-api-autoscaler-node-group-max-size": "5"}},
+            "spec": {"replicas": replicas}
+        }))
+        .unwrap(),
+    ))
+}
+
+const MS: Kind = Kind::Scalable(MachineApiGroup::OpenShift, ScalableKind::MachineSet);
+
+use crate::model::{MachineApiGroup, ScalableKind};
+
+fn update(kind: Kind, change: Change) -> Update {
+    Update { kind, change }
+}
+
+fn synced_cache() -> Cache {
+    let mut c = Cache::new(&[Kind::Node, Kind::Pod, MS]);
+    let now = Instant::now();
+    for kind in [Kind::Node, Kind::Pod, MS] {
+        c.apply(update(kind, Change::Init), now);
+        c.apply(update(kind, Change::InitDone), now);
+    }
+    c
+}
+
+#[tokio::test]
+async fn is_synced_only_once_every_kind_listed_and_wakes_no_one_before() {
+    let mut c = Cache::new(&[Kind::Node, Kind::Pod]);
+    let now = Instant::now();
+    assert!(!c.apply(update(Kind::Node, Change::Init), now));
+    assert!(!c.apply(update(Kind::Node, Change::InitApply(node("a", true))), now));
+    assert!(!c.apply(update(Kind::Node, Change::InitDone), now));
+    assert_eq!(c.unsynced(), [Kind::Pod]);
+    // An unschedulable pod before the pods have listed wakes no one: the first pass waits.
+    assert!(!c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", true))), now));
+    assert!(c.apply(update(Kind::Pod, Change::InitDone), now));
+    assert!(c.is_synced());
+    assert_eq!(c.snapshot().nodes.len(), 1);
+}
+
+#[tokio::test]
+async fn wakes_on_a_pod_turning_unschedulable_and_a_node_turning_ready_only() {
+    let mut c = synced_cache();
+    let now = Instant::now();
+    assert!(!c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now));
+    assert!(c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", true))), now));
+    // Still unschedulable: the runner already knows.
+    assert!(!c.apply(update(Kind::Pod, Change::Apply(pod("p", "2", true))), now));
+    assert!(c.apply(update(Kind::Node, Change::Apply(node("a", false))), now));
+    assert!(!c.apply(update(Kind::Node, Change::Apply(node("a", false))), now));
+    assert!(c.apply(update(Kind::Node, Change::Apply(node("a", true))), now));
+    assert!(!c.apply(update(Kind::Pod, Change::Delete(pod("p", "1", true))), now));
+    assert!(c.snapshot().pods.is_empty());
+}
+
+#[tokio::test]
+async fn node_groups_reach_the_snapshot_when_they_change() {
+    let mut c = synced_cache();
+    let now = Instant::now();
+    assert!(c.apply(update(MS, Change::Apply(machineset("a", 2))), now));
+    assert!(!c.apply(update(MS, Change::Apply(machineset("a", 2))), now));
+    assert_eq!(c.snapshot().scalables[0].replicas, 2);
+    assert!(c.apply(update(MS, Change::Apply(machineset("a", 3))), now));
+    assert_eq!(c.snapshot().scalables[0].replicas, 3);
+    assert!(c.apply(update(MS, Change::Delete(machineset("a", 3))), now));
+    assert!(c.snapshot().scalables.is_empty());
+}
+
+#[tokio::test]
+async fn a_relist_forgets_objects_deleted_while_the_watch_was_down() {
+    let mut c = synced_cache();
+    let now = Instant::now();
+    for name in ["a", "b", "c"] {
+        c.apply(update(Kind::Node, Change::Apply(node(name, true))), now);
+    }
+    c.apply(update(Kind::Node, Change::Init), now);
+    c.apply(update(Kind::Node, Change::InitApply(node("b", true))), now);
+    c.apply(update(Kind::Node, Change::InitDone), now);
+    let names: Vec<_> = c
+        .snapshot()
+        .nodes
+        .iter()
+        .map(|n| n.name.to_string())
+        .collect();
+    assert_eq!(names, ["b"]);
+}
+
+#[tokio::test]
+async fn an_unreadable_object_is_reported_and_not_kept_stale() {
+    let mut c = synced_cache();
+    let now = Instant::now();
+    c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now);
+    c.apply(
+        update(Kind::Pod, Change::Apply(pod("p", "lots", false))),
+        now,
+    );
+    assert!(c.snapshot().pods.is_empty());
+    let problems: Vec<_> = c.problems().collect();
+    assert_eq!(problems.len(), 1);
+    assert!(problems[0].starts_with("pods shop/p: "), "{problems:?}");
+    assert!(problems[0].contains("lots"), "{problems:?}");
+    c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now);
+    assert_eq!(c.problems().count(), 0);
+    assert_eq!(c.snapshot().pods.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_failing_for_long_makes_the_cache_stale_until_it_recovers() {
+    let mut c = synced_cache();
+    let start = Instant::now();
+    c.apply(update(Kind::Pod, Change::Error("503".into())), start);
+    tokio::time::advance(Duration::from_secs(30)).await;
+    c.apply(
+        update(Kind::Pod, Change::Error("503 again".into())),
+        Instant::now(),
+    );
+    assert_eq!(c.stale(Instant::now(), Duration::from_secs(60)), None);
+    tokio::time::advance(Duration::from_secs(31)).await;
+    let stale = c.stale(Instant::now(), Duration::from_secs(60)).unwrap();
+    assert!(
+        stale.contains("pods") && stale.contains("503 again"),
+        "{stale}"
+    );
+    c.apply(update(Kind::Pod, Change::Init), Instant::now());
+    assert_eq!(c.stale(Instant::now(), Duration::from_secs(60)), None);
+}

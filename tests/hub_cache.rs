@@ -1,0 +1,103 @@
+//! The cluster cache fed by real watchers over HTTPS from a simulated cluster: it lists
+//! every kind the cluster serves and stays equal to the cluster as it changes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod sim_support;
+
+use std::time::Duration;
+
+use fleetscaler::cluster::cache::{Cache, Kind, watch};
+use fleetscaler::cluster::client;
+use fleetscaler::model::{MachineApiGroup, ScalableKind};
+use fleetscaler::sim::settings::Flavor;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1 as corev1;
+use kube::api::{Api, PostParams};
+use tokio::time::Instant;
+
+async fn sync(
+    cache: &mut Cache,
+    updates: &mut (impl futures::Stream<Item = fleetscaler::cluster::cache::Update> + Unpin),
+) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !cache.is_synced() {
+        let update = tokio::time::timeout_at(deadline, updates.next())
+            .await
+            .expect("cache synced in time")
+            .expect("watch streams do not end");
+        cache.apply(update, Instant::now());
+    }
+}
+
+#[tokio::test]
+async fn lists_what_each_flavour_serves_and_follows_changes() {
+    for flavor in [Flavor::OpenShift, Flavor::ClusterApi] {
+        let fleet = sim_support::fleet(flavor, true, 10_000).await;
+        let sim = &fleet.clusters()[0];
+        let config = sim.kube_config().await.unwrap();
+        let kube = client::from_config(config, "sim-1", Duration::from_secs(5)).unwrap();
+        let served = watch::discover(&kube, Duration::from_secs(5))
+            .await
+            .unwrap();
+        let api = match flavor {
+            Flavor::OpenShift => MachineApiGroup::OpenShift,
+            Flavor::ClusterApi => MachineApiGroup::ClusterApi,
+        };
+        assert!(
+            served.kinds.contains(&Kind::Machine(api)),
+            "{:?}",
+            served.kinds
+        );
+        assert!(
+            served
+                .kinds
+                .contains(&Kind::Scalable(api, ScalableKind::MachineSet))
+        );
+        assert!(served.kinds.contains(&Kind::PodDisruptionBudget));
+        let mut cache = Cache::new(&served.kinds);
+        let mut updates = watch::updates(&kube, &served);
+        sync(&mut cache, &mut updates).await;
+        assert!(
+            cache.problems().next().is_none(),
+            "{:?}",
+            cache.problems().collect::<Vec<_>>()
+        );
+        let snapshot = cache.snapshot();
+        assert_eq!(
+            snapshot.nodes.len(),
+            sim.list(fleetscaler::sim::api::resources::Resource::Nodes)
+                .len()
+        );
+        assert!(!snapshot.scalables.is_empty());
+        assert!(!snapshot.machines.is_empty());
+        assert!(snapshot.cluster_autoscaler().is_some());
+
+        // A pod that fits nowhere arrives through the watch and wakes the runner.
+        let pods: Api<corev1::Pod> = Api::namespaced(kube.clone(), "default");
+        let huge: corev1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "huge"},
+            "spec": {"containers": [{"name": "c", "image": "x",
+                "resources": {"requests": {"cpu": "500"}}}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &huge).await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let update = tokio::time::timeout_at(deadline, updates.next())
+                .await
+                .expect("the pod turned unschedulable in time")
+                .unwrap();
+            if cache.apply(update, Instant::now()) {
+                let snap = cache.snapshot();
+                if snap
+                    .pods
+                    .iter()
+                    .any(|p| &*p.id.name == "huge" && p.unschedulable)
+                {
+                    break;
+                }
+            }
+        }
+        fleet.shutdown().await;
+    }
+}
