@@ -8,5 +8,8 @@ pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod engine;
+pub mod hub;
 pub mod model;
+pub mod server;
 pub mod sim;
+pub mod telemetry;

@@ -21,6 +21,10 @@ enum Command {
     Plan(fleetscaler::cli::plan::PlanArgs),
     /// Validate fleet.toml and print each cluster's effective settings with their sources.
     CheckConfig(fleetscaler::cli::check_config::CheckConfigArgs),
+    /// Run the hub: autoscale every cluster of fleet.toml until Ctrl-C or SIGTERM.
+    Run(fleetscaler::cli::run::RunArgs),
+    /// A simulated fleet and the hub autoscaling it, with a live view (the quickest look).
+    Demo(fleetscaler::cli::demo::DemoArgs),
     /// Run only a simulated fleet (HTTPS Kubernetes API servers on loopback), for kubectl or tests.
     Sim(fleetscaler::sim::cli::SimArgs),
 }
@@ -34,6 +38,20 @@ fn main() -> ExitCode {
         }
         Command::CheckConfig(args) => {
             fleetscaler::cli::check_config::run(&args, &mut out).map_err(anyhow::Error::from)
+        }
+        Command::Run(args) => {
+            drop(out);
+            runtime().and_then(|rt| {
+                rt.block_on(fleetscaler::cli::run::run(args))
+                    .map_err(anyhow::Error::from)
+            })
+        }
+        Command::Demo(args) => {
+            drop(out);
+            runtime().and_then(|rt| {
+                rt.block_on(fleetscaler::cli::demo::run(args))
+                    .map_err(anyhow::Error::from)
+            })
         }
         Command::Sim(args) => {
             drop(out);

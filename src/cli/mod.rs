@@ -2,5 +2,9 @@
 //! only parses arguments and calls these.
 
 pub mod check_config;
+pub mod demo;
 pub mod plan;
 mod render;
+pub mod run;
+mod signal;
+pub mod view;

@@ -14,6 +14,8 @@ pub mod events;
 pub mod executor;
 pub mod gate;
 pub mod outcome;
+pub mod report;
+pub mod runner;
 pub mod status;
 
 use std::fmt;

@@ -38,7 +38,7 @@ impl Default for HubConfig {
         HubConfig {
             listen: "0.0.0.0:8080".into(),
             scan_interval: Duration::from_secs(10),
-            debounce: Duration::from_secs(2),
+            debounce: Duration::from_secs(1),
             request_timeout: Duration::from_secs(10),
             kubeconfigs: Vec::new(),
             dry_run: false,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::settings::{SETTING_KEYS, SettingWarning, Settings, SettingsPatch};
 use crate::model::autoscaler::ClusterAutoscalerSpec;
 
-mod hub;
+pub mod hub;
 
 pub use hub::{HubConfig, LeaderElection};
 

@@ -44,8 +44,13 @@ pub fn build(
         "kube-node-lease",
         "openshift-etcd",
         "openshift-kube-apiserver",
-        api.namespace,
+        // Where the autoscaler's status ConfigMap and priority ConfigMap live on OpenShift,
+        // with either Machine API.
+        "openshift-machine-api",
     ];
+    if !namespaces.contains(&api.namespace) {
+        namespaces.push(api.namespace);
+    }
     namespaces.extend(workload::NAMESPACES);
     for ns in namespaces {
         state.seed(Resource::Namespaces, "", json!({"metadata": {"name": ns}}))?;

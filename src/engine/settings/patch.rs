@@ -443,6 +443,7 @@ mod tests {
             "scale_down_utilization_threshold": 0.3, "scale_down_gpu_utilization_threshold": 0.3,
             "ignore_daemonsets_utilization": true, "skip_nodes_with_local_storage": false,
             "skip_nodes_with_system_pods": false, "max_pod_grace_period": "30s", "max_scale_down_parallelism": 3,
+            "max_pod_eviction_time": "1m", "node_delete_delay_after_taint": "1s", "cordon_node_before_terminating": false,
             "max_drain_parallelism": 2, "max_node_provision_time": "1m", "max_node_startup_time": "1m",
             "ok_total_unready_count": 1, "max_total_unready_percentage": 10.0, "initial_node_group_backoff": "1m",
             "max_node_group_backoff": "2m", "node_group_backoff_reset": "1h", "seed": 3

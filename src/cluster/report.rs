@@ -1,0 +1,190 @@
+//! `ClusterReport`: what one cluster's runner tells the hub after every pass, published on a
+//! `watch` channel. The fleet view, the HTTP API and the demo's terminal read it; nothing
+//! reads a runner's insides.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde::Serialize;
+
+use super::ClusterName;
+use super::cache::CacheStats;
+use super::outcome::{Action, Entry, MachineDeletionKind, Outcome};
+use crate::engine::plan::{Outcome as PodOutcome, Plan};
+
+/// Recent actions kept per cluster.
+const RECENT: usize = 50;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Phase {
+    /// Building the client and asking what the cluster serves.
+    Connecting,
+    /// Listing every watched kind before the first pass.
+    Syncing,
+    Running,
+    /// The runner stopped on an error; the hub restarts it after a backoff.
+    Failed,
+    /// Removed from fleet.toml, disabled, or the hub is shutting down.
+    Stopped,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterReport {
+    pub name: ClusterName,
+    pub phase: Phase,
+    /// Why the phase is what it is (an error, what is being waited for).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    pub since: Timestamp,
+    pub dry_run: bool,
+    /// Times the hub restarted this cluster's runner after a failure.
+    pub restarts: u32,
+    pub cache: CacheStats,
+    pub nodes: u64,
+    pub ready_nodes: u64,
+    /// Pods waiting for a node, as the last pass saw them.
+    pub pending_pods: usize,
+    /// Of those, pods no scale-up can help now.
+    pub stuck_pods: usize,
+    pub node_groups: usize,
+    pub healthy: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_pass: Option<PassSummary>,
+    /// The latest actions, newest last.
+    pub recent: VecDeque<Happening>,
+    /// Actions recorded since the runner started (so a reader can tell which are new).
+    pub actions_total: u64,
+    /// The last plan in full, for the API.
+    #[serde(skip)]
+    pub plan: Option<Arc<Plan>>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PassSummary {
+    pub at: Timestamp,
+    pub took_ms: f64,
+    pub scale_ups: usize,
+    pub scale_downs: usize,
+    /// Why the pass did not run the engine, if it did not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Happening {
+    pub at: Timestamp,
+    #[serde(flatten)]
+    pub entry: Entry,
+}
+
+impl ClusterReport {
+    pub fn new(name: ClusterName, dry_run: bool, now: Timestamp) -> Self {
+        ClusterReport {
+            name,
+            phase: Phase::Connecting,
+            message: None,
+            since: now,
+            dry_run,
+            restarts: 0,
+            cache: CacheStats::default(),
+            nodes: 0,
+            ready_nodes: 0,
+            pending_pods: 0,
+            stuck_pods: 0,
+            node_groups: 0,
+            healthy: false,
+            last_pass: None,
+            recent: VecDeque::new(),
+            actions_total: 0,
+            plan: None,
+        }
+    }
+
+    /// Moves to `phase` (keeping `since` when the phase does not change).
+    pub fn set_phase(&mut self, phase: Phase, message: Option<String>, now: Timestamp) {
+        if self.phase != phase {
+            self.since = now;
+        }
+        self.phase = phase;
+        self.message = message;
+    }
+
+    /// Takes in what a pass planned.
+    pub fn record_plan(&mut self, plan: Arc<Plan>) {
+        let h = &plan.health.cluster;
+        self.healthy = h.healthy;
+        self.ready_nodes = h.ready;
+        self.nodes = h.ready + h.unready + h.not_started + h.deleting;
+        self.pending_pods = plan.pending_pods.len();
+        self.stuck_pods = plan
+            .pending_pods
+            .iter()
+            .filter(|p| p.outcome == PodOutcome::NoScaleUp)
+            .count();
+        self.node_groups = plan.node_groups.iter().filter(|g| g.eligible).count();
+        self.plan = Some(plan);
+    }
+
+    /// Remembers actions that did something or failed (skips are in the plan already).
+    pub fn record_entries(&mut self, entries: &[Entry], now: Timestamp) {
+        for entry in entries {
+            if matches!(entry.outcome, Outcome::Skipped { .. }) && !self.dry_run {
+                continue;
+            }
+            self.actions_total += 1;
+            if self.recent.len() == RECENT {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(Happening {
+                at: now,
+                entry: entry.clone(),
+            });
+        }
+    }
+
+    /// The newest action, for one-line views.
+    pub fn last_action(&self) -> Option<&Happening> {
+        self.recent.back()
+    }
+}
+
+/// One line for an action: `scale up MachineSet/ns/a 2 -> 3`.
+pub fn describe_action(action: &Action) -> String {
+    match action {
+        Action::ScaleUp { group, from, to } => format!("scale up {group} {from} -> {to}"),
+        Action::FixTargetSize { group, from, to } => {
+            format!("lower the target of {group} {from} -> {to}")
+        }
+        Action::DeleteMachine { machine, why, .. } => {
+            let why = match why {
+                MachineDeletionKind::Failed => "failed",
+                MachineDeletionKind::Unregistered => "never registered",
+            };
+            format!("delete machine {machine} ({why})")
+        }
+        Action::MarkNode { node, .. } => format!("taint node {node} for removal"),
+        Action::RemoveNode { node, .. } => format!("remove node {node}"),
+        Action::ClearStaleTaint { node } => format!("clear a stale taint on node {node}"),
+        Action::FinishDecrement { machine, .. } => {
+            format!("finish the interrupted removal of machine {machine}")
+        }
+    }
+}
+
+/// One line for an action and how it went.
+pub fn describe_entry(entry: &Entry) -> String {
+    match &entry.outcome {
+        Outcome::Done { detail } => detail.clone(),
+        Outcome::Skipped { reason } => {
+            format!("{} skipped: {reason}", describe_action(&entry.action))
+        }
+        Outcome::Failed { error, .. } => {
+            format!("{} failed: {error}", describe_action(&entry.action))
+        }
+    }
+}

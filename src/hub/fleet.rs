@@ -1,0 +1,281 @@
+//! The fleet: one supervised runner per enabled cluster of fleet.toml, and the read-only
+//! [`FleetView`] of their reports that the HTTP API and the terminal use.
+//!
+//! A reload applies a new configuration as a diff: clusters added are started, clusters
+//! removed or disabled are stopped, clusters whose connection changed are restarted, and
+//! the others only receive their new settings (keeping their caches and memory).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::supervise::{Connection, Supervised, TimingKey, supervise};
+use crate::cluster::ClusterName;
+use crate::cluster::gate::WriteGate;
+use crate::cluster::report::{ClusterReport, Phase};
+use crate::cluster::runner::RunnerSpec;
+use crate::config::{ClusterConfig, FleetConfig};
+
+type Reports = BTreeMap<ClusterName, watch::Receiver<ClusterReport>>;
+
+/// The hub itself, as the API shows it.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HubStatus {
+    pub started: Timestamp,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_path: Option<String>,
+    /// The last reload of fleet.toml and how it went.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_reload: Option<ReloadStatus>,
+    pub leader_election: bool,
+    /// True while this replica may write (always, without leader election).
+    pub leading: bool,
+    pub dry_run: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReloadStatus {
+    pub at: Timestamp,
+    pub ok: bool,
+    pub message: String,
+}
+
+/// Read-only access to the fleet's reports; cheap to clone.
+#[derive(Clone)]
+pub struct FleetView {
+    clusters: watch::Receiver<Arc<Reports>>,
+    hub: watch::Receiver<HubStatus>,
+    gate: WriteGate,
+}
+
+impl FleetView {
+    /// Every cluster's latest report, by name.
+    pub fn reports(&self) -> Vec<ClusterReport> {
+        let clusters = self.clusters.borrow().clone();
+        clusters.values().map(|r| r.borrow().clone()).collect()
+    }
+
+    pub fn report(&self, name: &str) -> Option<ClusterReport> {
+        let clusters = self.clusters.borrow().clone();
+        clusters
+            .get(&ClusterName::new(name))
+            .map(|r| r.borrow().clone())
+    }
+
+    pub fn hub(&self) -> HubStatus {
+        let mut status = self.hub.borrow().clone();
+        status.leading = self.gate.is_open();
+        status
+    }
+}
+
+struct Slot {
+    connection: Connection,
+    spec: watch::Sender<Arc<RunnerSpec>>,
+    report: watch::Receiver<ClusterReport>,
+    cancel: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+/// What a reload changed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Changes {
+    pub started: Vec<String>,
+    pub stopped: Vec<String>,
+    pub restarted: Vec<String>,
+    pub updated: Vec<String>,
+}
+
+impl Changes {
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        for (what, names) in [
+            ("started", &self.started),
+            ("stopped", &self.stopped),
+            ("restarted", &self.restarted),
+            ("new settings for", &self.updated),
+        ] {
+            if !names.is_empty() {
+                parts.push(format!("{what} {}", names.join(", ")));
+            }
+        }
+        if parts.is_empty() {
+            "no cluster changed".into()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+pub struct Fleet {
+    slots: BTreeMap<String, Slot>,
+    gate: WriteGate,
+    clusters: watch::Sender<Arc<Reports>>,
+    pub(super) hub: watch::Sender<HubStatus>,
+}
+
+impl Fleet {
+    pub fn new(gate: WriteGate, status: HubStatus) -> (Fleet, FleetView) {
+        let (clusters, clusters_rx) = watch::channel(Arc::new(Reports::new()));
+        let (hub, hub_rx) = watch::channel(status);
+        let view = FleetView {
+            clusters: clusters_rx,
+            hub: hub_rx,
+            gate: gate.clone(),
+        };
+        let fleet = Fleet {
+            slots: BTreeMap::new(),
+            gate,
+            clusters,
+            hub,
+        };
+        (fleet, view)
+    }
+
+    /// Brings the running clusters in line with `config`.
+    pub async fn apply(&mut self, config: &FleetConfig) -> Changes {
+        let mut changes = Changes::default();
+        let wanted: BTreeMap<&str, &ClusterConfig> = config
+            .clusters
+            .iter()
+            .map(|c| (c.name.as_str(), c))
+            .collect();
+        let gone: Vec<String> = self
+            .slots
+            .keys()
+            .filter(|name| !wanted.contains_key(name.as_str()))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(slot) = self.slots.remove(&name) {
+                stop(slot).await;
+                changes.stopped.push(name);
+            }
+        }
+        for cluster in wanted.into_values() {
+            self.apply_one(config, cluster, &mut changes).await;
+        }
+        self.publish();
+        changes
+    }
+
+    async fn apply_one(&mut self, config: &FleetConfig, c: &ClusterConfig, changes: &mut Changes) {
+        let connection = connection_of(config, c);
+        let spec = Arc::new(RunnerSpec {
+            cluster: c.clone(),
+            defaults: config.defaults.clone(),
+            dry_run: c.dry_run.unwrap_or(config.hub.dry_run),
+        });
+        let existing = self.slots.get(&c.name);
+        let was_running = existing.is_some_and(|s| s.task.is_some());
+        let keep = existing.is_some_and(|s| {
+            was_running == c.enabled && (!c.enabled || s.connection == connection)
+        });
+        if let (true, Some(slot)) = (keep, existing) {
+            if slot
+                .spec
+                .send_if_modified(|old| replace_if_changed(old, &spec))
+            {
+                changes.updated.push(c.name.clone());
+            }
+            return;
+        }
+        if let Some(slot) = self.slots.remove(&c.name) {
+            stop(slot).await;
+        }
+        match (was_running, c.enabled) {
+            (true, true) => changes.restarted.push(c.name.clone()),
+            (false, true) => changes.started.push(c.name.clone()),
+            (true, false) => changes.stopped.push(c.name.clone()),
+            (false, false) => {}
+        }
+        let slot = self.start(c, connection, spec);
+        self.slots.insert(c.name.clone(), slot);
+    }
+
+    fn start(&self, c: &ClusterConfig, connection: Connection, spec: Arc<RunnerSpec>) -> Slot {
+        let name = ClusterName::new(&c.name);
+        let mut report = ClusterReport::new(name.clone(), spec.dry_run, Timestamp::now());
+        if !c.enabled {
+            report.set_phase(
+                Phase::Stopped,
+                Some("disabled in fleet.toml".into()),
+                Timestamp::now(),
+            );
+        }
+        let (report_tx, report_rx) = watch::channel(report);
+        let (spec_tx, spec_rx) = watch::channel(spec);
+        let cancel = CancellationToken::new();
+        let task = c.enabled.then(|| {
+            tokio::spawn(supervise(
+                Supervised {
+                    name,
+                    connection: connection.clone(),
+                    gate: self.gate.clone(),
+                    spec: spec_rx,
+                    report: report_tx,
+                },
+                cancel.clone(),
+            ))
+        });
+        Slot {
+            connection,
+            spec: spec_tx,
+            report: report_rx,
+            cancel,
+            task,
+        }
+    }
+
+    fn publish(&self) {
+        let reports: Reports = self
+            .slots
+            .iter()
+            .map(|(name, slot)| (ClusterName::new(name), slot.report.clone()))
+            .collect();
+        self.clusters.send_replace(Arc::new(reports));
+    }
+
+    /// Stops every cluster, each undoing what it had under way.
+    pub async fn shut_down(&mut self) {
+        let slots = std::mem::take(&mut self.slots);
+        futures::future::join_all(slots.into_values().map(stop)).await;
+    }
+}
+
+fn replace_if_changed(old: &mut Arc<RunnerSpec>, new: &Arc<RunnerSpec>) -> bool {
+    if **old == **new {
+        return false;
+    }
+    *old = new.clone();
+    true
+}
+
+async fn stop(slot: Slot) {
+    slot.cancel.cancel();
+    if let Some(task) = slot.task {
+        // A supervisor never panics; if it did, there is nothing left to stop.
+        let _ = task.await;
+    }
+}
+
+fn connection_of(config: &FleetConfig, c: &ClusterConfig) -> Connection {
+    Connection {
+        context: c.context().to_string(),
+        kubeconfig: c.kubeconfig.clone(),
+        hub_kubeconfigs: config.hub.kubeconfigs.clone(),
+        timing: TimingKey {
+            scan_interval: config.hub.scan_interval,
+            debounce: config.hub.debounce,
+            request_timeout: config.hub.request_timeout,
+        },
+        status_namespace: config.hub.status_namespace.clone(),
+    }
+}

@@ -1,0 +1,140 @@
+//! The hub: one supervised runner per cluster of fleet.toml, reloads, leader election, and
+//! the fleet view the HTTP API and terminal read.
+//!
+//! `fleet` keeps the runners and applies configuration diffs, `supervise` restarts a failed
+//! runner with backoff, `reload` notices a changed fleet.toml.
+
+pub mod fleet;
+pub mod reload;
+mod supervise;
+
+use std::path::PathBuf;
+
+use jiff::Timestamp;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use self::fleet::{Fleet, ReloadStatus};
+pub use self::fleet::{FleetView, HubStatus};
+use self::reload::FileWatch;
+use crate::cluster::gate::WriteGate;
+use crate::config::FleetConfig;
+
+/// A running hub.
+pub struct HubHandle {
+    pub view: FleetView,
+    task: JoinHandle<()>,
+}
+
+impl HubHandle {
+    /// Waits until the hub has stopped every cluster (after its cancellation).
+    pub async fn wait(self) {
+        // The hub's task never panics by design; a panic would already have been reported.
+        let _ = self.task.await;
+    }
+}
+
+/// Starts the hub on `config`. With `path`, fleet.toml is re-read on SIGHUP and when it
+/// changes on disk. Runs until `cancel` fires; then every cluster stops and undoes what it
+/// had under way.
+pub async fn start(
+    config: FleetConfig,
+    path: Option<PathBuf>,
+    cancel: CancellationToken,
+) -> HubHandle {
+    let gate = WriteGate::always_open();
+    let status = HubStatus {
+        started: Timestamp::now(),
+        config_path: path.as_ref().map(|p| p.display().to_string()),
+        last_reload: None,
+        leader_election: config.hub.leader_election.enabled,
+        leading: gate.is_open(),
+        dry_run: config.hub.dry_run,
+    };
+    let (mut fleet, view) = Fleet::new(gate, status);
+    let changes = fleet.apply(&config).await;
+    tracing::info!("hub started: {}", changes.describe());
+    let task = tokio::spawn(serve(fleet, path, cancel));
+    HubHandle { view, task }
+}
+
+async fn serve(mut fleet: Fleet, path: Option<PathBuf>, cancel: CancellationToken) {
+    let mut file = path.as_deref().map(FileWatch::new);
+    let mut hangup = path.as_ref().and_then(|_| hangup_signal());
+    let mut poll = tokio::time::interval(reload::POLL);
+    loop {
+        let why = tokio::select! {
+            _ = cancel.cancelled() => break,
+            Some(()) = recv(&mut hangup) => "SIGHUP",
+            _ = poll.tick() => {
+                if !file.as_mut().is_some_and(FileWatch::changed) {
+                    continue;
+                }
+                "fleet.toml changed"
+            }
+        };
+        if let Some(path) = &path {
+            reload(&mut fleet, path, why).await;
+        }
+    }
+    fleet.shut_down().await;
+}
+
+async fn reload(fleet: &mut Fleet, path: &std::path::Path, why: &str) {
+    let status = match FleetConfig::load(path) {
+        Ok(config) => {
+            let changes = fleet.apply(&config).await;
+            tracing::info!(
+                "reloaded {} ({why}): {}",
+                path.display(),
+                changes.describe()
+            );
+            ReloadStatus {
+                at: Timestamp::now(),
+                ok: true,
+                message: changes.describe(),
+            }
+        }
+        Err(e) => {
+            tracing::error!("not reloading ({why}), keeping the running configuration: {e}");
+            ReloadStatus {
+                at: Timestamp::now(),
+                ok: false,
+                message: e.to_string(),
+            }
+        }
+    };
+    fleet.hub.send_modify(|h| h.last_reload = Some(status));
+}
+
+#[cfg(unix)]
+type Hangup = tokio::signal::unix::Signal;
+#[cfg(not(unix))]
+type Hangup = ();
+
+#[cfg(unix)]
+fn hangup_signal() -> Option<Hangup> {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!("cannot listen for SIGHUP, reloading on file changes only: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(not(unix))]
+fn hangup_signal() -> Option<Hangup> {
+    None
+}
+
+/// The next SIGHUP; never, without a signal stream.
+async fn recv(hangup: &mut Option<Hangup>) -> Option<()> {
+    #[cfg(unix)]
+    if let Some(s) = hangup {
+        return s.recv().await;
+    }
+    let _ = hangup;
+    std::future::pending().await
+}

@@ -1,0 +1,15 @@
+//! Logging: a `tracing` subscriber writing to stderr, filtered by `RUST_LOG` (e.g.
+//! `RUST_LOG=fleetscaler=debug`), with a default level chosen by the command.
+
+use tracing_subscriber::EnvFilter;
+
+/// Installs the subscriber once; later calls do nothing.
+pub fn init_logging(default_filter: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
