@@ -375,8 +375,9 @@ async fn one_replica_leads_and_a_standby_takes_over() {
     b.task.await.unwrap();
     assert!(!b.gate.is_open(), "closed once stopped");
     let took = until_open(&c, Duration::from_secs(2)).await;
+    // Well within the ~2s a lease left behind would take: the release did it.
     assert!(
-        took < Duration::from_millis(1000),
+        took < Duration::from_millis(1500),
         "took over after {took:?}"
     );
     let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
