@@ -135,6 +135,13 @@ pub struct ClusterHealth {
 pub struct GroupHealth {
     pub id: NodeGroupId,
     pub healthy: bool,
+    /// The group's nodes and machines, counted as for the cluster (`ClusterHealth`).
+    pub ready: u64,
+    pub unready: u64,
+    pub not_started: u64,
+    pub deleting: u64,
+    pub unregistered: u64,
+    pub long_unregistered: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]

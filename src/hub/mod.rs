@@ -5,6 +5,7 @@
 //! runner with backoff, `reload` notices a changed fleet.toml.
 
 pub mod fleet;
+pub mod leader;
 pub mod reload;
 mod supervise;
 

@@ -264,6 +264,12 @@ fn report(g: &NodeGroup, gs: &GroupState, state: &EngineState, now: Timestamp) -
     GroupHealth {
         id: g.id.clone(),
         healthy: gs.healthy,
+        ready: gs.ready,
+        unready: gs.unready,
+        not_started: gs.not_started,
+        deleting: gs.deleting,
+        unregistered: gs.unregistered,
+        long_unregistered: gs.long_unregistered,
         reason: gs
             .health_reason
             .clone()

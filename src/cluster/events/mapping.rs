@@ -1,0 +1,540 @@
+//! From a pass (the plan, and what the executor did with it) to upstream's events.
+//!
+//! Reasons, objects and types are upstream's (`core/scaleup/orchestrator/executor.go`,
+//! `processors/status/eventing_scale_up_processor.go`, `core/scaledown/actuation`,
+//! `clusterstate`, `static_autoscaler.go`); messages follow upstream's wording where it has
+//! one. Actions are reported from the executor's entries, never from the plan alone:
+//! an action the executor skipped (dry run, not the leader, a plan overtaken by the cluster)
+//! makes no event, because events say what the autoscaler did and `kubectl describe pod`
+//! must not claim a scale-up that never happened. What the engine observed (an unhealthy
+//! cluster, a timed-out scale-up, pods that cannot be helped) is reported in any case.
+//!
+//! Order matters to the rate limit: status ConfigMap events first, then nodes, then pods.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::{EventSpec, EventType, ObjectRef};
+use crate::cluster::outcome::{Action, Entry, MachineDeletionKind, Outcome};
+use crate::engine::nodegroups::NodeGroupId;
+use crate::engine::plan::{self, Plan};
+use crate::engine::reason::{Reason, ReasonCode};
+use crate::model::ClusterSnapshot;
+use crate::model::pod::PodId;
+
+const TIMED_OUT: &str = "scale-up timed out: ";
+
+/// The events of one pass, in the order they should be recorded.
+pub fn events_for(
+    plan: &Plan,
+    entries: &[Entry],
+    snapshot: &ClusterSnapshot,
+    status_ref: &ObjectRef,
+) -> Vec<EventSpec> {
+    let mut cx = Context {
+        plan,
+        status: status_ref,
+        cluster: Vec::new(),
+        nodes: Vec::new(),
+        pods: Vec::new(),
+    };
+    cx.cluster_observations();
+    for e in entries {
+        cx.entry(e);
+    }
+    cx.scale_up_pods(entries);
+    let Context {
+        mut cluster,
+        nodes,
+        pods,
+        ..
+    } = cx;
+    cluster.extend(resolve_nodes(nodes, snapshot));
+    cluster.extend(resolve_pods(pods, snapshot));
+    cluster
+}
+
+/// Events gathered in one pass; node and pod events wait for their uids, looked up in one
+/// sweep of the snapshot at the end.
+struct Context<'a> {
+    plan: &'a Plan,
+    status: &'a ObjectRef,
+    cluster: Vec<EventSpec>,
+    nodes: Vec<(Arc<str>, EventType, &'static str, String)>,
+    pods: Vec<(PodId, EventType, &'static str, String)>,
+}
+
+impl Context<'_> {
+    fn on_status(&mut self, event_type: EventType, reason: &'static str, message: String) {
+        self.cluster.push(EventSpec {
+            object: self.status.clone(),
+            event_type,
+            reason,
+            message,
+        });
+    }
+
+    fn on_node(
+        &mut self,
+        node: &Arc<str>,
+        t: EventType,
+        reason: &'static str,
+        m: impl Into<String>,
+    ) {
+        self.nodes.push((node.clone(), t, reason, m.into()));
+    }
+
+    fn on_pod(&mut self, pod: &PodId, t: EventType, reason: &'static str, m: impl Into<String>) {
+        self.pods.push((pod.clone(), t, reason, m.into()));
+    }
+
+    fn max_of(&self, group: &NodeGroupId) -> u64 {
+        self.plan
+            .node_groups
+            .iter()
+            .find(|g| g.id == *group)
+            .and_then(|g| g.max)
+            .unwrap_or(0)
+    }
+
+    /// What the engine saw, whatever was written: an unhealthy cluster, the node limit,
+    /// scale-ups that timed out.
+    fn cluster_observations(&mut self) {
+        let plan = self.plan;
+        let health = &plan.health.cluster;
+        if !health.healthy {
+            let why = health.reason.as_deref().unwrap_or("too many unready nodes");
+            self.on_status(
+                EventType::Warning,
+                "ClusterUnhealthy",
+                format!("Cluster is unhealthy: {why}"),
+            );
+        }
+        let at_max = plan
+            .pending_pods
+            .iter()
+            .flat_map(|p| &p.reasons)
+            .any(|r| r.code == ReasonCode::MaxNodesTotalReached);
+        if at_max {
+            let max = plan.limits.max_nodes_total.max.unwrap_or(0);
+            self.on_status(
+                EventType::Warning,
+                "MaxNodesTotalReached",
+                format!("Max total nodes in cluster reached: {max}"),
+            );
+        }
+        let timed_out = plan
+            .fix_target_size
+            .iter()
+            .map(|f| (&f.node_group, &f.reason))
+            .chain(
+                plan.delete_unregistered
+                    .iter()
+                    .map(|d| (&d.node_group, &d.reason)),
+            );
+        let mut seen = HashSet::new();
+        for (group, reason) in timed_out {
+            let Some(why) = reason.strip_prefix(TIMED_OUT) else {
+                continue;
+            };
+            if seen.insert(group.clone()) {
+                let why = why.split(';').next().unwrap_or(why);
+                self.on_status(
+                    EventType::Warning,
+                    "ScaleUpTimedOut",
+                    format!("Nodes added to group {group} failed to register: {why}"),
+                );
+            }
+        }
+    }
+
+    fn entry(&mut self, e: &Entry) {
+        if matches!(e.outcome, Outcome::Skipped { .. }) {
+            return;
+        }
+        let failed = match &e.outcome {
+            Outcome::Failed { error, .. } => Some(error.as_str()),
+            _ => None,
+        };
+        match &e.action {
+            Action::ScaleUp { group, from, to } => self.scale_up(group, *from, *to, failed),
+            Action::FixTargetSize { group, from, to } => {
+                if let Some(error) = failed {
+                    self.on_status(
+                        EventType::Warning,
+                        "FailedToRevertScaleUp",
+                        format!(
+                            "Failed to lower group {group} from {from} to {to} after a timed-out scale-up: {error}"
+                        ),
+                    );
+                }
+            }
+            Action::DeleteMachine {
+                group,
+                machine,
+                why,
+                ..
+            } => self.delete_machine(group, machine, *why, failed),
+            Action::MarkNode { node, empty, .. } => self.mark_node(node, *empty, failed),
+            Action::RemoveNode {
+                node,
+                empty,
+                evicted,
+                ..
+            } => self.remove_node(node, *empty, evicted, failed),
+            Action::ClearStaleTaint { .. } | Action::FinishDecrement { .. } => {}
+        }
+    }
+
+    fn scale_up(&mut self, group: &NodeGroupId, from: u64, to: u64, failed: Option<&str>) {
+        let max = self.max_of(group);
+        self.on_status(
+            EventType::Normal,
+            "ScaledUpGroup",
+            format!("Scale-up: setting group {group} size to {to} instead of {from} (max: {max})"),
+        );
+        match failed {
+            Some(error) => self.on_status(
+                EventType::Warning,
+                "FailedToScaleUpGroup",
+                format!("Scale-up failed for group {group}: {error}"),
+            ),
+            None => self.on_status(
+                EventType::Normal,
+                "ScaledUpGroup",
+                format!("Scale-up: group {group} size set to {to} instead of {from} (max: {max})"),
+            ),
+        }
+    }
+
+    fn delete_machine(
+        &mut self,
+        group: &NodeGroupId,
+        machine: &crate::model::ObjectKey,
+        why: MachineDeletionKind,
+        failed: Option<&str>,
+    ) {
+        let plan = self.plan;
+        let list = match why {
+            MachineDeletionKind::Unregistered => &plan.delete_unregistered,
+            MachineDeletionKind::Failed => &plan.delete_failed_machines,
+        };
+        let reason = list
+            .iter()
+            .find(|d| d.machine == *machine)
+            .map_or("", |d| d.reason.as_str());
+        let (event_type, event_reason, message) = match (why, failed) {
+            (MachineDeletionKind::Unregistered, None) => (
+                EventType::Normal,
+                "DeleteUnregistered",
+                format!("Removed unregistered machine {machine} of group {group}: {reason}"),
+            ),
+            (MachineDeletionKind::Unregistered, Some(error)) => (
+                EventType::Warning,
+                "DeleteUnregisteredFailed",
+                format!(
+                    "Failed to remove unregistered machine {machine} of group {group}: {error}"
+                ),
+            ),
+            (MachineDeletionKind::Failed, None) => (
+                EventType::Warning,
+                "ScaleUpFailed",
+                format!("Failed adding a node to group {group}: {reason}; the machine is deleted"),
+            ),
+            (MachineDeletionKind::Failed, Some(error)) => (
+                EventType::Warning,
+                "ScaleUpFailed",
+                format!(
+                    "Failed adding a node to group {group}: {reason}; deleting the machine failed: {error}"
+                ),
+            ),
+        };
+        self.on_status(event_type, event_reason, message);
+    }
+
+    fn mark_node(&mut self, node: &Arc<str>, empty: bool, failed: Option<&str>) {
+        if let Some(error) = failed {
+            self.on_node(
+                node,
+                EventType::Warning,
+                "ScaleDownFailed",
+                format!("failed to mark the node as toBeDeleted/unschedulable: {error}"),
+            );
+            return;
+        }
+        let message = if empty {
+            (
+                "ScaleDownEmpty",
+                format!("Scale-down: removing empty node {node}"),
+            )
+        } else {
+            ("ScaleDown", self.removing_message(node))
+        };
+        self.on_status(EventType::Normal, message.0, message.1);
+        self.on_node(
+            node,
+            EventType::Normal,
+            "ScaleDown",
+            "marked the node as toBeDeleted/unschedulable",
+        );
+    }
+
+    /// `Scale-down: removing node X, utilization: 0.21, pods to reschedule: ns/a,ns/b`.
+    fn removing_message(&self, node: &Arc<str>) -> String {
+        let utilization = self
+            .plan
+            .unneeded
+            .iter()
+            .find(|u| u.node == *node)
+            .map_or_else(
+                || "unknown".to_string(),
+                |u| format!("{:.2}", u.utilization),
+            );
+        let pods: Vec<String> = self
+            .plan
+            .scale_down
+            .iter()
+            .find(|a| a.node == *node)
+            .map(|a| a.pods.iter().map(|m| m.pod.to_string()).collect())
+            .unwrap_or_default();
+        format!(
+            "Scale-down: removing node {node}, utilization: {utilization}, pods to reschedule: {}",
+            pods.join(",")
+        )
+    }
+
+    fn remove_node(
+        &mut self,
+        node: &Arc<str>,
+        empty: bool,
+        evicted: &[PodId],
+        failed: Option<&str>,
+    ) {
+        for pod in evicted {
+            self.on_pod(
+                pod,
+                EventType::Normal,
+                "ScaleDown",
+                "deleting pod for node scale down",
+            );
+        }
+        match (failed, empty) {
+            (Some(error), true) => self.on_node(
+                node,
+                EventType::Warning,
+                "ScaleDownFailed",
+                format!("failed to delete empty node: {error}"),
+            ),
+            (Some(error), false) => self.on_node(
+                node,
+                EventType::Warning,
+                "ScaleDownFailed",
+                format!("failed to drain and delete node: {error}"),
+            ),
+            (None, _) => {
+                let (reason, message) = if empty {
+                    (
+                        "ScaleDownEmpty",
+                        format!("Scale-down: empty node {node} removed"),
+                    )
+                } else {
+                    (
+                        "ScaleDown",
+                        format!("Scale-down: node {node} removed with drain"),
+                    )
+                };
+                self.on_status(EventType::Normal, reason, message);
+                self.on_node(
+                    node,
+                    EventType::Normal,
+                    "ScaleDown",
+                    "nodes removed by cluster autoscaler",
+                );
+            }
+        }
+    }
+
+    /// `TriggeredScaleUp` on the pods of the scale-ups that were written; when no scale-up
+    /// was tried this pass, `NotTriggerScaleUp` on the pods nothing can be done for (upstream
+    /// leaves those for a pass without a scale-up attempt, too).
+    fn scale_up_pods(&mut self, entries: &[Entry]) {
+        let plan = self.plan;
+        let mut attempted = false;
+        let mut infos = Vec::new();
+        let mut done_groups = Vec::new();
+        for e in entries {
+            if let Action::ScaleUp { group, from, to } = &e.action {
+                match e.outcome {
+                    Outcome::Done { .. } => {
+                        attempted = true;
+                        infos.push(format!(
+                            "{{{group} {from}->{to} (max: {})}}",
+                            self.max_of(group)
+                        ));
+                        done_groups.push(group);
+                    }
+                    Outcome::Failed { .. } => attempted = true,
+                    Outcome::Skipped { .. } => {}
+                }
+            }
+        }
+        if !infos.is_empty() {
+            let message = format!("pod triggered scale-up: [{}]", infos.join(" "));
+            for a in plan
+                .scale_up
+                .iter()
+                .filter(|a| done_groups.contains(&&a.node_group))
+            {
+                for pod in &a.pods {
+                    self.on_pod(pod, EventType::Normal, "TriggeredScaleUp", message.clone());
+                }
+            }
+        }
+        if attempted {
+            return;
+        }
+        for p in &plan.pending_pods {
+            if p.outcome != plan::Outcome::NoScaleUp {
+                continue;
+            }
+            if let Some(why) = not_triggered(&p.reasons) {
+                self.on_pod(
+                    &p.pod,
+                    EventType::Normal,
+                    "NotTriggerScaleUp",
+                    format!("pod didn't trigger scale-up: {why}"),
+                );
+            }
+        }
+    }
+}
+
+/// Upstream's `ReasonsMessage`: each group's reason in upstream's words, counted across
+/// groups and sorted (`1 max node group size reached, 2 Insufficient cpu`). A pod still
+/// within its scale-up delay gets no event, as upstream filters such pods out before it.
+fn not_triggered(reasons: &[Reason]) -> Option<String> {
+    if reasons.iter().any(|r| r.code == ReasonCode::PodTooNew) {
+        return None;
+    }
+    if reasons
+        .iter()
+        .any(|r| r.code == ReasonCode::MaxNodesTotalReached)
+    {
+        return Some("max total nodes in cluster reached".to_string());
+    }
+    let mut counted: HashMap<String, usize> = HashMap::new();
+    for r in reasons
+        .iter()
+        .filter(|r| r.node_group.is_some() && r.code != ReasonCode::NodeGroupInvalid)
+    {
+        *counted.entry(phrase(r)).or_default() += 1;
+    }
+    if counted.is_empty() {
+        // No group was considered: say why in the engine's words (no node groups, an
+        // unhealthy cluster).
+        return reasons
+            .iter()
+            .find(|r| r.code != ReasonCode::NotSimulated)
+            .map(phrase_or_message);
+    }
+    let mut parts: Vec<String> = counted
+        .into_iter()
+        .map(|(phrase, n)| format!("{n} {phrase}"))
+        .collect();
+    parts.sort();
+    Some(parts.join(", "))
+}
+
+fn phrase_or_message(r: &Reason) -> String {
+    match r.code {
+        ReasonCode::ClusterUnhealthy | ReasonCode::NoNodeGroups => r.message.clone(),
+        _ => phrase(r),
+    }
+}
+
+/// A reason in upstream's words (the scheduler's predicate messages and the orchestrator's
+/// skip reasons), short and the same for every group so that counting them makes sense.
+fn phrase(r: &Reason) -> String {
+    use ReasonCode::*;
+    let first_word = r.message.split_whitespace().next();
+    match r.code {
+        InsufficientResources => format!("Insufficient {}", first_word.unwrap_or("resources")),
+        TooManyPods => "Too many pods".into(),
+        NodeSelectorMismatch | NodeAffinityMismatch => {
+            "node(s) didn't match Pod's node affinity/selector".into()
+        }
+        UntoleratedTaint if !r.message.is_empty() => format!("node(s) had {}", r.message),
+        UntoleratedTaint => "node(s) had untolerated taint".into(),
+        HostPortConflict => "node(s) didn't have free ports for the requested pod ports".into(),
+        PodAffinityUnsatisfied => "node(s) didn't match pod affinity rules".into(),
+        PodAntiAffinityConflict => "node(s) didn't match pod anti-affinity rules".into(),
+        TopologySpreadViolated => "node(s) didn't match pod topology spread constraints".into(),
+        NodeUnschedulable => "node(s) were unschedulable".into(),
+        MaxSizeReached => "max node group size reached".into(),
+        ResourceLimitReached => {
+            let which = r.message.split(':').next().unwrap_or_default();
+            format!("exceeded quota: {which}")
+        }
+        MaxNodesTotalReached => "max total nodes in cluster reached".into(),
+        NodeGroupBackedOff => "in backoff after failed scale-up".into(),
+        NodeGroupUnhealthy | NodeGroupSizeUnexplained => "not ready for scale-up".into(),
+        NoTemplate => "no node template".into(),
+        ScaleUpCapReached => "max nodes per scale-up reached".into(),
+        ClusterUnhealthy => "cluster is unhealthy".into(),
+        other => other.as_str().into(),
+    }
+}
+
+fn resolve_nodes(
+    wanted: Vec<(Arc<str>, EventType, &'static str, String)>,
+    snapshot: &ClusterSnapshot,
+) -> Vec<EventSpec> {
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let names: HashSet<&str> = wanted.iter().map(|w| &*w.0).collect();
+    let uids: HashMap<&str, Arc<str>> = snapshot
+        .nodes
+        .iter()
+        .filter(|n| names.contains(&*n.name) && !n.uid.is_empty())
+        .map(|n| (&*n.name, n.uid.clone()))
+        .collect();
+    wanted
+        .into_iter()
+        .map(|(name, event_type, reason, message)| EventSpec {
+            object: ObjectRef::node(&name, uids.get(&*name).cloned()),
+            event_type,
+            reason,
+            message,
+        })
+        .collect()
+}
+
+fn resolve_pods(
+    wanted: Vec<(PodId, EventType, &'static str, String)>,
+    snapshot: &ClusterSnapshot,
+) -> Vec<EventSpec> {
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let ids: HashSet<&PodId> = wanted.iter().map(|w| &w.0).collect();
+    let uids: HashMap<&PodId, Arc<str>> = snapshot
+        .pods
+        .iter()
+        .filter(|p| ids.contains(&p.id) && !p.uid.is_empty())
+        .map(|p| (&p.id, p.uid.clone()))
+        .collect();
+    wanted
+        .into_iter()
+        .map(|(id, event_type, reason, message)| EventSpec {
+            object: ObjectRef::pod(&id.namespace, &id.name, uids.get(&id).cloned()),
+            event_type,
+            reason,
+            message,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "mapping_tests.rs"]
+mod tests;
