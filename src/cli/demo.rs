@@ -50,6 +50,8 @@ pub enum DemoError {
     Sim(#[from] SimError),
     #[error(transparent)]
     Listen(#[from] ListenError),
+    #[error(transparent)]
+    Hub(#[from] crate::hub::HubError),
 }
 
 pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
@@ -73,7 +75,7 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     );
     println!("  Ctrl-C to stop\n");
     let cancel = CancellationToken::new();
-    let hub = crate::hub::start(config, None, cancel.clone()).await;
+    let hub = crate::hub::start(config, None, cancel.clone()).await?;
     tokio::spawn(server::serve(listener, hub.view.clone(), cancel.clone()));
     let view = tokio::spawn(super::view::show(hub.view.clone(), cancel.clone()));
     super::run::stop_gracefully(hub, cancel).await;

@@ -25,6 +25,8 @@ pub enum RunError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Listen(#[from] ListenError),
+    #[error(transparent)]
+    Hub(#[from] crate::hub::HubError),
 }
 
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
@@ -39,7 +41,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         args.config.display()
     );
     let cancel = CancellationToken::new();
-    let hub = crate::hub::start(config, Some(args.config), cancel.clone()).await;
+    let hub = crate::hub::start(config, Some(args.config), cancel.clone()).await?;
     tokio::spawn(server::serve(listener, hub.view.clone(), cancel.clone()));
     stop_gracefully(hub, cancel).await;
     Ok(())

@@ -36,6 +36,9 @@ pub struct HubStatus {
     pub leader_election: bool,
     /// True while this replica may write (always, without leader election).
     pub leading: bool,
+    /// Who holds the lease, as last seen.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub leader: Option<super::leader::LeaderState>,
     pub dry_run: bool,
 }
 
@@ -53,6 +56,7 @@ pub struct FleetView {
     clusters: watch::Receiver<Arc<Reports>>,
     hub: watch::Receiver<HubStatus>,
     gate: WriteGate,
+    leader: Option<watch::Receiver<super::leader::LeaderState>>,
 }
 
 impl FleetView {
@@ -72,6 +76,7 @@ impl FleetView {
     pub fn hub(&self) -> HubStatus {
         let mut status = self.hub.borrow().clone();
         status.leading = self.gate.is_open();
+        status.leader = self.leader.as_ref().map(|l| l.borrow().clone());
         status
     }
 }
@@ -122,13 +127,18 @@ pub struct Fleet {
 }
 
 impl Fleet {
-    pub fn new(gate: WriteGate, status: HubStatus) -> (Fleet, FleetView) {
+    pub fn new(
+        gate: WriteGate,
+        leader: Option<watch::Receiver<super::leader::LeaderState>>,
+        status: HubStatus,
+    ) -> (Fleet, FleetView) {
         let (clusters, clusters_rx) = watch::channel(Arc::new(Reports::new()));
         let (hub, hub_rx) = watch::channel(status);
         let view = FleetView {
             clusters: clusters_rx,
             hub: hub_rx,
             gate: gate.clone(),
+            leader,
         };
         let fleet = Fleet {
             slots: BTreeMap::new(),

@@ -12,14 +12,27 @@ mod supervise;
 use std::path::PathBuf;
 
 use jiff::Timestamp;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use self::fleet::{Fleet, ReloadStatus};
 pub use self::fleet::{FleetView, HubStatus};
+use self::leader::{LeaderConfig, LeaderElector, LeaderState};
 use self::reload::FileWatch;
-use crate::cluster::gate::WriteGate;
+use crate::cluster::client::{self, ClientError};
+use crate::cluster::gate::{self, WriteGate};
 use crate::config::FleetConfig;
+
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("leader election needs a client for the management cluster: {0}")]
+    LeaderClient(#[from] ClientError),
+    #[error(
+        "leader election: no in-cluster configuration ({0}); set hub.leader_election.context"
+    )]
+    InCluster(String),
+}
 
 /// A running hub.
 pub struct HubHandle {
@@ -42,21 +55,79 @@ pub async fn start(
     config: FleetConfig,
     path: Option<PathBuf>,
     cancel: CancellationToken,
-) -> HubHandle {
-    let gate = WriteGate::always_open();
+) -> Result<HubHandle, HubError> {
+    let election = Election::start(&config).await?;
     let status = HubStatus {
         started: Timestamp::now(),
         config_path: path.as_ref().map(|p| p.display().to_string()),
         last_reload: None,
         leader_election: config.hub.leader_election.enabled,
-        leading: gate.is_open(),
+        leading: election.gate.is_open(),
+        leader: None,
         dry_run: config.hub.dry_run,
     };
-    let (mut fleet, view) = Fleet::new(gate, status);
+    let (mut fleet, view) = Fleet::new(election.gate.clone(), election.state.clone(), status);
     let changes = fleet.apply(&config).await;
     tracing::info!("hub started: {}", changes.describe());
-    let task = tokio::spawn(serve(fleet, path, cancel));
-    HubHandle { view, task }
+    let task = tokio::spawn(async move {
+        serve(fleet, path, cancel).await;
+        election.stop().await;
+    });
+    Ok(HubHandle { view, task })
+}
+
+/// The leader election, when fleet.toml turns it on.
+struct Election {
+    gate: WriteGate,
+    state: Option<watch::Receiver<LeaderState>>,
+    /// Cancelled only after every cluster has stopped: their clean-up still writes.
+    cancel: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Election {
+    async fn start(config: &FleetConfig) -> Result<Election, HubError> {
+        let le = &config.hub.leader_election;
+        let cancel = CancellationToken::new();
+        if !le.enabled {
+            return Ok(Election {
+                gate: WriteGate::always_open(),
+                state: None,
+                cancel,
+                task: None,
+            });
+        }
+        let timeout = config.hub.request_timeout;
+        let kube = match &le.context {
+            Some(context) => {
+                let kubeconfig = client::load_kubeconfig(None, &config.hub.kubeconfigs)?;
+                client::connect(kubeconfig, context, timeout).await?
+            }
+            None => {
+                let incluster =
+                    kube::Config::incluster().map_err(|e| HubError::InCluster(e.to_string()))?;
+                client::from_config(incluster, "in-cluster", timeout)?
+            }
+        };
+        let elector = LeaderElector::new(kube, LeaderConfig::new(le, timeout));
+        let state = elector.state();
+        let (open, gate) = gate::channel(false);
+        let task = tokio::spawn(elector.run(open, cancel.clone()));
+        Ok(Election {
+            gate,
+            state: Some(state),
+            cancel,
+            task: Some(task),
+        })
+    }
+
+    /// Releases the lease (so a standby takes over at once) and waits for it.
+    async fn stop(self) {
+        self.cancel.cancel();
+        if let Some(task) = self.task {
+            let _ = task.await;
+        }
+    }
 }
 
 async fn serve(mut fleet: Fleet, path: Option<PathBuf>, cancel: CancellationToken) {

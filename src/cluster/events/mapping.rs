@@ -54,6 +54,35 @@ pub fn events_for(
     cluster
 }
 
+/// The events of actions that ended between passes (a scale-down finishing), without the
+/// observations of the plan they came from (recorded with that pass already).
+pub fn events_for_entries(
+    plan: &Plan,
+    entries: &[Entry],
+    snapshot: &ClusterSnapshot,
+    status_ref: &ObjectRef,
+) -> Vec<EventSpec> {
+    let mut cx = Context {
+        plan,
+        status: status_ref,
+        cluster: Vec::new(),
+        nodes: Vec::new(),
+        pods: Vec::new(),
+    };
+    for e in entries {
+        cx.entry(e);
+    }
+    let Context {
+        mut cluster,
+        nodes,
+        pods,
+        ..
+    } = cx;
+    cluster.extend(resolve_nodes(nodes, snapshot));
+    cluster.extend(resolve_pods(pods, snapshot));
+    cluster
+}
+
 /// Events gathered in one pass; node and pod events wait for their uids, looked up in one
 /// sweep of the snapshot at the end.
 struct Context<'a> {

@@ -17,7 +17,7 @@ mod recorder;
 use std::sync::Arc;
 
 pub use filter::{Admission, EventFilter, FilterSettings};
-pub use mapping::events_for;
+pub use mapping::{events_for, events_for_entries};
 pub use recorder::{EventRecorder, EventStats, RecorderSettings};
 
 /// `source.component` of every event: what upstream's events carry, so existing filters

@@ -22,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 use super::ClusterName;
 use super::cache::{Cache, Update, watch as watches};
 use super::error::CallError;
+use super::events::{EventRecorder, RecorderSettings};
+use super::status::{StatusSettings, StatusWriter};
 use super::gate::WriteGate;
 use super::outcome::Entry;
 use super::report::{ClusterReport, Phase};
@@ -96,6 +98,19 @@ pub async fn run(
         _ = cancel.cancelled() => return Ok(()),
         served = discovery => served.map_err(RunnerError::Discovery)?,
     };
+    let dry_run = spec.borrow().dry_run;
+    let status = StatusWriter::new(
+        ctx.client.clone(),
+        StatusSettings::new(&ctx.status_namespace, ctx.timing.request_timeout, dry_run),
+        ctx.gate.clone(),
+    );
+    // The recorder's task ends when the runner (its last handle) is dropped.
+    let (events, _) = EventRecorder::spawn(
+        ctx.client.clone(),
+        ctx.name.clone(),
+        ctx.gate.clone(),
+        RecorderSettings::new(ctx.timing.request_timeout, "fleetscaler"),
+    );
     let mut runner = Runner {
         cache: Cache::new(&served.kinds),
         updates: watches::updates(&ctx.client, &served),
@@ -105,7 +120,11 @@ pub async fn run(
         removals: JoinSet::new(),
         removing: HashMap::new(),
         in_flight: HashSet::new(),
+        status,
+        events,
+        last_plan: None,
     };
+    runner.initializing().await;
     if !runner.sync(&cancel).await? {
         return Ok(());
     }
@@ -126,6 +145,9 @@ struct Runner {
     /// The node and group of each removal task.
     removing: HashMap<Id, (Arc<str>, crate::engine::nodegroups::NodeGroupId)>,
     in_flight: HashSet<Arc<str>>,
+    status: StatusWriter,
+    events: EventRecorder,
+    last_plan: Option<Arc<crate::engine::plan::Plan>>,
 }
 
 impl Runner {

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::{Runner, RunnerSpec};
 use crate::cluster::error::Category;
+use crate::cluster::events::{events_for, events_for_entries};
 use crate::cluster::executor::{Executor, ExecutorConfig, NodeRemoval};
 use crate::cluster::outcome::{Action, Entry, Outcome};
 use crate::cluster::report::{PassSummary, Phase};
@@ -39,6 +40,13 @@ impl Runner {
         }
         let now = Timestamp::now();
         self.ctx.publish(|r| r.record_entries(&entries, now));
+    }
+
+    /// The status ConfigMap says `Initializing` until the first pass.
+    pub(super) async fn initializing(&mut self) {
+        if let Err(e) = self.status.initializing(Timestamp::now()).await {
+            tracing::warn!(k8s.cluster.name = %self.ctx.name, "cannot write the status ConfigMap: {e}");
+        }
     }
 
     pub(super) async fn pass(&mut self) {
@@ -76,6 +84,14 @@ impl Runner {
             .execute(&plan, snapshot, &settings, &self.in_flight)
             .await;
         feed_back(&mut self.state, &execution.entries, &settings, now);
+        // Status first: events about the ConfigMap need its uid.
+        if let Err(e) = self.status.write(&plan, now).await {
+            tracing::warn!(k8s.cluster.name = %self.ctx.name, category = e.category().as_str(),
+                "cannot write the status ConfigMap: {e}");
+        }
+        let status_ref = self.status.object_ref();
+        self.events
+            .record_all(events_for(&plan, &execution.entries, snapshot, &status_ref));
         for removal in execution.removals {
             self.start_removal(removal);
         }
@@ -88,6 +104,7 @@ impl Runner {
         };
         log_entries(&self.ctx.name, &execution.entries);
         let plan = Arc::new(plan);
+        self.last_plan = Some(plan.clone());
         let stats = self.cache.stats();
         self.ctx.publish(|r| {
             r.record_plan(plan);
@@ -132,6 +149,13 @@ impl Runner {
             self.state.record_scale_down_failure(now);
         }
         log_entries(&self.ctx.name, std::slice::from_ref(&entry));
+        if let Some(plan) = &self.last_plan {
+            let status_ref = self.status.object_ref();
+            let entries = std::slice::from_ref(&entry);
+            let snapshot = self.cache.snapshot();
+            self.events
+                .record_all(events_for_entries(plan, entries, snapshot, &status_ref));
+        }
         self.ctx
             .publish(|r| r.record_entries(std::slice::from_ref(&entry), now));
     }
@@ -148,6 +172,10 @@ impl Runner {
                 tracing::warn!(k8s.cluster.name = %self.ctx.name,
                     "could not undo interrupted scale-downs in time; the next start will");
             }
+        }
+        // As upstream on a clean exit: no status claims to be current once nobody writes it.
+        if let Err(e) = self.status.remove().await {
+            tracing::warn!(k8s.cluster.name = %self.ctx.name, "cannot remove the status ConfigMap: {e}");
         }
         self.ctx.set_phase(Phase::Stopped, None);
     }

@@ -1,0 +1,186 @@
+//! End to end: the hub autoscaling simulated clusters through the real kube client over
+//! HTTPS. Each test is a story a user would tell: pods waited and got nodes, load left and
+//! nodes went, a broken group was routed around, a broken cluster did not hold the others.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e_support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use e2e_support::*;
+use fleetscaler::cluster::outcome::{Action, Outcome};
+use fleetscaler::cluster::report::{ClusterReport, Phase};
+use fleetscaler::engine::settings::SettingsPatch;
+use fleetscaler::sim::faults::{Faults, Outage};
+use fleetscaler::sim::fleet::FailureMode;
+use fleetscaler::sim::settings::Flavor;
+
+const LONG: Duration = Duration::from_secs(40);
+
+async fn running_report(hub: &Hub, name: &str) -> ClusterReport {
+    let view = hub.view();
+    eventually(LONG, &format!("{name} running"), || {
+        let r = view.report(name);
+        async move { r.filter(|r| r.phase == Phase::Running && r.last_pass.is_some()) }
+    })
+    .await
+}
+
+fn done(report: &ClusterReport, pick: impl Fn(&Action) -> bool) -> usize {
+    report
+        .recent
+        .iter()
+        .filter(|h| pick(&h.entry.action) && matches!(h.entry.outcome, Outcome::Done { .. }))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_pods_get_nodes_and_idle_nodes_go() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let dir = TempDir::new("e2e-updown");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
+    let sim = &fleet.clusters()[0];
+    running_report(&hub, "sim-1").await;
+    let before = sum_replicas(&worker_groups(sim));
+
+    // Three workers hold six of these; four wait for two more nodes.
+    create_pods(sim, "web", 10, "3").await;
+    eventually(LONG, "all ten pods running", || {
+        let n = running(&pods(sim, "web"));
+        async move { (n == 10).then_some(()) }
+    })
+    .await;
+    assert!(sum_replicas(&worker_groups(sim)) >= before + 2);
+    assert_within_bounds(sim);
+    let report = hub.view().report("sim-1").unwrap();
+    assert!(done(&report, |a| matches!(a, Action::ScaleUp { .. })) >= 1, "{:?}", report.recent);
+
+    // The load leaves: the extra nodes are drained and removed after the unneeded time.
+    delete_pods(sim, "web").await;
+    eventually(LONG, "every worker group back at its minimum", || {
+        let at_min = worker_groups(sim).iter().all(|g| g.1 == g.2);
+        let workers = ready_workers(sim);
+        async move { (at_min && workers == 3).then_some(()) }
+    })
+    .await;
+    assert!(tainted_nodes(sim).is_empty());
+    assert!(marked_machines(sim).is_empty());
+    let report = hub.view().report("sim-1").unwrap();
+    assert!(done(&report, |a| matches!(a, Action::RemoveNode { .. })) >= 2, "{:?}", report.recent);
+    hub.stop().await;
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_api_machine_deployments_scale_up() {
+    let fleet = quiet_fleet(1, Flavor::ClusterApi).await;
+    let dir = TempDir::new("e2e-capi");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
+    let sim = &fleet.clusters()[0];
+    running_report(&hub, "sim-1").await;
+    create_pods(sim, "batch", 8, "3").await;
+    eventually(LONG, "all eight pods running", || {
+        let n = running(&pods(sim, "batch"));
+        async move { (n == 8).then_some(()) }
+    })
+    .await;
+    assert!(sum_replicas(&worker_groups(sim)) >= 4);
+    assert_within_bounds(sim);
+    hub.stop().await;
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pods_leave_a_group_whose_machines_fail_at_once() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let sim = &fleet.clusters()[0];
+    let groups = worker_groups(sim);
+    let broken = groups[0].0.clone();
+    sim.set_failure_mode(&broken, Some(FailureMode::Fail)).unwrap();
+    // The broken group is the one the expander prefers; only failure handling moves away.
+    let mut priorities = BTreeMap::new();
+    priorities.insert("20".to_string(), vec![format!(".*{broken}.*")]);
+    priorities.insert("10".to_string(), vec![".*".to_string()]);
+    let settings = SettingsPatch {
+        expanders: Some(vec![fleetscaler::engine::settings::ExpanderKind::Priority]),
+        priorities: Some(priorities),
+        // Far away: the move must come from the failure, not from a provisioning timeout.
+        max_node_provision_time: Some(Duration::from_secs(600)),
+        ..fast_settings()
+    };
+    let dir = TempDir::new("e2e-failing");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), settings)).await;
+    running_report(&hub, "sim-1").await;
+
+    create_pods(sim, "job", 8, "3").await;
+    eventually(LONG, "the pods running on other groups", || {
+        let n = running(&pods(sim, "job"));
+        async move { (n == 8).then_some(()) }
+    })
+    .await;
+    let now = worker_groups(sim);
+    assert_eq!(now[0].1, groups[0].1, "the broken group is back at its size: {now:?}");
+    assert!(sum_replicas(&now) >= sum_replicas(&groups) + 1, "{now:?}");
+    let report = hub.view().report("sim-1").unwrap();
+    let plan = report.plan.unwrap();
+    let health = plan
+        .health
+        .node_groups
+        .iter()
+        .find(|g| g.id.as_str().ends_with(&broken))
+        .unwrap();
+    assert!(health.backoff_until.is_some(), "{health:?}");
+    hub.stop().await;
+    fleet.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_down_or_failing_does_not_hold_the_others() {
+    let fleet = quiet_fleet(3, Flavor::OpenShift).await;
+    let dir = TempDir::new("e2e-outage");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
+    for name in ["sim-1", "sim-2", "sim-3"] {
+        running_report(&hub, name).await;
+    }
+    let [one, two, three] = [0, 1, 2].map(|i| &fleet.clusters()[i]);
+    two.faults().set(Faults {
+        outage: Some(Outage::Hang),
+        ..Faults::default()
+    });
+    three.faults().set(Faults {
+        error_rate: 1.0,
+        error_code: 500,
+        ..Faults::default()
+    });
+    create_pods(one, "web", 8, "3").await;
+    eventually(LONG, "sim-1 scaled while sim-2 hangs and sim-3 fails", || {
+        let n = running(&pods(one, "web"));
+        async move { (n == 8).then_some(()) }
+    })
+    .await;
+    let view = hub.view();
+    eventually(LONG, "sim-3 reported as failing", || {
+        let r = view.report("sim-3").unwrap();
+        let failing = r.phase == Phase::Failed
+            || r.last_pass.as_ref().is_some_and(|p| p.skipped.is_some());
+        async move { failing.then_some(()) }
+    })
+    .await;
+
+    // Back to health: both catch up on their own.
+    two.faults().clear();
+    three.faults().clear();
+    for (cluster, name) in [(two, "two"), (three, "three")] {
+        create_pods(cluster, name, 8, "3").await;
+    }
+    for (cluster, name) in [(two, "two"), (three, "three")] {
+        eventually(Duration::from_secs(90), &format!("{} scaled after recovery", cluster.name()), || {
+            let n = running(&pods(cluster, name));
+            async move { (n == 8).then_some(()) }
+        })
+        .await;
+    }
+    hub.stop().await;
+    fleet.shutdown().await;
+}
