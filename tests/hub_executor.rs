@@ -165,14 +165,19 @@ async fn scale_up_raises_replicas_once_and_never_writes_a_stale_plan() {
     // The same plan again: the group has moved on, nothing is written.
     let (_, _, name) = parts(&group);
     let sets = machine_api(&c, flavor, "MachineSet");
-    let version = sets.get(&name).await.unwrap().resource_version();
+    // The controllers write the status; only a write of the spec bumps the generation.
+    let generation = sets.get(&name).await.unwrap().metadata.generation;
     let again = exec.execute(&plan, &snap, &settings, &none()).await;
     let reason = skipped(&again.entries[0]);
     assert!(
         reason.contains("it saw 1 replicas") && reason.contains("has 2 now"),
         "{reason}"
     );
-    assert_eq!(sets.get(&name).await.unwrap().resource_version(), version);
+    assert_eq!(
+        sets.get(&name).await.unwrap().metadata.generation,
+        generation
+    );
+    assert_eq!(replicas(&c, flavor, &group).await, 2);
 
     // A plan made on a stale view, one above the max, and a target fix.
     plan.scale_up = vec![scale_up(&group, 5, 6), scale_up(&group, 2, 4)];
@@ -629,6 +634,47 @@ async fn recovery_finishes_an_interrupted_decrement_and_clears_a_stale_taint() {
         let m = ms.get_opt(&marked).await.ok()?;
         let n = nodes_api.get_opt(&a_nodes[0]).await.ok()?;
         (m.is_none() && n.is_none()).then_some(())
+    })
+    .await;
+    fleet.shutdown().await;
+}
+
+#[tokio::test]
+async fn parallel_removals_in_one_group_each_lower_it_by_one() {
+    let flavor = Flavor::OpenShift;
+    let fleet = fleet(flavor, false, 3).await;
+    let cluster = fleet.cluster(1).unwrap();
+    let c = client(cluster).await;
+    let settings = settings();
+    let snap = snapshot(&c, flavor).await;
+    let group = worker_group(cluster, flavor, 'c');
+    let (nodes, _) = members(&snap, &settings, &group);
+    let exec = executor(&c, WriteGate::always_open(), false);
+    let mut plan = empty_plan(&snap, &settings);
+    plan.scale_down = vec![
+        scale_down(&group, &nodes[0], true),
+        scale_down(&group, &nodes[1], true),
+    ];
+    let run = exec.execute(&plan, &snap, &settings, &none()).await;
+    assert_eq!(run.removals.len(), 2);
+    let tasks: Vec<_> = run
+        .removals
+        .into_iter()
+        .map(|r| tokio::spawn(r.run()))
+        .collect();
+    let mut details = Vec::new();
+    for t in tasks {
+        details.push(done(&t.await.unwrap()).to_string());
+    }
+    details.sort_by_key(|d| d.ends_with("2 -> 1"));
+    assert!(details[0].ends_with("replicas 3 -> 2"), "{details:?}");
+    assert!(details[1].ends_with("replicas 2 -> 1"), "{details:?}");
+    assert_eq!(replicas(&c, flavor, &group).await, 1);
+    let nodes_api = Api::<Node>::all(c.clone());
+    eventually(LIMIT, "both nodes gone, the third kept", || async {
+        let gone = nodes_api.get_opt(&nodes[0]).await.ok()?.is_none()
+            && nodes_api.get_opt(&nodes[1]).await.ok()?.is_none();
+        (gone && nodes_api.get_opt(&nodes[2]).await.ok()?.is_some()).then_some(())
     })
     .await;
     fleet.shutdown().await;

@@ -19,7 +19,7 @@ use kube::api::{ListParams, PostParams};
 use tokio::time::Instant;
 
 use super::Context;
-use super::failure::{Failure, Stop};
+use super::failure::{Failure, Stop, brief};
 use crate::cluster::error::{CallError, Category};
 use crate::model::pod::{MIRROR_POD, PodId};
 
@@ -159,12 +159,12 @@ pub(super) async fn evict_all(
         let Some(last) = last else { return Ok(()) };
         let now = Instant::now();
         if now >= deadline {
-            tracing::warn!(k8s.node.name = node, error = %last, "evictions still refused");
+            tracing::warn!(k8s.node.name = node, error = %brief(&last), "evictions still refused");
             return Err(Failure::EvictionTimedOut {
                 node: node.to_string(),
                 after: limit,
                 pods: refused.iter().map(|p| p.id.to_string()).collect(),
-                last: last.to_string(),
+                last: brief(&last),
             }
             .into());
         }

@@ -68,7 +68,7 @@ impl From<Failure> for Stop {
 /// A step that failed. Messages name the object and what was wrong.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum Failure {
-    #[error(transparent)]
+    #[error("{}", brief(.0))]
     Call(#[from] CallError),
     /// Lowering the group would take it below its min size.
     #[error("{group} has {replicas} replicas, at its min size {min}: lowering it would go below")]
@@ -130,6 +130,21 @@ impl Failure {
     }
 }
 
+/// A failed call in one line: the operation, the API server's message, its code and reason
+/// (kube's own rendering carries the whole Status object).
+pub(super) fn brief(e: &CallError) -> String {
+    match e {
+        CallError::Api {
+            op,
+            source: kube::Error::Api(status),
+        } => {
+            let message = status.message.trim().trim_end_matches('.');
+            format!("{op}: {message} ({} {})", status.code, status.reason)
+        }
+        other => other.to_string(),
+    }
+}
+
 /// The entry of an action from its result: `Ok(detail)` is Done.
 pub(super) fn entry_of(action: Action, result: Result<String, Stop>) -> Entry {
     match result {
@@ -162,6 +177,23 @@ mod tests {
         assert_eq!(
             f.to_string(),
             "MachineSet ns/a has 1 replicas, at its min size 1: lowering it would go below; taint removed"
+        );
+    }
+
+    #[test]
+    fn api_errors_read_in_one_line() {
+        let status = kube::core::Status::failure(
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            "TooManyRequests",
+        )
+        .with_code(429);
+        let e = CallError::Api {
+            op: "evict pod shop/a".into(),
+            source: kube::Error::Api(Box::new(status)),
+        };
+        assert_eq!(
+            Failure::Call(e).to_string(),
+            "evict pod shop/a: Cannot evict pod as it would violate the pod's disruption budget (429 TooManyRequests)"
         );
     }
 

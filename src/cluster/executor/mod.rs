@@ -311,7 +311,18 @@ impl Executor {
             let target = resolver.target(&down.node_group)?;
             let machine = resolver.machine_of_node(&down.node, &down.node_group)?;
             let cordon = settings.cordon_node_before_terminating;
-            let detail = nodes::mark(&self.ctx, &down.node, cordon).await?;
+            let detail = match nodes::mark(&self.ctx, &down.node, cordon).await {
+                Ok(detail) => detail,
+                // No answer: the taint may be on. Nothing may be left behind.
+                Err(stop) if stop.may_have_landed() && self.ctx.may_write().is_ok() => {
+                    let undo = match nodes::unmark(&self.ctx, &down.node).await {
+                        Ok(done) => done,
+                        Err(e) => format!("the taint may be left on node {}: {e}", down.node),
+                    };
+                    return Err(stop.with_undo(undo));
+                }
+                Err(stop) => return Err(stop),
+            };
             Ok::<_, Stop>((detail, target, machine))
         };
         match prepared.await {

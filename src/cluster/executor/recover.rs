@@ -17,7 +17,7 @@ use super::failure::{Stop, entry_of};
 use super::machines::{self, MachineRef};
 use super::scale::{self, API_VERSION, ScaleTarget};
 use super::{CONFLICT_ATTEMPTS, Context, SCALE_DOWN_FROM_ANNOTATION, nodes};
-use crate::cluster::error::CallError;
+use crate::cluster::error::{CallError, Category};
 use crate::cluster::outcome::{Action, Entry};
 use crate::engine::nodegroups::{self, NodeGroupId};
 use crate::model::meta::Projector;
@@ -83,7 +83,12 @@ async fn list_machines(
         .await;
     match listed {
         Ok(list) => Ok(list.items.into_iter().map(|m| (api, m)).collect()),
-        Err(e) if e.is_not_found() => Ok(Vec::new()),
+        // Not served, or not ours to read: its machines are unknown, so no decrement is
+        // finished for them and their nodes' taints are left alone (no machine, not ours).
+        Err(e) if matches!(e.category(), Category::NotFound | Category::Forbidden) => {
+            tracing::debug!(error = %e, "no {} machines to recover", api.domain());
+            Ok(Vec::new())
+        }
         Err(e) => Err(e),
     }
 }

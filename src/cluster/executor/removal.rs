@@ -208,3 +208,28 @@ impl std::fmt::Debug for NodeRemoval {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runner spawns removals: they and their futures must be `Send + 'static`.
+    #[allow(dead_code)]
+    fn spawnable(removal: NodeRemoval) {
+        fn check<T: Send + 'static>(_: &T) {}
+        check(&removal);
+        check(&removal.run());
+    }
+
+    #[test]
+    fn limits_come_from_the_settings() {
+        let settings = Settings {
+            node_delete_delay_after_taint: Duration::from_secs(7),
+            ..Settings::default()
+        };
+        let l = Limits::of(&settings);
+        assert_eq!(l.delay_after_taint, Duration::from_secs(7));
+        assert_eq!(l.max_eviction_time, settings.max_pod_eviction_time);
+        assert_eq!(l.max_grace, settings.max_pod_grace_period);
+    }
+}
