@@ -496,6 +496,18 @@ async fn a_removal_from_a_group_at_min_fails_and_rolls_back() {
     plan.scale_down = vec![scale_down(&group, &nodes[0], true)];
     let mut run = exec.execute(&plan, &snap, &settings, &none()).await;
     done(&run.entries[0]);
+    // Marking again is idempotent: no second taint.
+    let again = exec.execute(&plan, &snap, &settings, &none()).await;
+    assert!(done(&again.entries[0]).contains("already tainted"));
+    let n = Api::<Node>::all(c.clone()).get(&nodes[0]).await.unwrap();
+    let taints = n.spec.unwrap().taints.unwrap();
+    assert_eq!(
+        taints
+            .iter()
+            .filter(|t| t.key == TO_BE_DELETED_TAINT)
+            .count(),
+        1
+    );
     let entry = run.removals.pop().unwrap().run().await;
     let (error, category) = failed(&entry);
     assert_eq!(category, Category::Conflict);

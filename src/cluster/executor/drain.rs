@@ -176,6 +176,9 @@ pub(super) async fn evict_all(
 /// Waits until the evicted pods have left the node: their longest grace period plus the
 /// headroom at most.
 pub(super) async fn wait_gone(ctx: &Context, node: &str, evicted: &[Evictee]) -> Result<(), Stop> {
+    if evicted.is_empty() {
+        return Ok(());
+    }
     let longest = evicted.iter().map(|p| p.grace).max().unwrap_or(0);
     let limit = Duration::from_secs(u64::try_from(longest).unwrap_or(0)) + ctx.timing.headroom;
     let deadline = Instant::now() + limit;

@@ -239,15 +239,9 @@ impl MachineDeletion<'_> {
     /// For a group at its min: marks the machine and deletes it, so the group replaces it.
     pub(super) async fn mark_and_delete(&self, ctx: &Context) -> Result<String, Stop> {
         let (t, m) = (self.target, self.machine);
-        let mut obj = m.get(ctx).await?;
+        let mut obj = m.get_live(ctx).await?;
         let mut attempt = 1;
         loop {
-            if obj.metadata.deletion_timestamp.is_some() {
-                return Err(Stop::Skip(format!(
-                    "{} is already being deleted",
-                    m.describe()
-                )));
-            }
             let rv = obj.metadata.resource_version.as_deref();
             let patch = mark_patch(m.api, rv, Timestamp::now(), None);
             match m.patch(ctx, "mark", patch).await {
@@ -304,7 +298,7 @@ impl MachineDeletion<'_> {
     /// records the new starting count on the machine before trying again.
     async fn lower(&self, ctx: &Context, mut seen: Observed) -> Result<Lowered, Stop> {
         let (t, m) = (self.target, self.machine);
-        let recorded = seen.replicas;
+        let mut recorded = seen.replicas;
         let mut attempt = 1;
         loop {
             let to = seen.replicas.saturating_sub(1);
@@ -327,6 +321,7 @@ impl MachineDeletion<'_> {
                         let from = json!(seen.replicas.to_string());
                         let patch = json!({"metadata": {"annotations": {SCALE_DOWN_FROM_ANNOTATION: from}}});
                         m.patch(ctx, "record the replicas on", patch).await?;
+                        recorded = seen.replicas;
                     }
                 }
                 Err(stop) => {
@@ -342,7 +337,7 @@ impl MachineDeletion<'_> {
     /// After a failed write whose fate is unknown (a timeout), the group may be lower
     /// already: then the decrement is done.
     async fn landed_anyway(&self, ctx: &Context, stop: &Stop, from: u64) -> Option<Lowered> {
-        if !matches!(stop, Stop::Fail(_)) {
+        if !stop.may_have_landed() {
             return None;
         }
         let now = scale::read(ctx, self.target).await.ok()?;
