@@ -569,16 +569,17 @@ async fn recovery_finishes_an_interrupted_decrement_and_clears_a_stale_taint() {
     let a = worker_group(cluster, flavor, 'a');
     let (a_nodes, _) = members(&snap, &settings, &a);
     let marked = machine_of(&snap, &a_nodes[0]);
-    let annotate = |from: &str, group: &NodeGroupId| {
+    let annotate = |from: &str, group: Option<&NodeGroupId>| {
         json!({"metadata": {"annotations": {
             "machine.openshift.io/delete-machine": "2026-01-01T00:00:00Z",
             SCALE_DOWN_FROM_ANNOTATION: from,
-            SCALE_DOWN_GROUP_ANNOTATION: group.as_str()}}})
+            SCALE_DOWN_GROUP_ANNOTATION: group.map(NodeGroupId::as_str)}}})
     };
+    // Without the group recorded, it is found through the machine's MachineSet.
     ms.patch(
         &marked,
         &PatchParams::default(),
-        &Patch::Merge(annotate("2", &a)),
+        &Patch::Merge(annotate("2", None)),
     )
     .await
     .unwrap();
@@ -606,7 +607,7 @@ async fn recovery_finishes_an_interrupted_decrement_and_clears_a_stale_taint() {
     ms.patch(
         &done_machine,
         &PatchParams::default(),
-        &Patch::Merge(annotate("3", &cg)),
+        &Patch::Merge(annotate("3", Some(&cg))),
     )
     .await
     .unwrap();

@@ -140,7 +140,8 @@ pub struct Execution {
     pub removals: Vec<NodeRemoval>,
 }
 
-/// Carries out plans against one cluster.
+/// Carries out plans against one cluster. Cheap to clone (clones share the group locks).
+#[derive(Clone)]
 pub struct Executor {
     ctx: Context,
     dry_run: bool,
