@@ -1,94 +1,360 @@
-//! Turns a plan into API calls that are safe to repeat and to interrupt.
+//! The executor: turns the engine's [`Plan`] into API calls against one cluster, safe to
+//! repeat and safe to interrupt.
 //!
-//! Placeholder with the agreed interface, so the runner builds while the executor is being
-//! written; every action is reported as skipped.
+//! - `scale`: a group's replicas through the `scale` subresource, always written against
+//!   the resourceVersion just read, and only if the group still has the replicas the plan
+//!   saw (so a repeated plan never scales twice);
+//! - `machines`: a Machine marked with its group's delete annotation, and the group lowered
+//!   by exactly one; the replicas at the time are written on the Machine first
+//!   ([`SCALE_DOWN_FROM_ANNOTATION`]) so that a restarted hub can tell whether the
+//!   decrement happened;
+//! - `nodes`: the `ToBeDeletedByClusterAutoscaler` taint and the cordon, and their removal;
+//! - `drain`: evictions through the Eviction API, retried while a PodDisruptionBudget refuses;
+//! - `removal`: one node's scale-down after the taint ([`NodeRemoval`]), rolled back on failure;
+//! - `recover`: start-up repair of what an interrupted run left behind;
+//! - `resolve`: a plan's group, node and machine names to the objects to write.
+//!
+//! Every write checks the [`WriteGate`] immediately before it is sent: a replica that lost
+//! the lease stops at once. Within one executor, changes to one group's replicas are
+//! serialized, so two removals in one group never race on the count they record.
 
-use std::collections::HashSet;
-use std::sync::Arc;
+mod drain;
+mod failure;
+mod machines;
+mod nodes;
+mod recover;
+mod removal;
+mod resolve;
+mod scale;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use removal::NodeRemoval;
+
+use self::failure::{Failure, Stop, entry_of};
+use self::machines::MachineDeletion;
+use self::resolve::Resolver;
+use self::scale::Resize;
+use super::error::CallError;
 use super::gate::WriteGate;
-use super::outcome::{Action, Entry};
+use super::outcome::{Action, Entry, MachineDeletionKind};
 use crate::engine::nodegroups::NodeGroupId;
-use crate::engine::plan::Plan;
+use crate::engine::plan::{Plan, ScaleDownAction};
 use crate::engine::settings::Settings;
 use crate::model::ClusterSnapshot;
 
+/// On a Machine: the group's replicas when the executor asked to lower them by one for it.
+/// A group still at (or above) this count means the decrement never happened.
+pub const SCALE_DOWN_FROM_ANNOTATION: &str = "fleetscaler.io/scale-down-from";
+/// On a Machine: the node group (`<Kind>/<namespace>/<name>`) whose replicas are lowered for it.
+pub const SCALE_DOWN_GROUP_ANNOTATION: &str = "fleetscaler.io/scale-down-group";
+/// On a Node: the executor cordoned it (so only then does it uncordon it again).
+pub const CORDONED_ANNOTATION: &str = "fleetscaler.io/cordoned-for-scale-down";
+
+/// How many times a read-modify-write is tried when the object keeps changing (409).
+const CONFLICT_ATTEMPTS: u32 = 5;
+
+/// What the runner gives the executor.
+#[derive(Clone, Debug)]
 pub struct ExecutorConfig {
+    /// Deadline of every single API call.
     pub request_timeout: Duration,
+    /// Plan and report, write nothing: every action is skipped with "dry run".
     pub dry_run: bool,
+    /// Checked immediately before every write.
     pub gate: WriteGate,
 }
 
-pub struct Executor {
-    _client: kube::Client,
-    _config: ExecutorConfig,
+/// The clocks of a drain. The defaults are the upstream autoscaler's; tests shorten them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainTiming {
+    /// Pause between two rounds of evictions a PodDisruptionBudget refused (upstream: 10 s).
+    /// Never longer than `max_pod_eviction_time`.
+    pub eviction_retry: Duration,
+    /// How often the pods of a node are listed while waiting for evicted pods to go.
+    pub poll: Duration,
+    /// Added to the longest grace period given while waiting for evicted pods (upstream: 30 s).
+    pub headroom: Duration,
 }
 
+impl Default for DrainTiming {
+    fn default() -> Self {
+        DrainTiming {
+            eviction_retry: Duration::from_secs(10),
+            poll: Duration::from_secs(1),
+            headroom: Duration::from_secs(30),
+        }
+    }
+}
+
+/// What every step needs: the client, the call deadline, the gate, the drain clocks and the
+/// per-group locks. Cheap to clone; owned by each [`NodeRemoval`].
+#[derive(Clone)]
+struct Context {
+    client: kube::Client,
+    timeout: Duration,
+    gate: WriteGate,
+    timing: DrainTiming,
+    locks: GroupLocks,
+}
+
+impl Context {
+    /// Refuses a write when this replica is not the leader.
+    fn may_write(&self) -> Result<(), Stop> {
+        if self.gate.is_open() {
+            Ok(())
+        } else {
+            Err(Stop::NotLeader)
+        }
+    }
+
+    /// Runs one API call under the deadline, naming `op` in any error.
+    async fn call<T>(
+        &self,
+        op: impl FnOnce() -> String,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, CallError> {
+        super::error::call(op, self.timeout, fut).await
+    }
+}
+
+/// One async lock per node group: a group's replicas are changed by one task at a time, so
+/// the count recorded on a machine is the count its decrement starts from.
+#[derive(Clone, Default)]
+struct GroupLocks(Arc<Mutex<HashMap<NodeGroupId, Arc<tokio::sync::Mutex<()>>>>>);
+
+impl GroupLocks {
+    fn of(&self, group: &NodeGroupId) -> Arc<tokio::sync::Mutex<()>> {
+        // A poisoned map only means another task panicked while inserting; the map is fine.
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        map.entry(group.clone()).or_default().clone()
+    }
+}
+
+/// What `execute` did: an entry per action, and the removals to carry on.
+#[derive(Debug)]
 pub struct Execution {
     pub entries: Vec<Entry>,
     pub removals: Vec<NodeRemoval>,
 }
 
-pub struct NodeRemoval {
-    node: Arc<str>,
-    group: NodeGroupId,
+/// Carries out plans against one cluster. Cheap to clone (clones share the group locks).
+#[derive(Clone)]
+pub struct Executor {
+    ctx: Context,
+    dry_run: bool,
 }
 
 impl Executor {
     pub fn new(client: kube::Client, config: ExecutorConfig) -> Self {
         Executor {
-            _client: client,
-            _config: config,
+            ctx: Context {
+                client,
+                timeout: config.request_timeout,
+                gate: config.gate,
+                timing: DrainTiming::default(),
+                locks: GroupLocks::default(),
+            },
+            dry_run: config.dry_run,
         }
     }
 
-    pub async fn recover(&self) -> Vec<Entry> {
-        Vec::new()
+    /// Other drain clocks (tests use milliseconds).
+    pub fn with_drain_timing(mut self, timing: DrainTiming) -> Self {
+        self.ctx.timing = timing;
+        self
     }
 
+    /// Start-up recovery of an earlier run's leftovers: finishes decrements interrupted
+    /// after their machine was marked, and clears `ToBeDeletedByClusterAutoscaler` taints
+    /// (and the executor's cordons) from nodes whose machine is not marked for deletion.
+    /// A list that fails is logged; [`Executor::try_recover`] returns it instead.
+    pub async fn recover(&self) -> Vec<Entry> {
+        match self.try_recover().await {
+            Ok(entries) => entries,
+            Err(error) => {
+                tracing::warn!(%error, "start-up recovery could not list the cluster");
+                Vec::new()
+            }
+        }
+    }
+
+    /// [`Executor::recover`], failing when the objects to look at cannot be listed.
+    pub async fn try_recover(&self) -> Result<Vec<Entry>, CallError> {
+        recover::run(&self.ctx, self.dry_run).await
+    }
+
+    /// Carries out a plan: machine deletions, target fixes and scale-ups here (in that
+    /// order, so each `from` the engine computed after the previous ones still holds);
+    /// for each scale-down the node is tainted (and cordoned) here, and a [`NodeRemoval`]
+    /// returned to carry on. Nodes in `in_flight` are already being removed and skipped.
     pub async fn execute(
         &self,
         plan: &Plan,
-        _snapshot: &ClusterSnapshot,
-        _settings: &Settings,
-        _in_flight: &HashSet<Arc<str>>,
+        snapshot: &ClusterSnapshot,
+        settings: &Settings,
+        in_flight: &HashSet<Arc<str>>,
     ) -> Execution {
-        let entries = plan
-            .scale_up
-            .iter()
-            .map(|s| {
-                let action = Action::ScaleUp {
-                    group: s.node_group.clone(),
-                    from: s.from,
-                    to: s.to,
-                };
-                Entry::skipped(action, "not built yet")
-            })
-            .collect();
-        Execution {
-            entries,
-            removals: Vec::new(),
+        let resolver = Resolver::new(snapshot, settings);
+        let mut entries = Vec::new();
+        let deletions = [
+            (&plan.delete_failed_machines, MachineDeletionKind::Failed),
+            (&plan.delete_unregistered, MachineDeletionKind::Unregistered),
+        ];
+        for (list, why) in deletions {
+            for d in list {
+                entries.push(self.delete_machine(&resolver, d, why).await);
+            }
+        }
+        for f in &plan.fix_target_size {
+            let action = Action::FixTargetSize {
+                group: f.node_group.clone(),
+                from: f.from,
+                to: f.to,
+            };
+            let result = self.resize(&resolver, &f.node_group, Resize::Fix, f.from, f.to);
+            entries.push(entry_of(action, result.await));
+        }
+        for s in &plan.scale_up {
+            let action = Action::ScaleUp {
+                group: s.node_group.clone(),
+                from: s.from,
+                to: s.to,
+            };
+            let result = self.resize(&resolver, &s.node_group, Resize::Up, s.from, s.to);
+            entries.push(entry_of(action, result.await));
+        }
+        let mut removals = Vec::new();
+        for down in &plan.scale_down {
+            let (entry, removal) = self.mark_node(&resolver, down, settings, in_flight).await;
+            entries.push(entry);
+            removals.extend(removal);
+        }
+        Execution { entries, removals }
+    }
+
+    /// Refuses before any work in a dry run or without the lease.
+    fn may_act(&self) -> Result<(), Stop> {
+        if self.dry_run {
+            return Err(Stop::DryRun);
+        }
+        self.ctx.may_write()
+    }
+
+    async fn resize(
+        &self,
+        resolver: &Resolver<'_>,
+        group: &NodeGroupId,
+        kind: Resize,
+        from: u64,
+        to: u64,
+    ) -> Result<String, Stop> {
+        self.may_act()?;
+        let target = resolver.target(group)?;
+        let lock = self.ctx.locks.of(group);
+        let _held = lock.lock().await;
+        scale::resize(&self.ctx, &target, kind, from, to).await
+    }
+
+    async fn delete_machine(
+        &self,
+        resolver: &Resolver<'_>,
+        d: &crate::engine::plan::MachineDeletion,
+        why: MachineDeletionKind,
+    ) -> Entry {
+        let action = Action::DeleteMachine {
+            group: d.node_group.clone(),
+            machine: d.machine.clone(),
+            why,
+            lower_replicas: d.lower_replicas,
+        };
+        let result = async {
+            self.may_act()?;
+            let target = resolver.target(&d.node_group)?;
+            let machine = resolver.machine(&d.machine)?;
+            let deletion = MachineDeletion {
+                target: &target,
+                machine: &machine,
+            };
+            if !d.lower_replicas {
+                return deletion.mark_and_delete(&self.ctx).await;
+            }
+            let lock = self.ctx.locks.of(&d.node_group);
+            let _held = lock.lock().await;
+            match deletion.mark_and_lower(&self.ctx).await {
+                Ok(lowered) => Ok(lowered.detail(&machine)),
+                Err(unfinished) => Err(unfinished.into_stop()),
+            }
+        };
+        entry_of(action, result.await)
+    }
+
+    /// Step (a) of a scale-down: taint (and cordon) the node, and hand back the rest.
+    async fn mark_node(
+        &self,
+        resolver: &Resolver<'_>,
+        down: &ScaleDownAction,
+        settings: &Settings,
+        in_flight: &HashSet<Arc<str>>,
+    ) -> (Entry, Option<NodeRemoval>) {
+        let action = Action::MarkNode {
+            group: down.node_group.clone(),
+            node: down.node.clone(),
+            empty: down.empty,
+        };
+        if in_flight.contains(&down.node) {
+            return (Entry::skipped(action, "already being removed"), None);
+        }
+        let prepared = async {
+            self.may_act()?;
+            let target = resolver.target(&down.node_group)?;
+            let machine = resolver.machine_of_node(&down.node, &down.node_group)?;
+            let cordon = settings.cordon_node_before_terminating;
+            let detail = match nodes::mark(&self.ctx, &down.node, cordon).await {
+                Ok(detail) => detail,
+                // No answer: the taint may be on. Nothing may be left behind.
+                Err(stop) if stop.may_have_landed() && self.ctx.may_write().is_ok() => {
+                    let undo = match nodes::unmark(&self.ctx, &down.node).await {
+                        Ok(done) => done,
+                        Err(e) => format!("the taint may be left on node {}: {e}", down.node),
+                    };
+                    return Err(stop.with_undo(undo));
+                }
+                Err(stop) => return Err(stop),
+            };
+            Ok::<_, Stop>((detail, target, machine))
+        };
+        match prepared.await {
+            Ok((detail, target, machine)) => {
+                let removal = NodeRemoval::new(
+                    self.ctx.clone(),
+                    down,
+                    target,
+                    machine,
+                    removal::Limits::of(settings),
+                );
+                (Entry::done(action, detail), Some(removal))
+            }
+            Err(stop) => (entry_of(action, Err(stop)), None),
         }
     }
 }
 
-impl NodeRemoval {
-    pub fn node(&self) -> &Arc<str> {
-        &self.node
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor")
+            .field("timeout", &self.ctx.timeout)
+            .field("dry_run", &self.dry_run)
+            .field("timing", &self.ctx.timing)
+            .finish_non_exhaustive()
     }
+}
 
-    pub fn group(&self) -> &NodeGroupId {
-        &self.group
-    }
-
-    pub async fn run(self) -> Entry {
-        let action = Action::RemoveNode {
-            group: self.group,
-            node: self.node,
-            empty: true,
-            evicted: Vec::new(),
-        };
-        Entry::skipped(action, "not built yet")
+/// `Failure` is internal; the conversion keeps `?` working on API calls.
+impl From<CallError> for Stop {
+    fn from(e: CallError) -> Self {
+        Stop::Fail(Failure::Call(e))
     }
 }

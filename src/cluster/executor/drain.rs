@@ -1,0 +1,286 @@
+//! Draining a node: evicting the pods that must move, through the Eviction API (`policy/v1
+//! Eviction`), so PodDisruptionBudgets are honoured, then waiting for them to go.
+//!
+//! Mirror pods (the kubelet's own), DaemonSet pods (they would come straight back) and pods
+//! that finished or are already terminating stay. Each eviction asks for a grace period of
+//! the pod's own, capped at `max_pod_grace_period`, and carries the pod's uid as a
+//! precondition, so a new pod that took the name is never evicted. A budget that refuses
+//! (429) is asked again every `eviction_retry` until `max_pod_eviction_time`; a pod already
+//! gone (404, or a uid that no longer matches) is fine.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::Eviction;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{DeleteOptions, ObjectMeta, Preconditions};
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use tokio::time::Instant;
+
+use super::Context;
+use super::failure::{Failure, Stop, brief};
+use crate::cluster::error::{CallError, Category};
+use crate::model::pod::{MIRROR_POD, PodId};
+
+/// Kubernetes' default termination grace period.
+const DEFAULT_GRACE_SECONDS: i64 = 30;
+
+/// A pod to evict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Evictee {
+    pub id: PodId,
+    pub uid: String,
+    /// The grace period to ask for, in seconds.
+    pub grace: i64,
+}
+
+/// Whether a pod on a node being removed must be evicted from it.
+pub(super) fn needs_eviction(pod: &Pod) -> bool {
+    let meta = &pod.metadata;
+    let mirror = meta
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(MIRROR_POD));
+    let daemonset = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet");
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let finished = matches!(phase, Some("Succeeded" | "Failed"));
+    let terminating = meta.deletion_timestamp.is_some();
+    !(mirror || daemonset || finished || terminating)
+}
+
+/// The pod's own grace period, capped at `max`.
+pub(super) fn grace_seconds(pod: &Pod, max: Duration) -> i64 {
+    let own = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(DEFAULT_GRACE_SECONDS)
+        .max(0);
+    own.min(i64::try_from(max.as_secs()).unwrap_or(i64::MAX))
+}
+
+/// The pods of a node that must be evicted, with their grace periods.
+pub(super) fn to_evict(pods: &[Pod], max_grace: Duration) -> Vec<Evictee> {
+    pods.iter()
+        .filter(|p| needs_eviction(p))
+        .map(|p| Evictee {
+            id: PodId {
+                namespace: p.metadata.namespace.as_deref().unwrap_or_default().into(),
+                name: p.metadata.name.as_deref().unwrap_or_default().into(),
+            },
+            uid: p.metadata.uid.clone().unwrap_or_default(),
+            grace: grace_seconds(p, max_grace),
+        })
+        .collect()
+}
+
+/// The pods bound to `node`, listed fresh.
+pub(super) async fn list_pods(ctx: &Context, node: &str) -> Result<Vec<Pod>, CallError> {
+    let api: Api<Pod> = Api::all(ctx.client.clone());
+    let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let list = ctx
+        .call(|| format!("list pods of node {node}"), api.list(&params))
+        .await?;
+    Ok(list.items)
+}
+
+/// What one eviction came to.
+enum Evicted {
+    /// Evicted, or already gone.
+    Yes,
+    /// Refused for now (a budget, or an error worth retrying).
+    NotYet(CallError),
+}
+
+async fn evict(ctx: &Context, p: &Evictee) -> Result<Evicted, Stop> {
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), &p.id.namespace);
+    let eviction = Eviction {
+        metadata: ObjectMeta {
+            name: Some(p.id.name.to_string()),
+            namespace: Some(p.id.namespace.to_string()),
+            ..ObjectMeta::default()
+        },
+        delete_options: Some(DeleteOptions {
+            grace_period_seconds: Some(p.grace),
+            preconditions: Some(Preconditions {
+                uid: Some(p.uid.clone()).filter(|u| !u.is_empty()),
+                resource_version: None,
+            }),
+            ..DeleteOptions::default()
+        }),
+    };
+    ctx.may_write()?;
+    tracing::debug!(k8s.pod.name = %p.id, grace = p.grace, "evicting pod");
+    // `Api::evict` sends `delete_options` in snake case, which the API server ignores (and
+    // with it the grace period): the Eviction object is posted as it is defined instead.
+    let params = PostParams::default();
+    let sent =
+        api.create_subresource::<_, serde_json::Value>("eviction", &p.id.name, &params, &eviction);
+    match ctx.call(|| format!("evict pod {}", p.id), sent).await {
+        Ok(_) => Ok(Evicted::Yes),
+        // Gone, or the name now belongs to another pod (the uid precondition failed).
+        Err(e) if matches!(e.category(), Category::NotFound | Category::Conflict) => {
+            Ok(Evicted::Yes)
+        }
+        Err(e) if matches!(e.category(), Category::Forbidden | Category::Invalid) => Err(e.into()),
+        Err(e) => Ok(Evicted::NotYet(e)),
+    }
+}
+
+/// Evicts `pods`, retrying refusals every `retry` until `limit` has passed. Pods evicted
+/// (or found gone) are appended to `done` as they go, also when it fails.
+pub(super) async fn evict_all(
+    ctx: &Context,
+    node: &str,
+    pods: Vec<Evictee>,
+    limit: Duration,
+    done: &mut Vec<Evictee>,
+) -> Result<(), Stop> {
+    let deadline = Instant::now() + limit;
+    let retry = ctx.timing.eviction_retry.min(limit);
+    let mut pending = pods;
+    loop {
+        let mut refused = Vec::new();
+        let mut last = None;
+        for p in pending {
+            match evict(ctx, &p).await? {
+                Evicted::Yes => done.push(p),
+                Evicted::NotYet(e) => {
+                    last = Some(e);
+                    refused.push(p);
+                }
+            }
+        }
+        let Some(last) = last else { return Ok(()) };
+        let now = Instant::now();
+        if now >= deadline {
+            tracing::warn!(k8s.node.name = node, error = %brief(&last), "evictions still refused");
+            return Err(Failure::EvictionTimedOut {
+                node: node.to_string(),
+                after: limit,
+                pods: refused.iter().map(|p| p.id.to_string()).collect(),
+                last: brief(&last),
+            }
+            .into());
+        }
+        tokio::time::sleep(retry.min(deadline - now)).await;
+        pending = refused;
+    }
+}
+
+/// Waits until the evicted pods have left the node: their longest grace period plus the
+/// headroom at most.
+pub(super) async fn wait_gone(ctx: &Context, node: &str, evicted: &[Evictee]) -> Result<(), Stop> {
+    if evicted.is_empty() {
+        return Ok(());
+    }
+    let longest = evicted.iter().map(|p| p.grace).max().unwrap_or(0);
+    let limit = Duration::from_secs(u64::try_from(longest).unwrap_or(0)) + ctx.timing.headroom;
+    let deadline = Instant::now() + limit;
+    let uids: HashSet<&str> = evicted.iter().map(|p| p.uid.as_str()).collect();
+    loop {
+        let pods = list_pods(ctx, node).await?;
+        let left: Vec<String> = pods
+            .iter()
+            .filter(|p| p.metadata.uid.as_deref().is_some_and(|u| uids.contains(u)))
+            .map(|p| {
+                format!(
+                    "{}/{}",
+                    p.metadata.namespace.as_deref().unwrap_or_default(),
+                    p.metadata.name.as_deref().unwrap_or_default()
+                )
+            })
+            .collect();
+        if left.is_empty() {
+            return Ok(());
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(Failure::PodsRemain {
+                node: node.to_string(),
+                after: limit,
+                pods: left,
+            }
+            .into());
+        }
+        tokio::time::sleep(ctx.timing.poll.min(deadline - now)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(extra: serde_json::Value) -> Pod {
+        let mut v = json!({
+            "metadata": {"name": "p", "namespace": "ns", "uid": "u1"},
+            "spec": {"containers": [{"name": "c"}]},
+            "status": {"phase": "Running"},
+        });
+        merge(&mut v, extra);
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn merge(a: &mut serde_json::Value, b: serde_json::Value) {
+        match (a, b) {
+            (serde_json::Value::Object(a), serde_json::Value::Object(b)) => {
+                for (k, v) in b {
+                    merge(a.entry(k).or_insert(serde_json::Value::Null), v);
+                }
+            }
+            (a, b) => *a = b,
+        }
+    }
+
+    #[test]
+    fn only_pods_that_must_move_are_evicted() {
+        let owner = |kind: &str| json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": kind, "name": "o", "uid": "x", "controller": true}]}});
+        assert!(needs_eviction(&pod(json!({}))));
+        assert!(needs_eviction(&pod(owner("ReplicaSet"))));
+        assert!(!needs_eviction(&pod(owner("DaemonSet"))));
+        assert!(!needs_eviction(&pod(
+            json!({"metadata": {"annotations": {MIRROR_POD: "x"}}})
+        )));
+        assert!(!needs_eviction(&pod(
+            json!({"status": {"phase": "Succeeded"}})
+        )));
+        assert!(!needs_eviction(&pod(
+            json!({"status": {"phase": "Failed"}})
+        )));
+        assert!(!needs_eviction(&pod(
+            json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}})
+        )));
+        // A pending pod bound to the node still has to go.
+        assert!(needs_eviction(&pod(
+            json!({"status": {"phase": "Pending"}})
+        )));
+    }
+
+    #[test]
+    fn grace_is_the_pods_own_capped_at_the_setting() {
+        let max = Duration::from_secs(600);
+        assert_eq!(grace_seconds(&pod(json!({})), max), 30);
+        let long = pod(json!({"spec": {"terminationGracePeriodSeconds": 3600}}));
+        assert_eq!(grace_seconds(&long, max), 600);
+        let short = pod(json!({"spec": {"terminationGracePeriodSeconds": 5}}));
+        assert_eq!(grace_seconds(&short, Duration::ZERO), 0);
+        let e = to_evict(&[short], max);
+        assert_eq!(
+            e,
+            vec![Evictee {
+                id: PodId {
+                    namespace: "ns".into(),
+                    name: "p".into()
+                },
+                uid: "u1".into(),
+                grace: 5
+            }]
+        );
+    }
+}

@@ -1,0 +1,448 @@
+//! Deleting a machine the way the Machine API expects an autoscaler to: mark it with its
+//! group's delete annotation (`<group>/delete-machine`, which the MachineSet controller
+//! removes first), then lower the group's replicas by exactly one.
+//!
+//! Before the decrement the executor records on the Machine the replicas it starts from
+//! ([`SCALE_DOWN_FROM_ANNOTATION`]) and the group ([`SCALE_DOWN_GROUP_ANNOTATION`]): a run
+//! interrupted between the mark and the decrement leaves a machine whose group still has
+//! that many replicas, and start-up recovery finishes the decrement. A decrement that fails
+//! takes the mark off again. The caller holds the group's lock, so the recorded count is the
+//! one the decrement starts from.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use kube::Api;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, Preconditions,
+};
+use serde_json::{Value, json};
+
+use super::failure::{Failure, Stop};
+use super::scale::{self, API_VERSION, Observed, ScaleTarget};
+use super::{CONFLICT_ATTEMPTS, Context, SCALE_DOWN_FROM_ANNOTATION, SCALE_DOWN_GROUP_ANNOTATION};
+use crate::cluster::error::CallError;
+use crate::engine::nodegroups::NodeGroupId;
+use crate::model::{MachineApiGroup, ObjectKey};
+
+/// A Machine, by API group and key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct MachineRef {
+    pub api: MachineApiGroup,
+    pub key: ObjectKey,
+}
+
+impl MachineRef {
+    /// `Machine ns/name`, for messages.
+    pub(super) fn describe(&self) -> String {
+        format!("Machine {}", self.key)
+    }
+
+    pub(super) fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
+        Api::namespaced_with(
+            client.clone(),
+            &self.key.namespace,
+            &machine_resource(self.api),
+        )
+    }
+
+    pub(super) async fn get(&self, ctx: &Context) -> Result<DynamicObject, CallError> {
+        ctx.call(
+            || format!("get {}", self.describe()),
+            self.api(&ctx.client).get(&self.key.name),
+        )
+        .await
+    }
+
+    /// The Machine, if it is neither gone nor being deleted (else the plan is stale).
+    async fn get_live(&self, ctx: &Context) -> Result<DynamicObject, Stop> {
+        match self.get(ctx).await {
+            Ok(obj) if obj.metadata.deletion_timestamp.is_some() => Err(Stop::Skip(format!(
+                "{} is already being deleted",
+                self.describe()
+            ))),
+            Ok(obj) => Ok(obj),
+            Err(e) if e.is_not_found() => Err(Stop::Skip(format!("{} is gone", self.describe()))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Applies a merge patch to the Machine's metadata.
+    async fn patch(&self, ctx: &Context, what: &str, patch: Value) -> Result<(), Stop> {
+        ctx.may_write()?;
+        tracing::debug!(machine = %self.key, what, "patching machine");
+        ctx.call(
+            || format!("{what} {}", self.describe()),
+            self.api(&ctx.client).patch(
+                &self.key.name,
+                &PatchParams::default(),
+                &Patch::Merge(patch),
+            ),
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// The Machines of one API group.
+pub(super) fn machine_resource(api: MachineApiGroup) -> ApiResource {
+    let gvk = GroupVersionKind::gvk(api.domain(), API_VERSION, "Machine");
+    ApiResource::from_gvk_with_plural(&gvk, "machines")
+}
+
+fn annotations(obj: &DynamicObject) -> Option<&BTreeMap<String, String>> {
+    obj.metadata.annotations.as_ref()
+}
+
+/// Carries the group's delete annotation.
+pub(super) fn is_marked(obj: &DynamicObject, api: MachineApiGroup) -> bool {
+    annotations(obj).is_some_and(|a| a.contains_key(&api.delete_machine_annotation()))
+}
+
+/// The replicas recorded when a decrement was asked for this machine, if any.
+pub(super) fn recorded_from(obj: &DynamicObject) -> Option<u64> {
+    annotations(obj)?
+        .get(SCALE_DOWN_FROM_ANNOTATION)?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The group recorded with the decrement, if any.
+pub(super) fn recorded_group(obj: &DynamicObject) -> Option<&str> {
+    annotations(obj)?
+        .get(SCALE_DOWN_GROUP_ANNOTATION)
+        .map(String::as_str)
+}
+
+/// The merge patch that marks a machine (against `resource_version`), recording the
+/// decrement's starting count when there will be one.
+pub(super) fn mark_patch(
+    api: MachineApiGroup,
+    resource_version: Option<&str>,
+    now: Timestamp,
+    decrement: Option<(u64, &NodeGroupId)>,
+) -> Value {
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(
+        api.delete_machine_annotation(),
+        json!(now.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()),
+    );
+    if let Some((from, group)) = decrement {
+        annotations.insert(SCALE_DOWN_FROM_ANNOTATION.into(), json!(from.to_string()));
+        annotations.insert(SCALE_DOWN_GROUP_ANNOTATION.into(), json!(group.as_str()));
+    }
+    json!({"metadata": {"resourceVersion": resource_version, "annotations": annotations}})
+}
+
+/// The merge patch that takes the executor's marks off a machine; the delete annotation
+/// too unless someone else had put it there first.
+pub(super) fn unmark_patch(api: MachineApiGroup, keep_delete_mark: bool) -> Value {
+    let mut annotations = serde_json::Map::new();
+    if !keep_delete_mark {
+        annotations.insert(api.delete_machine_annotation(), Value::Null);
+    }
+    annotations.insert(SCALE_DOWN_FROM_ANNOTATION.into(), Value::Null);
+    annotations.insert(SCALE_DOWN_GROUP_ANNOTATION.into(), Value::Null);
+    json!({"metadata": {"annotations": annotations}})
+}
+
+/// A group lowered by one for a machine.
+#[derive(Clone, Debug)]
+pub(super) struct Lowered {
+    pub group: String,
+    pub from: u64,
+    pub to: u64,
+    /// An earlier run had done it already.
+    pub already: bool,
+}
+
+impl Lowered {
+    pub(super) fn detail(&self, machine: &MachineRef) -> String {
+        let how = if self.already {
+            "already marked and lowered"
+        } else {
+            "marked for deletion"
+        };
+        format!(
+            "{} {how}; {} replicas {} -> {}",
+            machine.describe(),
+            self.group,
+            self.from,
+            self.to
+        )
+    }
+}
+
+/// A mark-and-lower that did not finish: why, and whether the machine still carries the
+/// executor's mark (then the node must stay tainted: recovery may finish the decrement).
+#[derive(Debug)]
+pub(super) struct Unfinished {
+    pub stop: Stop,
+    pub mark_left: bool,
+}
+
+impl Unfinished {
+    pub(super) fn into_stop(self) -> Stop {
+        self.stop
+    }
+
+    fn unmarked(stop: impl Into<Stop>) -> Self {
+        Unfinished {
+            stop: stop.into(),
+            mark_left: false,
+        }
+    }
+}
+
+/// One machine to delete, in its group.
+pub(super) struct MachineDeletion<'a> {
+    pub target: &'a ScaleTarget,
+    pub machine: &'a MachineRef,
+}
+
+impl MachineDeletion<'_> {
+    /// Marks the machine and lowers its group by one, never below the group's min.
+    /// Idempotent: a machine already marked by an earlier run whose group is already lower
+    /// is reported as done. The caller holds the group's lock.
+    pub(super) async fn mark_and_lower(&self, ctx: &Context) -> Result<Lowered, Unfinished> {
+        let (t, m) = (self.target, self.machine);
+        let seen = scale::read(ctx, t).await.map_err(Unfinished::unmarked)?;
+        let obj = m.get_live(ctx).await.map_err(Unfinished::unmarked)?;
+        let done_before =
+            recorded_from(&obj).filter(|f| is_marked(&obj, m.api) && seen.replicas < *f);
+        if let Some(from) = done_before {
+            return Ok(Lowered {
+                group: t.describe(),
+                from,
+                to: seen.replicas,
+                already: true,
+            });
+        }
+        if seen.replicas <= t.min {
+            return Err(Unfinished::unmarked(at_min(t, seen.replicas)));
+        }
+        let marked_before = is_marked(&obj, m.api);
+        if let Err(stop) = self.mark(ctx, obj, seen.replicas).await {
+            // A mark refused or never sent left nothing; one whose answer was lost may be on.
+            if !stop.may_have_landed() {
+                return Err(Unfinished::unmarked(stop));
+            }
+            return Err(self.unmark(ctx, stop, marked_before).await);
+        }
+        match self.lower(ctx, seen).await {
+            Ok(l) => Ok(l),
+            Err(stop) => Err(self.unmark(ctx, stop, marked_before).await),
+        }
+    }
+
+    /// For a group at its min: marks the machine and deletes it, so the group replaces it.
+    pub(super) async fn mark_and_delete(&self, ctx: &Context) -> Result<String, Stop> {
+        let (t, m) = (self.target, self.machine);
+        let mut obj = m.get_live(ctx).await?;
+        let mut attempt = 1;
+        loop {
+            let rv = obj.metadata.resource_version.as_deref();
+            let patch = mark_patch(m.api, rv, Timestamp::now(), None);
+            match m.patch(ctx, "mark", patch).await {
+                Ok(()) => break,
+                Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => {
+                    attempt += 1;
+                    obj = m.get_live(ctx).await?;
+                }
+                Err(stop) => return Err(stop),
+            }
+        }
+        let uid = obj.metadata.uid.clone();
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid,
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        ctx.may_write()?;
+        tracing::debug!(machine = %m.key, node_group.id = %t.group, "deleting machine");
+        ctx.call(
+            || format!("delete {}", m.describe()),
+            m.api(&ctx.client).delete(&m.key.name, &params),
+        )
+        .await?;
+        Ok(format!(
+            "{} marked and deleted; {} keeps its replicas (at its min size {}) and replaces it",
+            m.describe(),
+            t.describe(),
+            t.min
+        ))
+    }
+
+    /// Marks the machine, recording the decrement from `from`; re-reads it on 409.
+    async fn mark(&self, ctx: &Context, mut obj: DynamicObject, from: u64) -> Result<(), Stop> {
+        let (t, m) = (self.target, self.machine);
+        let mut attempt = 1;
+        loop {
+            let rv = obj.metadata.resource_version.as_deref();
+            let patch = mark_patch(m.api, rv, Timestamp::now(), Some((from, &t.group)));
+            match m.patch(ctx, "mark", patch).await {
+                Ok(()) => return Ok(()),
+                Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => {
+                    attempt += 1;
+                    obj = m.get_live(ctx).await?;
+                }
+                Err(stop) => return Err(stop),
+            }
+        }
+    }
+
+    /// Lowers the group by one from `seen`; on 409 re-reads it, re-checks the min and
+    /// records the new starting count on the machine before trying again.
+    async fn lower(&self, ctx: &Context, mut seen: Observed) -> Result<Lowered, Stop> {
+        let (t, m) = (self.target, self.machine);
+        let mut recorded = seen.replicas;
+        let mut attempt = 1;
+        loop {
+            let to = seen.replicas.saturating_sub(1);
+            match scale::write(ctx, t, &seen, to).await {
+                Ok(()) => {
+                    return Ok(Lowered {
+                        group: t.describe(),
+                        from: seen.replicas,
+                        to,
+                        already: false,
+                    });
+                }
+                Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => {
+                    attempt += 1;
+                    seen = scale::read(ctx, t).await?;
+                    if seen.replicas <= t.min {
+                        return Err(at_min(t, seen.replicas).into());
+                    }
+                    if seen.replicas != recorded {
+                        let from = json!(seen.replicas.to_string());
+                        let patch = json!({"metadata": {"annotations": {SCALE_DOWN_FROM_ANNOTATION: from}}});
+                        m.patch(ctx, "record the replicas on", patch).await?;
+                        recorded = seen.replicas;
+                    }
+                }
+                Err(stop) => {
+                    return match self.landed_anyway(ctx, &stop, recorded).await {
+                        Some(lowered) => Ok(lowered),
+                        None => Err(stop),
+                    };
+                }
+            }
+        }
+    }
+
+    /// After a failed write whose fate is unknown (a timeout), the group may be lower
+    /// already: then the decrement is done.
+    async fn landed_anyway(&self, ctx: &Context, stop: &Stop, from: u64) -> Option<Lowered> {
+        if !stop.may_have_landed() {
+            return None;
+        }
+        let now = scale::read(ctx, self.target).await.ok()?;
+        (now.replicas < from).then(|| Lowered {
+            group: self.target.describe(),
+            from,
+            to: now.replicas,
+            already: false,
+        })
+    }
+
+    /// Takes the mark off after a failure, when this replica may still write.
+    async fn unmark(&self, ctx: &Context, stop: Stop, marked_before: bool) -> Unfinished {
+        let m = self.machine;
+        if ctx.may_write().is_err() {
+            let left = format!("{} left marked for the leader's recovery", m.describe());
+            return Unfinished {
+                stop: stop.with_undo(left),
+                mark_left: true,
+            };
+        }
+        match m
+            .patch(ctx, "unmark", unmark_patch(m.api, marked_before))
+            .await
+        {
+            Ok(()) => Unfinished {
+                stop: stop.with_undo(format!("mark removed from {}", m.describe())),
+                mark_left: false,
+            },
+            Err(Stop::Fail(Failure::Call(e))) if e.is_not_found() => Unfinished {
+                stop: stop.with_undo(format!("{} is gone", m.describe())),
+                mark_left: false,
+            },
+            Err(e) => {
+                let left = format!("the mark on {} could not be removed: {e}", m.describe());
+                Unfinished {
+                    stop: stop.with_undo(left),
+                    mark_left: true,
+                }
+            }
+        }
+    }
+}
+
+fn at_min(t: &ScaleTarget, replicas: u64) -> Failure {
+    Failure::AtMin {
+        group: t.describe(),
+        replicas,
+        min: t.min,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ScalableKind;
+
+    fn machine(annotations: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": "m", "namespace": "ns", "annotations": annotations}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_mark_records_the_decrement_under_a_precondition() {
+        let group = NodeGroupId::new(ScalableKind::MachineSet, &ObjectKey::new("ns", "a"));
+        let now = Timestamp::from_second(1_700_000_000).unwrap();
+        let p = mark_patch(
+            MachineApiGroup::ClusterApi,
+            Some("42"),
+            now,
+            Some((5, &group)),
+        );
+        assert_eq!(
+            p,
+            json!({"metadata": {"resourceVersion": "42", "annotations": {
+                "cluster.x-k8s.io/delete-machine": "2023-11-14T22:13:20Z",
+                "fleetscaler.io/scale-down-from": "5",
+                "fleetscaler.io/scale-down-group": "MachineSet/ns/a"}}})
+        );
+        let m = machine(p["metadata"]["annotations"].clone());
+        assert!(is_marked(&m, MachineApiGroup::ClusterApi));
+        assert!(!is_marked(&m, MachineApiGroup::OpenShift));
+        assert_eq!(recorded_from(&m), Some(5));
+        assert_eq!(recorded_group(&m), Some("MachineSet/ns/a"));
+    }
+
+    #[test]
+    fn unmarking_keeps_a_delete_mark_someone_else_put_there() {
+        let p = unmark_patch(MachineApiGroup::OpenShift, true);
+        let a = p["metadata"]["annotations"].as_object().unwrap();
+        assert!(!a.contains_key("machine.openshift.io/delete-machine"));
+        assert!(a[SCALE_DOWN_FROM_ANNOTATION].is_null());
+        let p = unmark_patch(MachineApiGroup::OpenShift, false);
+        assert!(p["metadata"]["annotations"]["machine.openshift.io/delete-machine"].is_null());
+    }
+
+    #[test]
+    fn an_unreadable_recorded_count_is_no_count() {
+        assert_eq!(
+            recorded_from(&machine(json!({SCALE_DOWN_FROM_ANNOTATION: "five"}))),
+            None
+        );
+        assert_eq!(recorded_from(&machine(json!({}))), None);
+    }
+}

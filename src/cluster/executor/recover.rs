@@ -1,0 +1,387 @@
+//! Start-up recovery: what a run killed midway left behind, read straight from the API.
+//!
+//! - A Machine carrying the delete annotation and [`SCALE_DOWN_FROM_ANNOTATION`], not being
+//!   deleted, whose group still has at least the recorded replicas: the run was interrupted
+//!   between marking it and lowering the group. Its node was drained before the mark, so the
+//!   decrement is finished now (`FinishDecrement`). A group already lower needs nothing.
+//! - A node with the `ToBeDeletedByClusterAutoscaler` taint (or the executor's cordon) whose
+//!   Machine is not marked for deletion: a removal that never got to the machine. The taint
+//!   and cordon are removed (`ClearStaleTaint`). Nodes whose machine is marked, or being
+//!   deleted, are going away and keep their taint; nodes without a machine are not ours.
+
+use k8s_openapi::api::core::v1::Node as K8sNode;
+use kube::Api;
+use kube::api::{DynamicObject, ListParams};
+
+use super::failure::{Stop, entry_of};
+use super::machines::{self, MachineRef};
+use super::scale::{self, API_VERSION, ScaleTarget};
+use super::{CONFLICT_ATTEMPTS, Context, SCALE_DOWN_FROM_ANNOTATION, nodes};
+use crate::cluster::error::{CallError, Category};
+use crate::cluster::outcome::{Action, Entry};
+use crate::engine::nodegroups::{self, NodeGroupId};
+use crate::model::meta::Projector;
+use crate::model::{ClusterSnapshot, Machine, MachineApiGroup, Node, ObjectKey, ScalableKind};
+
+const APIS: [MachineApiGroup; 2] = [MachineApiGroup::OpenShift, MachineApiGroup::ClusterApi];
+
+/// A machine whose decrement may not have happened.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Pending {
+    pub machine: MachineRef,
+    pub from: u64,
+    /// The group recorded on the machine, if readable.
+    pub group: Option<(ScalableKind, ObjectKey)>,
+    /// The machine's controlling MachineSet, to find the group by when none is recorded.
+    pub owner_set: Option<String>,
+}
+
+pub(super) async fn run(ctx: &Context, dry_run: bool) -> Result<Vec<Entry>, CallError> {
+    let node_api: Api<K8sNode> = Api::all(ctx.client.clone());
+    let k8s_nodes = ctx
+        .call(
+            || "list nodes".to_string(),
+            node_api.list(&ListParams::default()),
+        )
+        .await?
+        .items;
+    let mut listed = Vec::new();
+    for api in APIS {
+        listed.extend(list_machines(ctx, api).await?);
+    }
+    let mut entries = Vec::new();
+    for p in pending_decrements(&listed) {
+        entries.extend(finish_decrement(ctx, dry_run, &p).await);
+    }
+    for node in stale_marks(&k8s_nodes, &listed) {
+        let action = Action::ClearStaleTaint {
+            node: node.as_str().into(),
+        };
+        let result = async {
+            if dry_run {
+                return Err(Stop::DryRun);
+            }
+            nodes::unmark(ctx, &node).await
+        };
+        entries.push(entry_of(action, result.await));
+    }
+    Ok(entries)
+}
+
+/// The Machines of one API group; none when the cluster does not serve it.
+async fn list_machines(
+    ctx: &Context,
+    api: MachineApiGroup,
+) -> Result<Vec<(MachineApiGroup, DynamicObject)>, CallError> {
+    let all: Api<DynamicObject> =
+        Api::all_with(ctx.client.clone(), &machines::machine_resource(api));
+    let listed = ctx
+        .call(
+            || format!("list {} machines", api.domain()),
+            all.list(&ListParams::default()),
+        )
+        .await;
+    match listed {
+        Ok(list) => Ok(list.items.into_iter().map(|m| (api, m)).collect()),
+        // Not served, or not ours to read: its machines are unknown, so no decrement is
+        // finished for them and their nodes' taints are left alone (no machine, not ours).
+        Err(e) if matches!(e.category(), Category::NotFound | Category::Forbidden) => {
+            tracing::debug!(error = %e, "no {} machines to recover", api.domain());
+            Ok(Vec::new())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// `MachineSet/ns/name` back to its parts.
+fn parse_group(id: &str) -> Option<(ScalableKind, ObjectKey)> {
+    let mut parts = id.splitn(3, '/');
+    let kind = match parts.next()? {
+        "MachineSet" => ScalableKind::MachineSet,
+        "MachineDeployment" => ScalableKind::MachineDeployment,
+        _ => return None,
+    };
+    let (ns, name) = (parts.next()?, parts.next()?);
+    (!ns.is_empty() && !name.is_empty()).then(|| (kind, ObjectKey::new(ns, name)))
+}
+
+/// Machines marked for deletion with a recorded decrement, not being deleted.
+pub(super) fn pending_decrements(listed: &[(MachineApiGroup, DynamicObject)]) -> Vec<Pending> {
+    listed
+        .iter()
+        .filter(|(api, m)| machines::is_marked(m, *api) && m.metadata.deletion_timestamp.is_none())
+        .filter_map(|(api, m)| {
+            let from = machines::recorded_from(m)?;
+            let owner_set = m
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true) && o.kind == "MachineSet")
+                .map(|o| o.name.clone());
+            Some(Pending {
+                machine: MachineRef {
+                    api: *api,
+                    key: ObjectKey::new(
+                        m.metadata.namespace.as_deref().unwrap_or_default(),
+                        m.metadata.name.as_deref().unwrap_or_default(),
+                    ),
+                },
+                from,
+                group: machines::recorded_group(m).and_then(parse_group),
+                owner_set,
+            })
+        })
+        .collect()
+}
+
+/// The group to lower for a pending machine: the one recorded, else its MachineSet's
+/// MachineDeployment, else its MachineSet.
+async fn group_of(ctx: &Context, p: &Pending) -> Result<Option<ScaleTarget>, CallError> {
+    let target = |kind, key: ObjectKey| ScaleTarget {
+        group: NodeGroupId::new(kind, &key),
+        api: p.machine.api,
+        kind,
+        key,
+        // The min was checked when the machine was marked; lowering by the one recorded
+        // decrement is what was decided then.
+        min: 0,
+        max: u64::MAX,
+    };
+    if let Some((kind, key)) = p.group.clone() {
+        return Ok(Some(target(kind, key)));
+    }
+    let Some(set) = &p.owner_set else {
+        return Ok(None);
+    };
+    let ns = &p.machine.key.namespace;
+    let gvk = kube::api::GroupVersionKind::gvk(p.machine.api.domain(), API_VERSION, "MachineSet");
+    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "machinesets");
+    let sets: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
+    let ms = ctx
+        .call(|| format!("get MachineSet {ns}/{set}"), sets.get(set))
+        .await?;
+    let deployment = ms
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true) && o.kind == "MachineDeployment");
+    Ok(Some(match deployment {
+        Some(md) => target(
+            ScalableKind::MachineDeployment,
+            ObjectKey::new(ns, &md.name),
+        ),
+        None => target(ScalableKind::MachineSet, ObjectKey::new(ns, set)),
+    }))
+}
+
+/// Lowers the group of a pending machine by one if it still has the recorded replicas;
+/// `None` when there is nothing to do.
+async fn finish_decrement(ctx: &Context, dry_run: bool, p: &Pending) -> Option<Entry> {
+    let target = match group_of(ctx, p).await {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            tracing::warn!(machine = %p.machine.key, "machine marked with {SCALE_DOWN_FROM_ANNOTATION} has no group to lower");
+            return None;
+        }
+        Err(e) => {
+            let group = NodeGroupId::new(
+                ScalableKind::MachineSet,
+                &ObjectKey::new(
+                    &p.machine.key.namespace,
+                    p.owner_set.as_deref().unwrap_or("?"),
+                ),
+            );
+            let action = Action::FinishDecrement {
+                group,
+                machine: p.machine.key.clone(),
+            };
+            return Some(entry_of(action, Err(Stop::from(e))));
+        }
+    };
+    let action = Action::FinishDecrement {
+        group: target.group.clone(),
+        machine: p.machine.key.clone(),
+    };
+    let lock = ctx.locks.of(&target.group);
+    let _held = lock.lock().await;
+    let mut attempt = 1;
+    loop {
+        let seen = match scale::read(ctx, &target).await {
+            Ok(seen) => seen,
+            Err(e) => return Some(entry_of(action, Err(e.into()))),
+        };
+        if seen.replicas < p.from || seen.replicas == 0 {
+            return None;
+        }
+        if dry_run {
+            return Some(entry_of(action, Err(Stop::DryRun)));
+        }
+        let to = seen.replicas - 1;
+        match scale::write(ctx, &target, &seen, to).await {
+            Ok(()) => {
+                let detail = format!(
+                    "{} was marked at {} replicas; {} replicas {} -> {to}",
+                    p.machine.describe(),
+                    p.from,
+                    target.describe(),
+                    seen.replicas
+                );
+                return Some(entry_of(action, Ok(detail)));
+            }
+            Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => attempt += 1,
+            Err(stop) => return Some(entry_of(action, Err(stop))),
+        }
+    }
+}
+
+/// Nodes marked for a removal whose machine is neither marked for deletion nor being
+/// deleted.
+pub(super) fn stale_marks(
+    k8s_nodes: &[K8sNode],
+    listed: &[(MachineApiGroup, DynamicObject)],
+) -> Vec<String> {
+    let mut p = Projector::default();
+    let mut snapshot = ClusterSnapshot::default();
+    let mut marked_nodes = Vec::new();
+    for n in k8s_nodes {
+        let Ok(node) = Node::from_k8s(n, &mut p) else {
+            continue;
+        };
+        marked_nodes.push(nodes::is_marked(n) && n.metadata.deletion_timestamp.is_none());
+        snapshot.nodes.push(node);
+    }
+    for (api, m) in listed {
+        let Ok(value) = serde_json::to_value(m) else {
+            continue;
+        };
+        if let Ok(machine) = Machine::from_json(*api, value, &mut p) {
+            snapshot.machines.push(machine);
+        }
+    }
+    let groups = nodegroups::discover(&snapshot, &[]);
+    snapshot
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(ni, _)| marked_nodes.get(*ni).copied().unwrap_or(false))
+        .filter_map(|(ni, node)| {
+            let mi = (*groups.machine_of_node.get(ni)?)?;
+            let m = snapshot.machines.get(mi)?;
+            (!m.marked_for_deletion && !m.deleting).then(|| node.name.to_string())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::node::TO_BE_DELETED_TAINT;
+    use serde_json::json;
+
+    fn machine(
+        name: &str,
+        annotations: serde_json::Value,
+        deleting: bool,
+    ) -> (MachineApiGroup, DynamicObject) {
+        let mut v = json!({
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+            "metadata": {"name": name, "namespace": "ns", "annotations": annotations,
+                "ownerReferences": [{"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet", "name": "set", "uid": "u", "controller": true}]},
+            "spec": {"providerID": format!("aws:///us-east-1a/i-{name}")},
+        });
+        if deleting {
+            v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        }
+        (
+            MachineApiGroup::OpenShift,
+            serde_json::from_value(v).unwrap(),
+        )
+    }
+
+    fn node(name: &str, tainted: bool) -> K8sNode {
+        let taints = if tainted {
+            json!([{"key": TO_BE_DELETED_TAINT, "value": "1", "effect": "NoSchedule"}])
+        } else {
+            json!([])
+        };
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"providerID": format!("aws:///us-east-1a/i-{name}"), "taints": taints},
+        }))
+        .unwrap()
+    }
+
+    const DELETE: &str = "machine.openshift.io/delete-machine";
+
+    #[test]
+    fn only_marked_machines_with_a_recorded_count_are_pending() {
+        let listed = vec![
+            machine(
+                "a",
+                json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "3", "fleetscaler.io/scale-down-group": "MachineSet/ns/set"}),
+                false,
+            ),
+            machine("b", json!({DELETE: "t"}), false),
+            machine("c", json!({SCALE_DOWN_FROM_ANNOTATION: "3"}), false),
+            machine(
+                "d",
+                json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "3"}),
+                true,
+            ),
+            machine(
+                "e",
+                json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "2", "fleetscaler.io/scale-down-group": "bogus"}),
+                false,
+            ),
+        ];
+        let pending = pending_decrements(&listed);
+        let got: Vec<(&str, u64, Option<ScalableKind>, Option<&str>)> = pending
+            .iter()
+            .map(|p| {
+                (
+                    &*p.machine.key.name,
+                    p.from,
+                    p.group.as_ref().map(|g| g.0),
+                    p.owner_set.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a", 3, Some(ScalableKind::MachineSet), Some("set")),
+                ("e", 2, None, Some("set")),
+            ]
+        );
+    }
+
+    #[test]
+    fn taints_are_stale_only_on_nodes_whose_machine_is_not_going() {
+        let listed = vec![
+            machine("kept", json!({}), false),
+            machine("going", json!({DELETE: "t"}), false),
+            machine("deleting", json!({}), true),
+            machine("clean", json!({}), false),
+        ];
+        let nodes = vec![
+            node("kept", true),
+            node("going", true),
+            node("deleting", true),
+            node("clean", false),
+            node("orphan", true),
+        ];
+        assert_eq!(stale_marks(&nodes, &listed), vec!["kept".to_string()]);
+    }
+
+    #[test]
+    fn group_ids_parse_back() {
+        assert_eq!(
+            parse_group("MachineDeployment/ns/md"),
+            Some((ScalableKind::MachineDeployment, ObjectKey::new("ns", "md")))
+        );
+        assert_eq!(parse_group("MachineSet/ns"), None);
+        assert_eq!(parse_group("Pod/ns/x"), None);
+    }
+}

@@ -1,0 +1,235 @@
+//! The long part of one node's scale-down, after `execute` tainted it: wait
+//! `node_delete_delay_after_taint`, drain the node (an empty node that gained pods is not
+//! removed), mark its Machine and lower its group by one. On failure the machine mark and
+//! then the taint and cordon are taken off again, so the node takes pods again.
+//!
+//! The taint stays whenever the machine may still go: when its mark could not be removed
+//! (start-up recovery finishes such a decrement), when it is already being deleted, and when
+//! this replica lost the lease midway (it writes nothing more; the new leader's recovery
+//! clears what is left).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::Instrument;
+
+use super::Context;
+use super::drain::{self, Evictee};
+use super::failure::{Failure, Stop, entry_of};
+use super::machines::{MachineDeletion, MachineRef};
+use super::nodes;
+use super::scale::ScaleTarget;
+use crate::cluster::outcome::{Action, Entry};
+use crate::engine::nodegroups::NodeGroupId;
+use crate::engine::plan::ScaleDownAction;
+use crate::engine::settings::Settings;
+
+/// The settings a removal reads, copied so it owns them.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Limits {
+    delay_after_taint: Duration,
+    max_grace: Duration,
+    max_eviction_time: Duration,
+}
+
+impl Limits {
+    pub(super) fn of(settings: &Settings) -> Self {
+        Limits {
+            delay_after_taint: settings.node_delete_delay_after_taint,
+            max_grace: settings.max_pod_grace_period,
+            max_eviction_time: settings.max_pod_eviction_time,
+        }
+    }
+}
+
+/// The long part of one node's scale-down; owns everything it needs (`'static + Send`).
+pub struct NodeRemoval {
+    ctx: Context,
+    node: Arc<str>,
+    group: NodeGroupId,
+    empty: bool,
+    target: ScaleTarget,
+    machine: MachineRef,
+    limits: Limits,
+}
+
+/// Why a removal stopped, and whether the machine still carries its mark.
+struct Stopped {
+    stop: Stop,
+    mark_left: bool,
+}
+
+impl From<Stop> for Stopped {
+    fn from(stop: Stop) -> Self {
+        Stopped {
+            stop,
+            mark_left: false,
+        }
+    }
+}
+
+impl NodeRemoval {
+    pub(super) fn new(
+        ctx: Context,
+        down: &ScaleDownAction,
+        target: ScaleTarget,
+        machine: MachineRef,
+        limits: Limits,
+    ) -> Self {
+        NodeRemoval {
+            ctx,
+            node: down.node.clone(),
+            group: down.node_group.clone(),
+            empty: down.empty,
+            target,
+            machine,
+            limits,
+        }
+    }
+
+    pub fn node(&self) -> &Arc<str> {
+        &self.node
+    }
+
+    pub fn group(&self) -> &NodeGroupId {
+        &self.group
+    }
+
+    /// The plan found no pod that needs to move (drain budgets count these apart).
+    pub fn is_empty(&self) -> bool {
+        self.empty
+    }
+
+    /// Drains the node, marks its machine and lowers its group by one; on failure undoes
+    /// what it can. Returns the `RemoveNode` entry: Done, Failed (after rollback), or
+    /// Skipped when this replica lost the lease midway or the machine was already going.
+    pub async fn run(self) -> Entry {
+        let span = tracing::info_span!(
+            "node_removal",
+            k8s.node.name = %self.node,
+            node_group.id = %self.group
+        );
+        async move {
+            let mut evicted = Vec::new();
+            let result = match self.carry_out(&mut evicted).await {
+                Ok(detail) => Ok(detail),
+                Err(stopped) => Err(self.roll_back(stopped).await),
+            };
+            let action = Action::RemoveNode {
+                group: self.group.clone(),
+                node: self.node.clone(),
+                empty: self.empty,
+                evicted: evicted.into_iter().map(|p| p.id).collect(),
+            };
+            entry_of(action, result)
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn carry_out(&self, evicted: &mut Vec<Evictee>) -> Result<String, Stopped> {
+        tokio::time::sleep(self.limits.delay_after_taint).await;
+        self.drain(evicted).await?;
+        let lock = self.ctx.locks.of(&self.group);
+        let _held = lock.lock().await;
+        let deletion = MachineDeletion {
+            target: &self.target,
+            machine: &self.machine,
+        };
+        match deletion.mark_and_lower(&self.ctx).await {
+            Ok(lowered) => Ok(format!(
+                "node {} drained ({} pods evicted); {}",
+                self.node,
+                evicted.len(),
+                lowered.detail(&self.machine)
+            )),
+            Err(u) => Err(Stopped {
+                mark_left: u.mark_left,
+                stop: u.stop,
+            }),
+        }
+    }
+
+    /// Evicts the pods that must move and waits for them to go; an empty node that gained
+    /// such pods since the plan is not drained at all.
+    async fn drain(&self, evicted: &mut Vec<Evictee>) -> Result<(), Stop> {
+        let pods = drain::list_pods(&self.ctx, &self.node).await?;
+        let to_evict = drain::to_evict(&pods, self.limits.max_grace);
+        if self.empty && !to_evict.is_empty() {
+            let names: Vec<String> = to_evict.iter().map(|p| p.id.to_string()).collect();
+            return Err(Failure::Changed(format!(
+                "node {} was empty when planned and now has pods that must move: {}",
+                self.node,
+                names.join(", ")
+            ))
+            .into());
+        }
+        let limit = self.limits.max_eviction_time;
+        drain::evict_all(&self.ctx, &self.node, to_evict, limit, evicted).await?;
+        drain::wait_gone(&self.ctx, &self.node, evicted).await
+    }
+
+    /// Takes the taint and cordon off after a failure, unless the node should stay marked.
+    async fn roll_back(&self, stopped: Stopped) -> Stop {
+        let node = &self.node;
+        let keep = if stopped.mark_left {
+            Some(format!(
+                "node {node} stays tainted while its machine is marked"
+            ))
+        } else if matches!(stopped.stop, Stop::Skip(_)) {
+            Some(format!("node {node} stays tainted"))
+        } else if self.ctx.may_write().is_err() {
+            Some(format!(
+                "node {node} left tainted for the leader's recovery"
+            ))
+        } else {
+            None
+        };
+        if let Some(note) = keep {
+            tracing::warn!(reason = %stopped.stop, "node removal stopped; {note}");
+            return stopped.stop.with_undo(note);
+        }
+        match nodes::unmark(&self.ctx, node).await {
+            Ok(done) => stopped.stop.with_undo(done),
+            Err(e) => stopped.stop.with_undo(format!(
+                "the taint could not be removed from node {node}: {e}"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Debug for NodeRemoval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NodeRemoval")
+            .field("node", &self.node)
+            .field("group", &self.group)
+            .field("empty", &self.empty)
+            .field("machine", &self.machine)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runner spawns removals: they and their futures must be `Send + 'static`.
+    #[allow(dead_code)]
+    fn spawnable(removal: NodeRemoval) {
+        fn check<T: Send + 'static>(_: &T) {}
+        check(&removal);
+        check(&removal.run());
+    }
+
+    #[test]
+    fn limits_come_from_the_settings() {
+        let settings = Settings {
+            node_delete_delay_after_taint: Duration::from_secs(7),
+            ..Settings::default()
+        };
+        let l = Limits::of(&settings);
+        assert_eq!(l.delay_after_taint, Duration::from_secs(7));
+        assert_eq!(l.max_eviction_time, settings.max_pod_eviction_time);
+        assert_eq!(l.max_grace, settings.max_pod_grace_period);
+    }
+}

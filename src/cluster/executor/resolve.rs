@@ -1,0 +1,89 @@
+//! From the names in a plan to the objects to write: a node group to its MachineSet or
+//! MachineDeployment (with its bounds), a node to its Machine, a Machine to its API group.
+//! A name the snapshot no longer resolves means the plan is stale: the action is skipped
+//! and the next pass plans again.
+
+use std::sync::Arc;
+
+use super::failure::Stop;
+use super::machines::MachineRef;
+use super::scale::ScaleTarget;
+use crate::engine::nodegroups::{self, NodeGroupId, NodeGroups};
+use crate::engine::settings::Settings;
+use crate::model::{ClusterSnapshot, ObjectKey};
+
+pub(super) struct Resolver<'a> {
+    snapshot: &'a ClusterSnapshot,
+    groups: NodeGroups,
+}
+
+impl<'a> Resolver<'a> {
+    pub(super) fn new(snapshot: &'a ClusterSnapshot, settings: &Settings) -> Self {
+        Resolver {
+            snapshot,
+            groups: nodegroups::discover(snapshot, &settings.node_groups),
+        }
+    }
+
+    /// The scalable resource behind a group, with its bounds.
+    pub(super) fn target(&self, id: &NodeGroupId) -> Result<ScaleTarget, Stop> {
+        let g = self.groups.by_id(id).ok_or_else(|| {
+            Stop::Skip(format!(
+                "node group {id} is not an autoscaled group in the snapshot any more"
+            ))
+        })?;
+        let r = self.snapshot.scalables.get(g.resource).ok_or_else(|| {
+            Stop::Skip(format!(
+                "node group {id}: its resource is not in the snapshot"
+            ))
+        })?;
+        Ok(ScaleTarget {
+            group: g.id.clone(),
+            api: r.api,
+            kind: r.kind,
+            key: r.key.clone(),
+            min: g.min,
+            max: g.max,
+        })
+    }
+
+    /// A machine named by the plan.
+    pub(super) fn machine(&self, key: &ObjectKey) -> Result<MachineRef, Stop> {
+        self.snapshot
+            .machines
+            .iter()
+            .find(|m| &m.key == key)
+            .map(|m| MachineRef {
+                api: m.api,
+                key: m.key.clone(),
+            })
+            .ok_or_else(|| Stop::Skip(format!("machine {key} is not in the snapshot any more")))
+    }
+
+    /// The machine of a node the plan removes, checking that the node is still in `group`.
+    pub(super) fn machine_of_node(
+        &self,
+        node: &Arc<str>,
+        group: &NodeGroupId,
+    ) -> Result<MachineRef, Stop> {
+        let ni = self
+            .snapshot
+            .nodes
+            .iter()
+            .position(|n| n.name == *node)
+            .ok_or_else(|| Stop::Skip(format!("node {node} is not in the snapshot any more")))?;
+        let in_group = self.groups.group_of_node[ni].map(|gi| &self.groups.groups[gi].id);
+        if in_group != Some(group) {
+            return Err(Stop::Skip(format!(
+                "node {node} is not in node group {group} in the snapshot"
+            )));
+        }
+        let mi = self.groups.machine_of_node[ni]
+            .ok_or_else(|| Stop::Skip(format!("node {node} has no machine in the snapshot")))?;
+        let m = &self.snapshot.machines[mi];
+        Ok(MachineRef {
+            api: m.api,
+            key: m.key.clone(),
+        })
+    }
+}

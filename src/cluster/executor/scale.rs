@@ -1,0 +1,218 @@
+//! A node group's replicas, through the `scale` subresource (`autoscaling/v1 Scale`) of its
+//! MachineSet or MachineDeployment, for either Machine API group.
+//!
+//! Every write carries the resourceVersion of the Scale just read, so it lands only on the
+//! state it was decided from; a 409 means "read again and decide again". A resize also
+//! checks that the group still has the replicas the plan saw (`from`): a plan carried out
+//! twice, or planned on a cache that was behind, is skipped rather than applied twice.
+
+use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec};
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+
+use super::failure::{Failure, Stop};
+use super::{CONFLICT_ATTEMPTS, Context};
+use crate::cluster::error::CallError;
+use crate::engine::nodegroups::NodeGroupId;
+use crate::model::{MachineApiGroup, ObjectKey, ScalableKind};
+
+/// The version of both Machine APIs the executor writes.
+pub(super) const API_VERSION: &str = "v1beta1";
+
+/// The MachineSet or MachineDeployment behind a node group, with the group's bounds.
+#[derive(Clone, Debug)]
+pub(super) struct ScaleTarget {
+    pub group: NodeGroupId,
+    pub api: MachineApiGroup,
+    pub kind: ScalableKind,
+    pub key: ObjectKey,
+    pub min: u64,
+    pub max: u64,
+}
+
+impl ScaleTarget {
+    /// `MachineSet openshift-machine-api/worker-a`, for messages.
+    pub(super) fn describe(&self) -> String {
+        format!("{} {}", self.kind.as_str(), self.key)
+    }
+
+    fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
+        let gvk = GroupVersionKind::gvk(self.api.domain(), API_VERSION, self.kind.as_str());
+        let plural = match self.kind {
+            ScalableKind::MachineSet => "machinesets",
+            ScalableKind::MachineDeployment => "machinedeployments",
+        };
+        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
+        Api::namespaced_with(client.clone(), &self.key.namespace, &ar)
+    }
+}
+
+/// A Scale as read: its replicas, and the object to write back (with its resourceVersion).
+#[derive(Clone, Debug)]
+pub(super) struct Observed {
+    pub replicas: u64,
+    scale: Scale,
+}
+
+/// Reads the group's Scale.
+pub(super) async fn read(ctx: &Context, t: &ScaleTarget) -> Result<Observed, CallError> {
+    let api = t.api(&ctx.client);
+    let scale = ctx
+        .call(
+            || format!("get scale of {}", t.describe()),
+            api.get_scale(&t.key.name),
+        )
+        .await?;
+    // An absent `spec.replicas` in a Scale is 0 (the field is omitted when empty).
+    let replicas = scale.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+    Ok(Observed {
+        replicas: u64::try_from(replicas).unwrap_or(0),
+        scale,
+    })
+}
+
+/// Writes `to` replicas against the version in `seen` (a 409 if the group changed since).
+pub(super) async fn write(
+    ctx: &Context,
+    t: &ScaleTarget,
+    seen: &Observed,
+    to: u64,
+) -> Result<(), Stop> {
+    let replicas = i32::try_from(to).map_err(|_| {
+        Failure::Invalid(format!(
+            "{}: {to} replicas is more than the API accepts",
+            t.describe()
+        ))
+    })?;
+    let mut scale = seen.scale.clone();
+    scale.spec = Some(ScaleSpec {
+        replicas: Some(replicas),
+    });
+    scale.status = None;
+    let api = t.api(&ctx.client);
+    ctx.may_write()?;
+    tracing::debug!(node_group.id = %t.group, from = seen.replicas, to, "writing replicas");
+    ctx.call(
+        || format!("update scale of {} to {to} replicas", t.describe()),
+        api.replace_scale(&t.key.name, &PostParams::default(), &scale),
+    )
+    .await?;
+    Ok(())
+}
+
+/// Which way a plan resizes a group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Resize {
+    /// A scale-up: `to` above `from`, at most the group's max.
+    Up,
+    /// A target fix: `to` below `from`, at least the group's min.
+    Fix,
+}
+
+/// Whether a resize from `from` to `to` may be written now that the group has `current`
+/// replicas; the error is the reason to skip it.
+pub(super) fn check_resize(
+    kind: Resize,
+    t: &ScaleTarget,
+    current: u64,
+    from: u64,
+    to: u64,
+) -> Result<(), String> {
+    let what = t.describe();
+    if current != from {
+        let already = if current == to {
+            format!(" (already at {to}: a repeated plan?)")
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "plan is stale: it saw {from} replicas, {what} has {current} now{already}"
+        ));
+    }
+    match kind {
+        Resize::Up if to <= from => Err(format!(
+            "scale-up of {what} from {from} to {to} is not an increase"
+        )),
+        Resize::Up if to > t.max => Err(format!(
+            "scale-up of {what} to {to} would exceed its max size {}",
+            t.max
+        )),
+        Resize::Fix if to >= from => Err(format!(
+            "target fix of {what} from {from} to {to} is not a decrease"
+        )),
+        Resize::Fix if to < t.min => Err(format!(
+            "target fix of {what} to {to} would go below its min size {}",
+            t.min
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Sets the replicas from `from` to `to` if the group still has `from`, re-reading on 409.
+pub(super) async fn resize(
+    ctx: &Context,
+    t: &ScaleTarget,
+    kind: Resize,
+    from: u64,
+    to: u64,
+) -> Result<String, Stop> {
+    let mut attempt = 1;
+    loop {
+        let seen = read(ctx, t).await?;
+        check_resize(kind, t, seen.replicas, from, to).map_err(Stop::Skip)?;
+        match write(ctx, t, &seen, to).await {
+            Ok(()) => return Ok(format!("{} replicas {from} -> {to}", t.describe())),
+            Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => attempt += 1,
+            Err(stop) => return Err(stop),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target() -> ScaleTarget {
+        ScaleTarget {
+            group: NodeGroupId::new(ScalableKind::MachineSet, &ObjectKey::new("ns", "a")),
+            api: MachineApiGroup::OpenShift,
+            kind: ScalableKind::MachineSet,
+            key: ObjectKey::new("ns", "a"),
+            min: 1,
+            max: 5,
+        }
+    }
+
+    #[test]
+    fn a_stale_from_is_refused_naming_both_counts() {
+        let err = check_resize(Resize::Up, &target(), 3, 2, 4).unwrap_err();
+        assert_eq!(
+            err,
+            "plan is stale: it saw 2 replicas, MachineSet ns/a has 3 now"
+        );
+        let again = check_resize(Resize::Up, &target(), 4, 2, 4).unwrap_err();
+        assert!(
+            again.ends_with("(already at 4: a repeated plan?)"),
+            "{again}"
+        );
+    }
+
+    #[test]
+    fn bounds_are_never_crossed() {
+        let t = target();
+        assert!(check_resize(Resize::Up, &t, 2, 2, 5).is_ok());
+        assert!(
+            check_resize(Resize::Up, &t, 2, 2, 6)
+                .unwrap_err()
+                .contains("exceed its max size 5")
+        );
+        assert!(check_resize(Resize::Fix, &t, 3, 3, 1).is_ok());
+        assert!(
+            check_resize(Resize::Fix, &t, 3, 3, 0)
+                .unwrap_err()
+                .contains("below its min size 1")
+        );
+        assert!(check_resize(Resize::Up, &t, 3, 3, 2).is_err());
+        assert!(check_resize(Resize::Fix, &t, 3, 3, 4).is_err());
+    }
+}
