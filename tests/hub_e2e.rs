@@ -54,7 +54,11 @@ async fn pending_pods_get_nodes_and_idle_nodes_go() {
     assert!(sum_replicas(&worker_groups(sim)) >= before + 2);
     assert_within_bounds(sim);
     let report = hub.view().report("sim-1").unwrap();
-    assert!(done(&report, |a| matches!(a, Action::ScaleUp { .. })) >= 1, "{:?}", report.recent);
+    assert!(
+        done(&report, |a| matches!(a, Action::ScaleUp { .. })) >= 1,
+        "{:?}",
+        report.recent
+    );
 
     // The load leaves: the extra nodes are drained and removed after the unneeded time.
     delete_pods(sim, "web").await;
@@ -67,7 +71,11 @@ async fn pending_pods_get_nodes_and_idle_nodes_go() {
     assert!(tainted_nodes(sim).is_empty());
     assert!(marked_machines(sim).is_empty());
     let report = hub.view().report("sim-1").unwrap();
-    assert!(done(&report, |a| matches!(a, Action::RemoveNode { .. })) >= 2, "{:?}", report.recent);
+    assert!(
+        done(&report, |a| matches!(a, Action::RemoveNode { .. })) >= 2,
+        "{:?}",
+        report.recent
+    );
     hub.stop().await;
     fleet.shutdown().await;
 }
@@ -97,7 +105,8 @@ async fn pods_leave_a_group_whose_machines_fail_at_once() {
     let sim = &fleet.clusters()[0];
     let groups = worker_groups(sim);
     let broken = groups[0].0.clone();
-    sim.set_failure_mode(&broken, Some(FailureMode::Fail)).unwrap();
+    sim.set_failure_mode(&broken, Some(FailureMode::Fail))
+        .unwrap();
     // The broken group is the one the expander prefers; only failure handling moves away.
     let mut priorities = BTreeMap::new();
     priorities.insert("20".to_string(), vec![format!(".*{broken}.*")]);
@@ -120,8 +129,11 @@ async fn pods_leave_a_group_whose_machines_fail_at_once() {
     })
     .await;
     let now = worker_groups(sim);
-    assert_eq!(now[0].1, groups[0].1, "the broken group is back at its size: {now:?}");
-    assert!(sum_replicas(&now) >= sum_replicas(&groups) + 1, "{now:?}");
+    assert_eq!(
+        now[0].1, groups[0].1,
+        "the broken group is back at its size: {now:?}"
+    );
+    assert!(sum_replicas(&now) > sum_replicas(&groups), "{now:?}");
     let report = hub.view().report("sim-1").unwrap();
     let plan = report.plan.unwrap();
     let health = plan
@@ -151,20 +163,24 @@ async fn a_cluster_down_or_failing_does_not_hold_the_others() {
     three.faults().set(Faults {
         error_rate: 1.0,
         error_code: 500,
+        drop_watches: true,
         ..Faults::default()
     });
     create_pods(one, "web", 8, "3").await;
-    eventually(LONG, "sim-1 scaled while sim-2 hangs and sim-3 fails", || {
-        let n = running(&pods(one, "web"));
-        async move { (n == 8).then_some(()) }
-    })
+    eventually(
+        LONG,
+        "sim-1 scaled while sim-2 hangs and sim-3 fails",
+        || {
+            let n = running(&pods(one, "web"));
+            async move { (n == 8).then_some(()) }
+        },
+    )
     .await;
     let view = hub.view();
     eventually(LONG, "sim-3 reported as failing", || {
         let r = view.report("sim-3").unwrap();
-        let failing = r.phase == Phase::Failed
-            || r.last_pass.as_ref().is_some_and(|p| p.skipped.is_some());
-        async move { failing.then_some(()) }
+        let skipped = r.last_pass.as_ref().and_then(|p| p.skipped.clone());
+        async move { skipped.filter(|why| why.contains("500") || why.contains("failed")) }
     })
     .await;
 
@@ -175,10 +191,14 @@ async fn a_cluster_down_or_failing_does_not_hold_the_others() {
         create_pods(cluster, name, 8, "3").await;
     }
     for (cluster, name) in [(two, "two"), (three, "three")] {
-        eventually(Duration::from_secs(90), &format!("{} scaled after recovery", cluster.name()), || {
-            let n = running(&pods(cluster, name));
-            async move { (n == 8).then_some(()) }
-        })
+        eventually(
+            Duration::from_secs(90),
+            &format!("{} scaled after recovery", cluster.name()),
+            || {
+                let n = running(&pods(cluster, name));
+                async move { (n == 8).then_some(()) }
+            },
+        )
         .await;
     }
     hub.stop().await;

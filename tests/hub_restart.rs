@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use e2e_support::*;
 use fleetscaler::sim::api::resources::Resource;
+use fleetscaler::sim::faults::Faults;
 use fleetscaler::sim::fleet::ClusterHandle;
 use fleetscaler::sim::settings::Flavor;
 use k8s_openapi::api::core::v1 as corev1;
@@ -69,7 +70,10 @@ fn kill(mut hub: Child) {
 fn placement(sim: &ClusterHandle) -> BTreeMap<String, Vec<String>> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for n in sim.list(Resource::Nodes) {
-        if n["metadata"]["labels"].get("node-role.kubernetes.io/worker").is_some() {
+        if n["metadata"]["labels"]
+            .get("node-role.kubernetes.io/worker")
+            .is_some()
+        {
             out.entry(name(&n)).or_default();
         }
     }
@@ -82,7 +86,10 @@ fn placement(sim: &ClusterHandle) -> BTreeMap<String, Vec<String>> {
 }
 
 fn name(v: &Value) -> String {
-    v["metadata"]["name"].as_str().unwrap_or_default().to_string()
+    v["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 async fn set_min_available(sim: &ClusterHandle, min: i32) {
@@ -105,7 +112,9 @@ async fn a_killed_hub_leaves_nothing_half_done() {
     let fleet = quiet_fleet(1, Flavor::OpenShift).await;
     let sim = &fleet.clusters()[0];
     let dir = TempDir::new("e2e-restart");
-    fleet.write_kubeconfig(&dir.path().join("fleet.kubeconfig")).unwrap();
+    fleet
+        .write_kubeconfig(&dir.path().join("fleet.kubeconfig"))
+        .unwrap();
     std::fs::write(dir.path().join("fleet.toml"), fleet_toml(dir.path())).unwrap();
     let mut hub = start_hub(dir.path(), 1);
 
@@ -151,7 +160,10 @@ async fn a_killed_hub_leaves_nothing_half_done() {
     })
     .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(tainted_nodes(sim).contains(&added), "still draining when killed");
+    assert!(
+        tainted_nodes(sim).contains(&added),
+        "still draining when killed"
+    );
     kill(hub);
 
     // Started again: the taint of the interrupted drain is removed.
@@ -167,15 +179,21 @@ async fn a_killed_hub_leaves_nothing_half_done() {
     assert!(marked_machines(sim).is_empty());
     assert_within_bounds(sim);
 
-    // The budget relaxes: the drain runs to the end; kill the hub the moment the machine
-    // is marked, before or after its decrement.
+    // The budget relaxes: the drain runs to the end. Every request now takes 300 ms, so
+    // the hub is killed the moment the machine is marked, most likely while its decrement
+    // is still on the way (either way, nothing may be left half-done).
     set_min_available(sim, 0).await;
+    sim.faults().set(Faults {
+        latency_ms: 300,
+        ..Faults::default()
+    });
     eventually(LONG, "the machine of the drained node marked", || {
         let marked = !marked_machines(sim).is_empty();
         async move { marked.then_some(()) }
     })
     .await;
     kill(hub);
+    sim.faults().clear();
     let hub = start_hub(dir.path(), 3);
     eventually(LONG, "no machine left marked without its decrement", || {
         let marked = marked_machines(sim).len();
@@ -184,7 +202,12 @@ async fn a_killed_hub_leaves_nothing_half_done() {
     })
     .await;
     assert_within_bounds(sim);
-    assert_eq!(sum_replicas(&worker_groups(sim)), 3, "{:?}", worker_groups(sim));
+    assert_eq!(
+        sum_replicas(&worker_groups(sim)),
+        3,
+        "{:?}",
+        worker_groups(sim)
+    );
     kill(hub);
     fleet.shutdown().await;
 }

@@ -34,8 +34,9 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let config = FleetConfig::load(&args.config)?;
     let listen = args.listen.unwrap_or_else(|| config.hub.listen.clone());
     let listener = server::bind(&listen).await?;
+    let bound = server::local_addr(&listener).map_or(listen, |a| a.to_string());
     tracing::info!(
-        "fleetscaler {} serving http://{listen}/api/v1/fleet; {} cluster(s) in {}",
+        "fleetscaler {} serving http://{bound}/api/v1/fleet; {} cluster(s) in {}",
         env!("CARGO_PKG_VERSION"),
         config.clusters.len(),
         args.config.display()

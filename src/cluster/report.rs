@@ -53,6 +53,9 @@ pub struct ClusterReport {
     pub healthy: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_pass: Option<PassSummary>,
+    /// The last failed call or action, and when: what a user should look at first.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<TimedMessage>,
     /// The latest actions, newest last.
     pub recent: VecDeque<Happening>,
     /// Actions recorded since the runner started (so a reader can tell which are new).
@@ -72,6 +75,13 @@ pub struct PassSummary {
     /// Why the pass did not run the engine, if it did not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimedMessage {
+    pub at: Timestamp,
+    pub message: String,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -99,6 +109,7 @@ impl ClusterReport {
             node_groups: 0,
             healthy: false,
             last_pass: None,
+            last_error: None,
             recent: VecDeque::new(),
             actions_total: 0,
             plan: None,
@@ -133,6 +144,10 @@ impl ClusterReport {
     /// Remembers actions that did something or failed (skips are in the plan already).
     pub fn record_entries(&mut self, entries: &[Entry], now: Timestamp) {
         for entry in entries {
+            if let Outcome::Failed { error, .. } = &entry.outcome {
+                let message = format!("{}: {error}", describe_action(&entry.action));
+                self.record_error(message, now);
+            }
             if matches!(entry.outcome, Outcome::Skipped { .. }) && !self.dry_run {
                 continue;
             }
@@ -145,6 +160,10 @@ impl ClusterReport {
                 entry: entry.clone(),
             });
         }
+    }
+
+    pub fn record_error(&mut self, message: String, now: Timestamp) {
+        self.last_error = Some(TimedMessage { at: now, message });
     }
 
     /// The newest action, for one-line views.

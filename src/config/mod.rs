@@ -124,7 +124,8 @@ impl FleetConfig {
         let env = config::Environment::with_prefix("FLEETSCALER")
             .prefix_separator("_")
             .separator("__")
-            .try_parsing(true);
+            .try_parsing(true)
+            .source(Some(override_variables(std::env::vars())));
         let built = builder
             .add_source(env)
             .build()
@@ -182,6 +183,19 @@ impl FleetConfig {
     pub fn cluster(&self, name: &str) -> Option<&ClusterConfig> {
         self.clusters.iter().find(|c| c.name == name)
     }
+}
+
+/// The environment variables that override fleet.toml: `FLEETSCALER_<TABLE>__<KEY>`. Every
+/// key lives in a table, so a variable without `__` (say `FLEETSCALER_LOG`) is not meant for
+/// fleet.toml and is left alone rather than refused as an unknown key.
+fn override_variables(
+    vars: impl Iterator<Item = (String, String)>,
+) -> std::collections::HashMap<String, String> {
+    vars.filter(|(k, _)| {
+        k.strip_prefix("FLEETSCALER_")
+            .is_some_and(|rest| rest.contains("__"))
+    })
+    .collect()
 }
 
 fn check_patch(patch: &SettingsPatch, at: &str, issues: &mut Vec<ConfigIssue>) {
@@ -276,6 +290,19 @@ pub fn effective_settings(layers: Layers) -> EffectiveSettings {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_table_variables_override_the_file() {
+        let vars = [
+            ("FLEETSCALER_HUB__LISTEN", "x"),
+            ("FLEETSCALER_LOG", "debug"),
+            ("OTHER__THING", "y"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        let kept = override_variables(vars.into_iter());
+        assert_eq!(kept.len(), 1);
+        assert!(kept.contains_key("FLEETSCALER_HUB__LISTEN"));
+    }
     use crate::engine::settings::Range;
 
     const EXAMPLE: &str = r#"

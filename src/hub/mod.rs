@@ -28,9 +28,7 @@ use crate::config::FleetConfig;
 pub enum HubError {
     #[error("leader election needs a client for the management cluster: {0}")]
     LeaderClient(#[from] ClientError),
-    #[error(
-        "leader election: no in-cluster configuration ({0}); set hub.leader_election.context"
-    )]
+    #[error("leader election: no in-cluster configuration ({0}); set hub.leader_election.context")]
     InCluster(String),
 }
 

@@ -25,10 +25,8 @@ impl TempDir {
     pub fn new(tag: &str) -> Self {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!(
-            "fleetscaler-{tag}-{}-{n}",
-            std::process::id()
-        ));
+        let dir =
+            std::env::temp_dir().join(format!("fleetscaler-{tag}-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
     }
@@ -40,6 +38,11 @@ impl TempDir {
 
 impl Drop for TempDir {
     fn drop(&mut self) {
+        // E2E_KEEP_DIRS=1 keeps the hub logs of a failed test for reading.
+        if std::env::var_os("E2E_KEEP_DIRS").is_some() {
+            eprintln!("kept {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
@@ -162,13 +165,16 @@ where
     }
 }
 
-/// Creates bare pods (no controller) in `default`, each asking for `cpu`.
+/// Creates pods in `default`, each asking for `cpu`. They name a ReplicaSet as their
+/// controller (so a drain may move them) but nothing recreates them once evicted.
 pub async fn create_pods(cluster: &ClusterHandle, prefix: &str, count: usize, cpu: &str) {
     let client = cluster.client().await.unwrap();
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, "default");
     for i in 0..count {
         let pod = serde_json::from_value(json!({
-            "metadata": {"name": format!("{prefix}-{i}"), "labels": {"app": prefix}},
+            "metadata": {"name": format!("{prefix}-{i}"), "labels": {"app": prefix},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": prefix, "uid": format!("uid-{prefix}"), "controller": true}]},
             "spec": {"containers": [{"name": "c", "image": "busybox",
                 "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}
         }))
@@ -181,7 +187,9 @@ pub async fn delete_pods(cluster: &ClusterHandle, prefix: &str) {
     let client = cluster.client().await.unwrap();
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, "default");
     let lp = kube::api::ListParams::default().labels(&format!("app={prefix}"));
-    pods.delete_collection(&Default::default(), &lp).await.unwrap();
+    pods.delete_collection(&Default::default(), &lp)
+        .await
+        .unwrap();
 }
 
 /// The pods named `<prefix>-*`.
@@ -208,9 +216,8 @@ pub fn groups(cluster: &ClusterHandle) -> Vec<(String, i64, i64, i64)> {
         Flavor::ClusterApi => (Resource::CapiMachineDeployments, "cluster.x-k8s.io"),
     };
     let bound = |g: &Value, which: &str| {
-        g["metadata"]["annotations"][format!(
-            "{prefix}/cluster-api-autoscaler-node-group-{which}-size"
-        )]
+        g["metadata"]["annotations"]
+            [format!("{prefix}/cluster-api-autoscaler-node-group-{which}-size")]
         .as_str()
         .and_then(|s| s.parse().ok())
         .unwrap_or(-1)
@@ -220,7 +227,10 @@ pub fn groups(cluster: &ClusterHandle) -> Vec<(String, i64, i64, i64)> {
         .iter()
         .map(|g| {
             (
-                g["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+                g["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
                 g["spec"]["replicas"].as_i64().unwrap_or(1),
                 bound(g, "min"),
                 bound(g, "max"),
@@ -243,7 +253,11 @@ pub fn ready_workers(cluster: &ClusterHandle) -> usize {
     cluster
         .list(Resource::Nodes)
         .iter()
-        .filter(|n| n["metadata"]["labels"].get("node-role.kubernetes.io/worker").is_some())
+        .filter(|n| {
+            n["metadata"]["labels"]
+                .get("node-role.kubernetes.io/worker")
+                .is_some()
+        })
         .filter(|n| {
             n["status"]["conditions"]
                 .as_array()
@@ -266,7 +280,12 @@ pub fn tainted_nodes(cluster: &ClusterHandle) -> Vec<String> {
                 .flatten()
                 .any(|t| t["key"] == TAINT)
         })
-        .map(|n| n["metadata"]["name"].as_str().unwrap_or_default().to_string())
+        .map(|n| {
+            n["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
         .collect()
 }
 

@@ -104,7 +104,8 @@ impl Cache {
     pub fn apply(&mut self, update: Update, now: Instant) -> bool {
         let kind = update.kind;
         let state = self.kinds.entry(kind).or_default();
-        if !matches!(update.change, Change::Error(_)) {
+        // `Init` comes before a list is even requested: only data proves the watch works.
+        if !matches!(update.change, Change::Error(_) | Change::Init) {
             state.failing = None;
         }
         let wake = match update.change {

@@ -164,6 +164,9 @@ async fn a_watch_failing_for_long_makes_the_cache_stale_until_it_recovers() {
         stale.contains("pods") && stale.contains("503 again"),
         "{stale}"
     );
+    // A restarted list is no proof yet; its end is.
     c.apply(update(Kind::Pod, Change::Init), Instant::now());
+    assert!(c.stale(Instant::now(), Duration::from_secs(60)).is_some());
+    c.apply(update(Kind::Pod, Change::InitDone), Instant::now());
     assert_eq!(c.stale(Instant::now(), Duration::from_secs(60)), None);
 }

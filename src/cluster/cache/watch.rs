@@ -12,7 +12,7 @@ use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use k8s_openapi::api::{apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1};
 use kube::api::{ApiResource, DynamicObject};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
@@ -209,16 +209,73 @@ where
     K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     let api: Api<K> = Api::all(client.clone());
-    watcher(api, config)
-        .default_backoff()
+    relisting(api, config)
         .map(move |item| Update::from_watch(kind, item, object))
         .boxed()
 }
 
 fn dynamic(client: &Client, kind: Kind, ar: &ApiResource) -> BoxStream<'static, Update> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
-    watcher(api, plain())
-        .default_backoff()
+    relisting(api, plain())
         .map(move |item| Update::from_watch(kind, item, |o| Object::Dynamic(Box::new(o))))
         .boxed()
+}
+
+/// First wait before a failed watch starts over; doubles up to `MAX_RETRY`.
+const FIRST_RETRY: Duration = Duration::from_millis(500);
+const MAX_RETRY: Duration = Duration::from_secs(30);
+
+type Events<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
+
+struct Relisting<K: kube::Resource + Clone> {
+    api: Api<K>,
+    config: watcher::Config,
+    current: Option<Events<K>>,
+    retry: Option<Duration>,
+}
+
+/// A watcher that, after an error, waits (with backoff) and starts over with a fresh list.
+///
+/// kube's watcher resumes a failed watch silently, so a recovered watch of a quiet kind
+/// would never prove it works again. Starting over yields a full list whose end (`InitDone`)
+/// is that proof, and which also repairs anything missed while the watch was down.
+fn relisting<K>(api: Api<K>, config: watcher::Config) -> Events<K>
+where
+    K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let start = Relisting {
+        api,
+        config,
+        current: None,
+        retry: None,
+    };
+    futures::stream::unfold(start, |mut st| async move {
+        loop {
+            let events = match &mut st.current {
+                Some(events) => events,
+                None => {
+                    if let Some(wait) = st.retry {
+                        tokio::time::sleep(wait).await;
+                    }
+                    st.current
+                        .insert(watcher(st.api.clone(), st.config.clone()).boxed())
+                }
+            };
+            match events.next().await {
+                Some(Ok(event)) => {
+                    if matches!(event, watcher::Event::InitDone) {
+                        st.retry = None;
+                    }
+                    return Some((Ok(event), st));
+                }
+                Some(Err(e)) => {
+                    st.current = None;
+                    st.retry = Some(st.retry.map_or(FIRST_RETRY, |r| (r * 2).min(MAX_RETRY)));
+                    return Some((Err(e), st));
+                }
+                None => st.current = None,
+            }
+        }
+    })
+    .boxed()
 }

@@ -23,10 +23,10 @@ use super::ClusterName;
 use super::cache::{Cache, Update, watch as watches};
 use super::error::CallError;
 use super::events::{EventRecorder, RecorderSettings};
-use super::status::{StatusSettings, StatusWriter};
 use super::gate::WriteGate;
 use super::outcome::Entry;
 use super::report::{ClusterReport, Phase};
+use super::status::{StatusSettings, StatusWriter};
 use crate::config::ClusterConfig;
 use crate::engine::settings::SettingsPatch;
 use crate::engine::state::EngineState;
@@ -51,7 +51,7 @@ pub struct Timing {
 impl Timing {
     /// A watch failing for longer than this makes the cache too old to act on.
     fn stale_after(&self) -> Duration {
-        (self.scan_interval * 3).max(Duration::from_secs(30))
+        (self.scan_interval * 3).max(Duration::from_secs(5))
     }
 }
 

@@ -12,7 +12,7 @@ use crate::cluster::error::Category;
 use crate::cluster::events::{events_for, events_for_entries};
 use crate::cluster::executor::{Executor, ExecutorConfig, NodeRemoval};
 use crate::cluster::outcome::{Action, Entry, Outcome};
-use crate::cluster::report::{PassSummary, Phase};
+use crate::cluster::report::{PassSummary, Phase, describe_entry};
 use crate::config::{EffectiveSettings, Layers, effective_settings};
 use crate::engine::plan::Plan;
 use crate::engine::settings::Settings;
@@ -36,7 +36,7 @@ impl Runner {
         let dry_run = self.spec.borrow().dry_run;
         let entries = self.executor(dry_run).recover().await;
         for entry in &entries {
-            tracing::info!(k8s.cluster.name = %self.ctx.name, ?entry, "start-up recovery");
+            tracing::info!(k8s.cluster.name = %self.ctx.name, "start-up recovery: {}", describe_entry(entry));
         }
         let now = Timestamp::now();
         self.ctx.publish(|r| r.record_entries(&entries, now));
@@ -56,6 +56,7 @@ impl Runner {
         if let Some(why) = self.cache.stale(started, self.ctx.timing.stale_after()) {
             tracing::warn!(k8s.cluster.name = %self.ctx.name, "pass skipped: {why}");
             self.ctx.publish(|r| {
+                r.record_error(why.clone(), now);
                 r.last_pass = Some(PassSummary {
                     at: now,
                     took_ms: 0.0,
@@ -88,6 +89,8 @@ impl Runner {
         if let Err(e) = self.status.write(&plan, now).await {
             tracing::warn!(k8s.cluster.name = %self.ctx.name, category = e.category().as_str(),
                 "cannot write the status ConfigMap: {e}");
+            let message = format!("writing the status ConfigMap: {e}");
+            self.ctx.publish(|r| r.record_error(message, now));
         }
         let status_ref = self.status.object_ref();
         self.events
