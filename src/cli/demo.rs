@@ -31,6 +31,10 @@ pub struct DemoArgs {
     /// Pods per worker node at start.
     #[arg(long, default_value_t = 10)]
     pub pods_per_node: usize,
+    /// Share of the workers' CPU the simulated load asks for at the middle of its waves;
+    /// the crests overflow the workers (scale-up), the troughs leave nodes idle (scale-down).
+    #[arg(long, default_value_t = 0.85)]
+    pub load: f64,
     /// Period of the simulated load's waves, in seconds.
     #[arg(long, default_value_t = 240)]
     pub wave_period_secs: u64,
@@ -90,6 +94,7 @@ fn sim_settings(args: &DemoArgs) -> FleetSettings {
         shape: Shape {
             nodes_per_group: args.nodes_per_group,
             pods_per_node: args.pods_per_node,
+            cpu_fill: args.load,
             ..Shape::default()
         },
         mixed_flavors: true,
@@ -100,6 +105,7 @@ fn sim_settings(args: &DemoArgs) -> FleetSettings {
         seed: args.seed,
         history_window: 50_000,
         controllers: true,
+        stagger_waves: true,
     }
 }
 
@@ -111,6 +117,12 @@ pub fn demo_config(args: &DemoArgs, kubeconfig: &std::path::Path) -> FleetConfig
         scale_down_unneeded_time: Some(Duration::from_secs(60)),
         scale_down_delay_after_add: Some(Duration::from_secs(60)),
         scale_down_delay_after_delete: Some(Duration::from_secs(10)),
+        // Upstream's default (the simulated ClusterAutoscaler says 0.4).
+        scale_down_utilization_threshold: Some(0.5),
+        // The simulated analytics pods use emptyDir and kube-system runs a pod without a
+        // budget: with upstream's rules most workers could never be emptied.
+        skip_nodes_with_local_storage: Some(false),
+        skip_nodes_with_system_pods: Some(false),
         node_delete_delay_after_taint: Some(Duration::from_secs(2)),
         max_pod_eviction_time: Some(Duration::from_secs(60)),
         ..SettingsPatch::default()

@@ -52,10 +52,10 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
 /// second one exits at once.
 pub(super) async fn stop_gracefully(hub: crate::hub::HubHandle, cancel: CancellationToken) {
     shutdown_requested().await;
-    tracing::info!("stopping: undoing scale-downs under way (signal again to exit at once)");
+    eprintln!("stopping: undoing scale-downs under way (signal again to exit at once)");
     cancel.cancel();
     tokio::select! {
-        _ = hub.wait() => tracing::info!("stopped"),
-        _ = shutdown_requested() => tracing::warn!("second signal: exiting without waiting"),
+        _ = hub.wait() => eprintln!("stopped"),
+        _ = shutdown_requested() => eprintln!("second signal: exiting without waiting"),
     }
 }

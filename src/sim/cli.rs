@@ -81,6 +81,7 @@ impl SimArgs {
                 nodes_per_group: self.nodes_per_group,
                 pods_per_node: self.pods_per_node,
                 workloads: !self.no_workloads,
+                ..Shape::default()
             },
             mixed_flavors: self.flavor == FlavorArg::Mixed,
             timing: {
@@ -96,6 +97,7 @@ impl SimArgs {
             seed: self.seed,
             history_window: self.history_window,
             controllers: true,
+            stagger_waves: false,
         }
     }
 }

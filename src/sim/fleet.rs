@@ -219,13 +219,11 @@ impl Fleet {
                 )));
             if settings.controllers {
                 let api = MachineApi::of(cluster.flavor);
-                let workloads = settings.shape.workloads.then(|| {
-                    Workloads::new(
-                        built.replica_sets,
-                        built.daemon_sets,
-                        tokio::time::Instant::now(),
-                    )
-                });
+                let started = wave_start(&settings, fleet.clusters.len());
+                let workloads = settings
+                    .shape
+                    .workloads
+                    .then(|| Workloads::new(built.replica_sets, built.daemon_sets, started));
                 let ctl =
                     Controllers::new(MachineController::new(api, built.infra.clone()), workloads);
                 fleet.tasks.push(tokio::spawn(controllers::run(
@@ -288,6 +286,17 @@ impl Fleet {
             let _ = task.await;
         }
     }
+}
+
+/// When the waves of the cluster with index `i` (from 0) started.
+fn wave_start(settings: &FleetSettings, i: usize) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    if !settings.stagger_waves || settings.clusters == 0 {
+        return now;
+    }
+    let share = i as f64 / settings.clusters as f64;
+    let ahead = settings.timing.wave_period.mul_f64(share);
+    now.checked_sub(ahead).unwrap_or(now)
 }
 
 type Built = (Cluster, String, Arc<rustls::ServerConfig>, shape::Built);

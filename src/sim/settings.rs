@@ -22,6 +22,9 @@ pub struct Shape {
     pub pods_per_node: usize,
     /// Start the workload generator (deployments in waves, daemonsets, PDBs).
     pub workloads: bool,
+    /// Share of a worker's allocatable CPU the generated pods ask for at the middle of their
+    /// waves (above it at the crests, below in the troughs).
+    pub cpu_fill: f64,
 }
 
 impl Default for Shape {
@@ -31,6 +34,7 @@ impl Default for Shape {
             nodes_per_group: 2,
             pods_per_node: 10,
             workloads: true,
+            cpu_fill: 0.6,
         }
     }
 }
@@ -99,6 +103,9 @@ pub struct FleetSettings {
     pub history_window: usize,
     /// Run the controllers (off for tests that want a static cluster).
     pub controllers: bool,
+    /// Start each cluster's waves at a different phase (cluster i of n at i/n of a period),
+    /// so that the clusters of a demo do not all move in step.
+    pub stagger_waves: bool,
 }
 
 impl Default for FleetSettings {
@@ -111,6 +118,7 @@ impl Default for FleetSettings {
             seed: 1,
             history_window: 10_000,
             controllers: true,
+            stagger_waves: false,
         }
     }
 }

@@ -75,6 +75,7 @@ pub fn build(
         shape.pods_per_node,
         7500,
         31 << 30,
+        shape.cpu_fill,
     );
     if shape.workloads {
         populate(state, &nodes, &workers, &replica_sets, &daemon_sets)?;

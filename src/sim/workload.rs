@@ -72,7 +72,7 @@ pub struct DaemonSetSpec {
     pub template: PodTemplate,
 }
 
-/// The workloads of one cluster, sized so that `pods_per_node` pods fill about 60% of a
+/// The workloads of one cluster, sized so that `pods_per_node` pods fill `cpu_fill` of a
 /// worker with `alloc_cpu_milli` / `alloc_memory` allocatable.
 pub fn catalog(
     rng: &mut Rng,
@@ -80,6 +80,7 @@ pub fn catalog(
     pods_per_node: usize,
     alloc_cpu_milli: i64,
     alloc_memory: i64,
+    cpu_fill: f64,
 ) -> (Vec<ReplicaSetSpec>, Vec<DaemonSetSpec>) {
     let mut uid = || rng.uuid();
     let daemon = |ns: &str, name: &str, cpu: i64, mem: i64, uid: String| {
@@ -110,7 +111,7 @@ pub fn catalog(
     ];
     let avg_cpu: f64 = mix.iter().map(|m| m.2 * m.3).sum();
     let avg_mem: f64 = mix.iter().map(|m| m.2 * m.4).sum();
-    let cpu_unit = 0.6 * alloc_cpu_milli as f64 / per_node as f64 / avg_cpu;
+    let cpu_unit = cpu_fill.clamp(0.01, 2.0) * alloc_cpu_milli as f64 / per_node as f64 / avg_cpu;
     let mem_unit = 0.5 * alloc_memory as f64 / per_node as f64 / avg_mem;
     let mut sets = Vec::new();
     for (ns, app, share, cpu, mem, amplitude, period) in mix {
@@ -281,7 +282,7 @@ mod tests {
     #[test]
     fn catalog_fills_about_sixty_percent() {
         let mut rng = Rng::new(1);
-        let (sets, daemons) = catalog(&mut rng, 10, 30, 7500, 31 << 30);
+        let (sets, daemons) = catalog(&mut rng, 10, 30, 7500, 31 << 30, 0.6);
         let cpu: i64 = sets
             .iter()
             .filter(|s| s.template.gpus == 0)
@@ -299,7 +300,7 @@ mod tests {
     #[test]
     fn waves_start_at_base_and_never_go_negative() {
         let mut rng = Rng::new(1);
-        let (sets, _) = catalog(&mut rng, 10, 30, 7500, 31 << 30);
+        let (sets, _) = catalog(&mut rng, 10, 30, 7500, 31 << 30, 0.6);
         for s in &sets {
             assert_eq!(s.replicas_at(0.0), s.base);
             assert!((0..100).all(|i| s.replicas_at(f64::from(i) / 10.0) <= s.base * 3));

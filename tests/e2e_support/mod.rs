@@ -57,6 +57,7 @@ pub async fn quiet_fleet(clusters: usize, flavor: Flavor) -> Fleet {
             nodes_per_group: 1,
             pods_per_node: 0,
             workloads: false,
+            ..Shape::default()
         },
         timing: Timing::fast(),
         ..FleetSettings::default()

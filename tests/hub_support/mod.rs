@@ -30,6 +30,7 @@ pub async fn fleet(flavor: Flavor, workloads: bool, nodes_per_group: usize) -> F
             nodes_per_group,
             pods_per_node: 6,
             workloads,
+            ..Shape::default()
         },
         timing: Timing {
             wave_period: Duration::from_secs(3600),

@@ -18,6 +18,7 @@ pub async fn fleet(flavor: Flavor, workloads: bool, history_window: usize) -> Fl
             nodes_per_group: 1,
             pods_per_node: 6,
             workloads,
+            ..Shape::default()
         },
         // Waves slow enough that replica counts hold still during a test.
         timing: Timing {
