@@ -69,7 +69,10 @@ pub struct ClusterReport {
 #[serde(rename_all = "camelCase")]
 pub struct PassSummary {
     pub at: Timestamp,
+    /// The whole pass: the engine, the writes and the status.
     pub took_ms: f64,
+    /// The engine's decision alone.
+    pub engine_ms: f64,
     pub scale_ups: usize,
     pub scale_downs: usize,
     /// Why the pass did not run the engine, if it did not.

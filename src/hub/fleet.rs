@@ -289,3 +289,65 @@ fn connection_of(config: &FleetConfig, c: &ClusterConfig) -> Connection {
         status_namespace: config.hub.status_namespace.clone(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::report::Phase;
+
+    /// Clusters whose kubeconfig does not exist: their supervisors fail and back off, which
+    /// is all a diff needs.
+    fn config(clusters: &[(&str, &str)]) -> FleetConfig {
+        let text: String = clusters
+            .iter()
+            .map(|(name, extra)| {
+                format!("[[clusters]]\nname = \"{name}\"\nkubeconfig = \"/nonexistent\"\n{extra}\n")
+            })
+            .collect();
+        FleetConfig::parse(&text, "test").unwrap()
+    }
+
+    fn status() -> HubStatus {
+        HubStatus {
+            started: Timestamp::now(),
+            config_path: None,
+            last_reload: None,
+            leader_election: false,
+            leading: true,
+            leader: None,
+            dry_run: false,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reload_touches_only_what_changed() {
+        let (mut fleet, view) = Fleet::new(WriteGate::always_open(), None, status());
+        let first = fleet.apply(&config(&[("a", ""), ("b", "")])).await;
+        assert_eq!(first.started, ["a", "b"]);
+        let same = fleet.apply(&config(&[("a", ""), ("b", "")])).await;
+        assert_eq!(same, Changes::default());
+        assert_eq!(same.describe(), "no cluster changed");
+
+        let b_settings = "[clusters.overrides]\nmax_nodes_total = 5";
+        let second = fleet.apply(&config(&[("b", b_settings), ("c", "")])).await;
+        assert_eq!(second.started, ["c"]);
+        assert_eq!(second.stopped, ["a"]);
+        assert_eq!(second.updated, ["b"]);
+        assert!(second.restarted.is_empty());
+        assert!(view.report("a").is_none());
+
+        let third = fleet
+            .apply(&config(&[("b", "context = \"other\""), ("c", "")]))
+            .await;
+        assert_eq!(third.restarted, ["b"]);
+
+        let fourth = fleet
+            .apply(&config(&[("b", "enabled = false"), ("c", "")]))
+            .await;
+        assert_eq!(fourth.stopped, ["b"]);
+        let b = view.report("b").unwrap();
+        assert_eq!(b.phase, Phase::Stopped);
+        assert_eq!(b.message.as_deref(), Some("disabled in fleet.toml"));
+        fleet.shut_down().await;
+    }
+}

@@ -2,6 +2,7 @@
 //! the runner fails or panics, reports why and starts it again after a backoff. Whatever
 //! happens here stays here: other clusters never wait on it.
 
+use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use crate::cluster::ClusterName;
 use crate::cluster::client::{connect, load_kubeconfig};
 use crate::cluster::gate::WriteGate;
 use crate::cluster::report::{ClusterReport, Phase};
-use crate::cluster::runner::{self, Context, RunnerSpec, Timing};
+use crate::cluster::runner::{self, Context, RunnerError, RunnerSpec, Timing};
 
 /// First wait before a failed runner is started again; it doubles up to `MAX_BACKOFF`.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -53,12 +54,21 @@ pub struct Supervised {
 
 /// Runs the cluster until `cancel` fires, restarting its runner after failures.
 pub async fn supervise(s: Supervised, cancel: CancellationToken) {
+    supervise_with(s, cancel, runner::run).await
+}
+
+/// [`supervise`] with the runner as a parameter, so that tests can give it one that fails.
+async fn supervise_with<R, F>(s: Supervised, cancel: CancellationToken, run: R)
+where
+    R: Fn(Arc<Context>, watch::Receiver<Arc<RunnerSpec>>, CancellationToken) -> F,
+    F: Future<Output = Result<(), RunnerError>> + Send + 'static,
+{
     let span = tracing::info_span!("cluster", k8s.cluster.name = %s.name);
     async {
         let mut backoff = FIRST_BACKOFF;
         loop {
             let started = Instant::now();
-            let failure = match attempt(&s, &cancel).await {
+            let failure = match attempt(&s, &cancel, &run).await {
                 Ok(()) if cancel.is_cancelled() => break,
                 Ok(()) => "the runner stopped without being asked to".to_string(),
                 Err(why) => why,
@@ -89,7 +99,11 @@ pub async fn supervise(s: Supervised, cancel: CancellationToken) {
 }
 
 /// Connects and runs the runner once, in its own task so that a panic stays in it.
-async fn attempt(s: &Supervised, cancel: &CancellationToken) -> Result<(), String> {
+async fn attempt<R, F>(s: &Supervised, cancel: &CancellationToken, run: &R) -> Result<(), String>
+where
+    R: Fn(Arc<Context>, watch::Receiver<Arc<RunnerSpec>>, CancellationToken) -> F,
+    F: Future<Output = Result<(), RunnerError>> + Send + 'static,
+{
     let c = &s.connection;
     let kubeconfig =
         load_kubeconfig(c.kubeconfig.as_deref(), &c.hub_kubeconfigs).map_err(|e| e.to_string())?;
@@ -109,8 +123,7 @@ async fn attempt(s: &Supervised, cancel: &CancellationToken) -> Result<(), Strin
         status_namespace: c.status_namespace.clone(),
         report: s.report.clone(),
     });
-    let task =
-        tokio::spawn(runner::run(ctx, s.spec.clone(), cancel.child_token()).in_current_span());
+    let task = tokio::spawn(run(ctx, s.spec.clone(), cancel.child_token()).in_current_span());
     match task.await {
         Ok(result) => result.map_err(|e| e.to_string()),
         Err(e) if e.is_panic() => Err(format!("the runner panicked: {}", panic_message(e))),
@@ -126,5 +139,119 @@ fn panic_message(e: tokio::task::JoinError) -> String {
         s.clone()
     } else {
         "(no message)".to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::cluster::report::ClusterReport;
+
+    const KUBECONFIG: &str = r#"
+apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: a
+  user: {token: t}
+contexts:
+- name: a
+  context: {cluster: a, user: a}
+"#;
+
+    fn supervised(dir: &std::path::Path) -> (Supervised, watch::Receiver<ClusterReport>) {
+        let path = dir.join("kubeconfig");
+        std::fs::write(&path, KUBECONFIG).unwrap();
+        let name = ClusterName::new("a");
+        let (report, report_rx) =
+            watch::channel(ClusterReport::new(name.clone(), false, Timestamp::now()));
+        let spec = RunnerSpec {
+            cluster: serde_json::from_value(serde_json::json!({"name": "a"})).unwrap(),
+            defaults: Default::default(),
+            dry_run: false,
+        };
+        let (_, spec_rx) = watch::channel(Arc::new(spec));
+        let s = Supervised {
+            name,
+            connection: Connection {
+                context: "a".into(),
+                kubeconfig: Some(path),
+                hub_kubeconfigs: Vec::new(),
+                timing: TimingKey {
+                    scan_interval: Duration::from_secs(10),
+                    debounce: Duration::from_secs(1),
+                    request_timeout: Duration::from_secs(1),
+                },
+                status_namespace: "ns".into(),
+            },
+            gate: WriteGate::always_open(),
+            spec: spec_rx,
+            report,
+        };
+        (s, report_rx)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_panicking_runner_is_reported_and_started_again_after_a_backoff() {
+        let dir = std::env::temp_dir().join(format!("fleetscaler-sup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (s, mut report) = supervised(&dir);
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let counted = attempts.clone();
+        let run = move |_ctx, _spec, cancel: CancellationToken| {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            async move {
+                assert!(n > 0, "boom on the first run");
+                cancel.cancelled().await;
+                Ok(())
+            }
+        };
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(supervise_with(s, cancel.clone(), run));
+        let failed = report
+            .wait_for(|r| r.phase == Phase::Failed)
+            .await
+            .unwrap()
+            .clone();
+        assert_eq!(failed.restarts, 1);
+        let message = failed.message.unwrap_or_default();
+        assert!(
+            message.contains("panicked") && message.contains("boom"),
+            "{message}"
+        );
+        assert!(message.contains("restarting in 1s"), "{message}");
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(
+            attempts.load(Ordering::SeqCst),
+            2,
+            "started again after 1 s"
+        );
+        cancel.cancel();
+        task.await.unwrap();
+        assert_eq!(report.borrow().phase, Phase::Stopped);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unreachable_kubeconfig_backs_off_doubling() {
+        let dir = std::env::temp_dir().join(format!("fleetscaler-sup2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (mut s, mut report) = supervised(&dir);
+        s.connection.kubeconfig = Some(dir.join("missing"));
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(supervise(s, cancel.clone()));
+        let r = report.wait_for(|r| r.restarts == 3).await.unwrap().clone();
+        let message = r.message.unwrap_or_default();
+        assert!(
+            message.contains("missing") && message.contains("restarting in 4s"),
+            "{message}"
+        );
+        cancel.cancel();
+        task.await.unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -7,8 +7,10 @@ use tracing_subscriber::EnvFilter;
 
 /// Installs the subscriber once; later calls do nothing.
 pub fn init_logging(default_filter: &str) {
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
+    // kube's watcher logs every failed attempt at error level; the runners report a failing
+    // watch once, with the cluster's name, so kube's own lines are left out by default.
+    let default = format!("{default_filter},kube_runtime=off");
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

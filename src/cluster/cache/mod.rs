@@ -134,6 +134,11 @@ impl Cache {
         wake && self.is_synced()
     }
 
+    /// The watch of `kind` is failing (since its last success).
+    pub fn is_failing(&self, kind: Kind) -> bool {
+        self.kinds.get(&kind).is_some_and(|k| k.failing.is_some())
+    }
+
     /// Every watched kind has listed at least once.
     pub fn is_synced(&self) -> bool {
         self.kinds.values().all(|k| k.synced)

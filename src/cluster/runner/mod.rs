@@ -123,6 +123,7 @@ pub async fn run(
         status,
         events,
         last_plan: None,
+        executor: None,
     };
     runner.initializing().await;
     if !runner.sync(&cancel).await? {
@@ -148,6 +149,8 @@ struct Runner {
     status: StatusWriter,
     events: EventRecorder,
     last_plan: Option<Arc<crate::engine::plan::Plan>>,
+    /// The executor, and whether it was built for dry run.
+    executor: Option<(super::executor::Executor, bool)>,
 }
 
 impl Runner {
@@ -170,6 +173,17 @@ impl Runner {
         Ok(true)
     }
 
+    /// Says so once when a watch starts failing (it retries on its own; the cache goes stale
+    /// if it keeps failing).
+    fn log_watch_failure(&self, update: &Update) {
+        if let super::cache::Change::Error(e) = &update.change
+            && !self.cache.is_failing(update.kind)
+        {
+            tracing::warn!(k8s.cluster.name = %self.ctx.name,
+                "the watch of {} failed, starting it over: {e}", update.kind.describe());
+        }
+    }
+
     /// Serves passes until cancelled.
     async fn serve(&mut self, cancel: &CancellationToken) -> Result<(), RunnerError> {
         self.ctx.set_phase(Phase::Running, None);
@@ -180,6 +194,7 @@ impl Runner {
                 _ = cancel.cancelled() => return Ok(()),
                 update = self.updates.next() => {
                     let update = update.ok_or(RunnerError::WatchesEnded)?;
+                    self.log_watch_failure(&update);
                     let now = Instant::now();
                     if self.cache.apply(update, now) {
                         next_pass = next_pass.min(now + timing.debounce);

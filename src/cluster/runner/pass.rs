@@ -20,15 +20,24 @@ use crate::engine::state::EngineState;
 use crate::model::ClusterSnapshot;
 
 impl Runner {
-    fn executor(&self, dry_run: bool) -> Executor {
-        Executor::new(
-            self.ctx.client.clone(),
-            ExecutorConfig {
-                request_timeout: self.ctx.timing.request_timeout,
-                dry_run,
-                gate: self.ctx.gate.clone(),
-            },
-        )
+    /// The runner's one executor (its per-group locks must be shared by every pass and
+    /// removal), rebuilt only when a reload turns dry run on or off.
+    fn executor(&mut self, dry_run: bool) -> Executor {
+        match &self.executor {
+            Some((executor, was_dry)) if *was_dry == dry_run => executor.clone(),
+            _ => {
+                let executor = Executor::new(
+                    self.ctx.client.clone(),
+                    ExecutorConfig {
+                        request_timeout: self.ctx.timing.request_timeout,
+                        dry_run,
+                        gate: self.ctx.gate.clone(),
+                    },
+                );
+                self.executor = Some((executor.clone(), dry_run));
+                executor
+            }
+        }
     }
 
     /// Finishes or undoes what an earlier run left half-done (see the executor).
@@ -60,6 +69,7 @@ impl Runner {
                 r.last_pass = Some(PassSummary {
                     at: now,
                     took_ms: 0.0,
+                    engine_ms: 0.0,
                     scale_ups: 0,
                     scale_downs: 0,
                     skipped: Some(why.clone()),
@@ -73,7 +83,9 @@ impl Runner {
         let snapshot = self.cache.snapshot();
         let effective = effective_for(&spec, snapshot);
         let settings = effective.settings;
+        let engine_started = Instant::now();
         let mut plan = run_engine(snapshot, &mut self.state, &settings, now);
+        let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
         plan.warnings.extend(
             effective
                 .warnings
@@ -101,6 +113,7 @@ impl Runner {
         let summary = PassSummary {
             at: now,
             took_ms: started.elapsed().as_secs_f64() * 1e3,
+            engine_ms,
             scale_ups: plan.scale_up.len(),
             scale_downs: plan.scale_down.len(),
             skipped: None,

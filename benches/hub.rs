@@ -1,0 +1,334 @@
+//! Hub figures against a simulated fleet running in a separate process (so that the hub's
+//! memory is measured alone): time to sync every cluster, hub memory per pod and per node,
+//! decision latency from a pod turning Unschedulable to its node group being patched (p50,
+//! p99), and per-cluster pass times. `docs/performance.md` records them.
+//!
+//! Size with HUB_BENCH_CLUSTERS, HUB_BENCH_NODES_PER_GROUP, HUB_BENCH_PODS_PER_NODE and
+//! HUB_BENCH_ROUNDS (default 10 clusters × 3×333 workers × 30 pods, 20 rounds of one
+//! pending pod per cluster). Without `--bench` (as `cargo test --all-targets` runs it) a
+//! small fleet checks that the bench still works.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fleetscaler::config::hub::HubConfig;
+use fleetscaler::config::{ClusterConfig, FleetConfig};
+use fleetscaler::engine::settings::SettingsPatch;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::time::Instant;
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kb: f64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn describe(name: &str, mut ms: Vec<f64>) -> String {
+    ms.sort_by(f64::total_cmp);
+    format!(
+        "{name}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} samples)",
+        percentile(&ms, 0.5),
+        percentile(&ms, 0.99),
+        ms.last().copied().unwrap_or(f64::NAN),
+        ms.len()
+    )
+}
+
+struct Sim {
+    child: Child,
+    kubeconfig: PathBuf,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
+/// Starts `fleetscaler sim` and waits until it serves.
+fn start_sim(clusters: usize, per_group: usize, pods_per_node: usize) -> Sim {
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "fleetscaler-hub-bench-{}.kubeconfig",
+        std::process::id()
+    ));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+        .args(["sim", "--timing", "demo", "--wave-period-secs", "86400"])
+        .args(["--clusters", &clusters.to_string()])
+        .args(["--nodes-per-group", &per_group.to_string()])
+        .args(["--pods-per-node", &pods_per_node.to_string()])
+        .args(["--history-window", "200000", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start fleetscaler sim");
+    let stdout = child.stdout.take().unwrap();
+    for line in BufReader::new(stdout).lines() {
+        if line.unwrap().starts_with("running") {
+            break;
+        }
+    }
+    Sim { child, kubeconfig }
+}
+
+fn fleet_config(kubeconfig: &Path, clusters: usize) -> FleetConfig {
+    FleetConfig {
+        hub: HubConfig {
+            kubeconfigs: vec![kubeconfig.to_path_buf()],
+            ..HubConfig::default()
+        },
+        defaults: SettingsPatch::default(),
+        clusters: (1..=clusters)
+            .map(|i| ClusterConfig {
+                name: format!("sim-{i}"),
+                context: None,
+                kubeconfig: None,
+                enabled: true,
+                use_cluster_autoscaler: true,
+                dry_run: None,
+                node_groups: Vec::new(),
+                overrides: SettingsPatch::default(),
+            })
+            .collect(),
+    }
+}
+
+/// When each bench pod was first seen Unschedulable, and when each cluster's node groups
+/// were raised, as this process's watches saw them.
+#[derive(Default)]
+struct Seen {
+    unschedulable: HashMap<(usize, String), Instant>,
+    raised: BTreeMap<usize, Vec<Instant>>,
+}
+
+async fn watch_cluster(client: Client, cluster: usize, seen: Arc<Mutex<Seen>>) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let cfg = watcher::Config::default().labels("bench=hub");
+    let seen_pods = seen.clone();
+    let pod_events = watcher(pods, cfg).for_each(move |e| {
+        if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = e {
+            let unschedulable = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable")
+                    })
+                });
+            if unschedulable {
+                let name = p.metadata.name.unwrap_or_default();
+                let mut s = seen_pods.lock().unwrap();
+                s.unschedulable
+                    .entry((cluster, name))
+                    .or_insert_with(Instant::now);
+            }
+        }
+        async {}
+    });
+    let gvk = GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "MachineSet");
+    let sets: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        "openshift-machine-api",
+        &ApiResource::from_gvk_with_plural(&gvk, "machinesets"),
+    );
+    let mut replicas: HashMap<String, i64> = HashMap::new();
+    let set_events = watcher(sets, watcher::Config::default()).for_each(move |e| {
+        if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = e {
+            let name = o.metadata.name.clone().unwrap_or_default();
+            let now = o.data["spec"]["replicas"].as_i64().unwrap_or(0);
+            if let Some(before) = replicas.insert(name, now)
+                && now > before
+            {
+                seen.lock()
+                    .unwrap()
+                    .raised
+                    .entry(cluster)
+                    .or_default()
+                    .push(Instant::now());
+            }
+        }
+        async {}
+    });
+    futures::join!(pod_events, set_events);
+}
+
+/// A pod no running node has room for: each one makes a scale-up.
+fn big_pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"bench": "hub"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "name": "bench", "uid": "uid-bench", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "busybox",
+            "resources": {"requests": {"cpu": "7", "memory": "2Gi"}}}]}
+    }))
+    .unwrap()
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(bench());
+}
+
+async fn bench() {
+    let full = std::env::args().any(|a| a == "--bench");
+    if !full {
+        println!("(quick run: not started by cargo bench)");
+    }
+    let clusters = env("HUB_BENCH_CLUSTERS", if full { 10 } else { 2 });
+    let per_group = env("HUB_BENCH_NODES_PER_GROUP", if full { 333 } else { 3 });
+    let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", if full { 30 } else { 10 });
+    let rounds = env("HUB_BENCH_ROUNDS", if full { 20 } else { 2 });
+    let sim = start_sim(clusters, per_group, pods_per_node);
+    fleetscaler::telemetry::init_logging("warn");
+
+    let before = rss_mib();
+    let started = Instant::now();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let hub = fleetscaler::hub::start(
+        fleet_config(&sim.kubeconfig, clusters),
+        None,
+        cancel.clone(),
+    )
+    .await
+    .unwrap();
+    loop {
+        let reports = hub.view.reports();
+        if reports.iter().all(|r| r.last_pass.is_some()) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "clusters never synced"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let synced = started.elapsed();
+    // A few passes, so the engine's and the status writer's memory is counted too.
+    tokio::time::sleep(Duration::from_secs(if full { 25 } else { 3 })).await;
+    let after = rss_mib();
+    let reports = hub.view.reports();
+    let pods: usize = reports.iter().map(|r| r.cache.pods).sum();
+    let nodes: usize = reports.iter().map(|r| r.cache.nodes).sum();
+    let hub_mib = after - before;
+    let budget_mib = (pods as f64 * 1.5 + nodes as f64 * 8.0) / 1024.0;
+    println!("hub against {clusters} simulated clusters: {nodes} nodes, {pods} pods cached");
+    println!(
+        "  every cluster listed and planned once: {:.1} s",
+        synced.as_secs_f64()
+    );
+    println!(
+        "  hub memory (RSS growth): {hub_mib:.0} MiB = {:.2} KiB per pod overall; budget 1.5 KiB/pod + 8 KiB/node = {budget_mib:.0} MiB ({:.0} % used)",
+        hub_mib * 1024.0 / pods.max(1) as f64,
+        100.0 * hub_mib / budget_mib
+    );
+
+    // Decision latency: one pending pod per cluster and round.
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let kubeconfig = kube::config::Kubeconfig::read_from(&sim.kubeconfig).unwrap();
+    let mut clients = Vec::new();
+    for i in 1..=clusters {
+        let opts = kube::config::KubeConfigOptions {
+            context: Some(format!("sim-{i}")),
+            ..Default::default()
+        };
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &opts)
+            .await
+            .unwrap();
+        let client = Client::try_from(config).unwrap();
+        tokio::spawn(watch_cluster(client.clone(), i, seen.clone()));
+        clients.push(client);
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut pass_ms: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();
+    let round_gap = Duration::from_secs(if full { 4 } else { 3 });
+    for round in 0..rounds {
+        for (i, client) in clients.iter().enumerate() {
+            let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+            let name = format!("bench-{round}");
+            pods.create(&Default::default(), &big_pod(&name))
+                .await
+                .unwrap();
+            // Spread the clusters over the round.
+            tokio::time::sleep(round_gap / clusters as u32).await;
+            let _ = i;
+        }
+        for r in hub.view.reports() {
+            if let Some(p) = r.last_pass {
+                pass_ms.insert(
+                    (r.name.to_string(), p.at.to_string()),
+                    (p.took_ms, p.engine_ms),
+                );
+            }
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let latencies = latencies(&seen.lock().unwrap());
+    println!(
+        "  {}",
+        describe(
+            "decision latency, pod Unschedulable to node group patched",
+            latencies.clone()
+        )
+    );
+    let missed = rounds * clusters - latencies.len();
+    if missed > 0 {
+        println!("  ({missed} pods got no scale-up within the bench)");
+    }
+    let (whole, engine): (Vec<f64>, Vec<f64>) = pass_ms.values().copied().unzip();
+    println!(
+        "  {}",
+        describe("per-cluster pass (engine, writes, status)", whole)
+    );
+    println!("  {}", describe("per-cluster pass, engine alone", engine));
+    cancel.cancel();
+    hub.wait().await;
+    drop(sim);
+}
+
+/// For each bench pod: from its Unschedulable to the first raise of its cluster after it.
+fn latencies(seen: &Seen) -> Vec<f64> {
+    let mut out = Vec::new();
+    for ((cluster, _), at) in &seen.unschedulable {
+        let raised = seen.raised.get(cluster).into_iter().flatten();
+        if let Some(first) = raised.filter(|t| *t >= at).min() {
+            out.push(first.duration_since(*at).as_secs_f64() * 1e3);
+        }
+    }
+    out
+}

@@ -1,0 +1,95 @@
+//! `fleetscaler demo` as a user runs it: it serves the fleet's API, its clusters come up,
+//! and SIGTERM (or Ctrl-C) stops it cleanly with exit status 0.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn get(addr: &str, path: &str) -> Option<String> {
+    let mut tcp = TcpStream::connect(addr).ok()?;
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(tcp, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").ok()?;
+    let mut body = String::new();
+    tcp.read_to_string(&mut body).ok()?;
+    Some(body)
+}
+
+#[cfg(unix)]
+#[test]
+fn demo_serves_its_fleet_and_stops_cleanly_on_sigterm() {
+    let dir = std::env::temp_dir().join(format!("fleetscaler-demo-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+        .args([
+            "demo",
+            "--clusters",
+            "2",
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig-out",
+        ])
+        .arg(dir.join("demo.kubeconfig"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(demo.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    let addr = first
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no API address in {first:?}"))
+        .to_string();
+    // Keep reading stdout so the demo never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let body = get(&addr, "/api/v1/fleet").unwrap_or_default();
+        if body.matches("\"phase\": \"running\"").count() == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "clusters never ran: {body}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(get(&addr, "/healthz").unwrap().contains("ok"));
+    assert!(
+        get(&addr, "/api/v1/clusters/sim-1/plan")
+            .unwrap()
+            .contains("\"nodeGroups\"")
+    );
+    assert!(
+        get(&addr, "/api/v1/clusters/nope")
+            .unwrap()
+            .starts_with("HTTP/1.0 404")
+    );
+
+    let kill = Command::new("sh")
+        .args(["-c", &format!("kill -TERM {}", demo.id())])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = demo.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the demo did not stop within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut stderr = String::new();
+    demo.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    assert!(status.success(), "{status}: {stderr}");
+    assert!(stderr.contains("stopped"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
