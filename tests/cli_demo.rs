@@ -43,13 +43,20 @@ fn demo_serves_its_fleet_and_stops_cleanly_on_sigterm() {
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no API address in {first:?}"))
         .to_string();
-    // Keep reading stdout so the demo never blocks on a full pipe.
+    // Keep reading both pipes so the demo never blocks on a full one.
     std::thread::spawn(move || for _ in lines {});
+    let mut stderr_pipe = demo.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stderr_pipe.read_to_string(&mut text);
+        text
+    });
 
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let body = get(&addr, "/api/v1/fleet").unwrap_or_default();
-        if body.matches("\"phase\": \"running\"").count() == 2 {
+        // Both clusters have made a pass (so each has a plan).
+        if body.matches("\"lastPass\"").count() == 2 {
             break;
         }
         assert!(Instant::now() < deadline, "clusters never ran: {body}");
@@ -83,12 +90,7 @@ fn demo_serves_its_fleet_and_stops_cleanly_on_sigterm() {
         );
         std::thread::sleep(Duration::from_millis(100));
     };
-    let mut stderr = String::new();
-    demo.stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut stderr)
-        .unwrap();
+    let stderr = stderr.join().unwrap();
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.contains("stopped"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -438,7 +438,8 @@ async fn a_refusing_disruption_budget_fails_the_removal_and_everything_is_rolled
 
     let pods: Api<Pod> = Api::namespaced(c.clone(), "shop");
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "held", "labels": {"app": "held"}},
+        "metadata": {"name": "held", "labels": {"app": "held"}, "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "held", "uid": "u-held", "controller": true}]},
         "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]}}))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
@@ -536,7 +537,8 @@ async fn an_empty_node_that_gained_pods_is_not_removed() {
 
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "late"},
+        "metadata": {"name": "late", "ownerReferences": [
+            {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "late", "uid": "u-late", "controller": true}]},
         "spec": {"nodeName": nodes[0], "containers": [{"name": "c", "image": "i"}]}}))
     .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
@@ -690,5 +692,86 @@ async fn parallel_removals_in_one_group_each_lower_it_by_one() {
         (gone && nodes_api.get_opt(&nodes[2]).await.ok()?.is_some()).then_some(())
     })
     .await;
+    fleet.shutdown().await;
+}
+
+/// A pod that arrives on a node after the plan chose it, and that must keep its node
+/// (`safe-to-evict: "false"`, no controller), stops the drain: nothing is evicted and the
+/// taint comes off again.
+#[tokio::test]
+async fn a_pod_that_arrived_after_the_plan_and_must_stay_stops_the_drain() {
+    let flavor = Flavor::OpenShift;
+    let fleet = fleet(flavor, true, 2).await;
+    let cluster = fleet.cluster(1).unwrap();
+    let c = client(cluster).await;
+    let settings = settings();
+    let snap = snapshot(&c, flavor).await;
+    let group = worker_group(cluster, flavor, 'a');
+    let (nodes, _) = members(&snap, &settings, &group);
+    let node = nodes[0].clone();
+    let exec = Executor::new(
+        c.clone(),
+        ExecutorConfig {
+            request_timeout: Duration::from_secs(5),
+            dry_run: false,
+            gate: WriteGate::always_open(),
+        },
+    )
+    .with_drain_timing(DrainTiming {
+        eviction_retry: Duration::from_millis(50),
+        poll: Duration::from_millis(20),
+        headroom: Duration::from_secs(5),
+    });
+    let mut plan = empty_plan(&snap, &settings);
+    plan.scale_down = vec![ScaleDownAction {
+        node: node.as_str().into(),
+        node_group: group.clone(),
+        empty: false,
+        pods: vec![],
+        reason: "test".into(),
+    }];
+    let mut run = exec
+        .execute(&plan, &snap, &settings, &HashSet::<Arc<str>>::new())
+        .await;
+    let removal = run.removals.pop().unwrap();
+    let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
+    let precious: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "precious",
+            "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}},
+        "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "x"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &precious)
+        .await
+        .unwrap();
+    let uid = pods.get("precious").await.unwrap().metadata.uid;
+
+    let entry = tokio::spawn(removal.run()).await.unwrap();
+    let Outcome::Failed { error, .. } = &entry.outcome else {
+        panic!("the removal went on: {:?}", entry.outcome);
+    };
+    assert!(
+        error.contains("default/precious") && error.contains("must stay"),
+        "{error}"
+    );
+    let after = pods.get("precious").await.unwrap();
+    assert_eq!(after.metadata.uid, uid);
+    assert!(after.metadata.deletion_timestamp.is_none(), "not evicted");
+    let n: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
+    let taints = n
+        .get(&node)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .taints
+        .unwrap_or_default();
+    assert!(
+        taints
+            .iter()
+            .all(|t| t.key != "ToBeDeletedByClusterAutoscaler"),
+        "the taint came off again"
+    );
     fleet.shutdown().await;
 }

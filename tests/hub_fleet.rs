@@ -11,10 +11,31 @@ use fleetscaler::cluster::outcome::{Action, Outcome};
 use fleetscaler::cluster::report::Phase;
 use fleetscaler::config::hub::LeaderElection;
 use fleetscaler::hub::FleetView;
+use fleetscaler::sim::api::resources::Resource;
 use fleetscaler::sim::settings::Flavor;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Node;
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(40);
+
+/// Leader election on a Lease in the simulated cluster, which doubles as the management
+/// cluster, with short durations.
+fn election(identity: &str) -> LeaderElection {
+    LeaderElection {
+        enabled: true,
+        context: Some("sim-1".into()),
+        namespace: "default".into(),
+        lease_name: "fleetscaler".into(),
+        identity: Some(identity.into()),
+        lease_duration: Duration::from_secs(2),
+        renew_deadline: Duration::from_millis(1500),
+        retry_period: Duration::from_millis(200),
+    }
+}
 
 fn scale_ups_done(view: &FleetView) -> usize {
     view.report("sim-1")
@@ -24,6 +45,22 @@ fn scale_ups_done(view: &FleetView) -> usize {
                 .filter(|h| matches!(h.entry.action, Action::ScaleUp { .. }))
                 .filter(|h| matches!(h.entry.outcome, Outcome::Done { .. }))
                 .count()
+        })
+        .unwrap_or(0)
+}
+
+/// Replicas added by the scale-ups a replica reports done.
+fn raised_by(view: &FleetView) -> i64 {
+    view.report("sim-1")
+        .map(|r| {
+            r.recent
+                .iter()
+                .filter(|h| matches!(h.entry.outcome, Outcome::Done { .. }))
+                .map(|h| match &h.entry.action {
+                    Action::ScaleUp { from, to, .. } => *to as i64 - *from as i64,
+                    _ => 0,
+                })
+                .sum()
         })
         .unwrap_or(0)
 }
@@ -43,17 +80,7 @@ async fn two_replicas_never_both_act_and_the_standby_takes_over() {
     let dir = TempDir::new("leader");
     let replica = |identity: &str| {
         let mut config = fleet_config(&fleet, dir.path(), fast_settings());
-        config.hub.leader_election = LeaderElection {
-            enabled: true,
-            // The simulated cluster doubles as the management cluster holding the Lease.
-            context: Some("sim-1".into()),
-            namespace: "default".into(),
-            lease_name: "fleetscaler".into(),
-            identity: Some(identity.into()),
-            lease_duration: Duration::from_secs(2),
-            renew_deadline: Duration::from_millis(1500),
-            retry_period: Duration::from_millis(200),
-        };
+        config.hub.leader_election = election(identity);
         config
     };
     let a = Hub::start(replica("a")).await;
@@ -68,13 +95,17 @@ async fn two_replicas_never_both_act_and_the_standby_takes_over() {
     assert!(!b_view.hub().leading);
     assert_eq!(b_view.hub().leader.unwrap().holder.as_deref(), Some("a"));
 
+    let before = sum_replicas(&worker_groups(sim));
     create_pods(sim, "first", 8, "3").await;
     eventually(LONG, "the first pods running", || {
         let n = running(&pods(sim, "first"));
         async move { (n == 8).then_some(()) }
     })
     .await;
-    assert!(scale_ups_done(&a.view()) >= 1);
+    // Every replica added is one the leader reports adding: the standby wrote none.
+    let added = sum_replicas(&worker_groups(sim)) - before;
+    assert!(added >= 1);
+    assert_eq!(added, raised_by(&a.view()), "{:?}", worker_groups(sim));
     assert_eq!(scale_ups_done(&b_view), 0, "the standby wrote nothing");
     assert_within_bounds(sim);
 
@@ -144,5 +175,65 @@ async fn a_cluster_added_to_fleet_toml_starts_without_touching_the_others() {
     assert!(view.hub().last_reload.unwrap().ok);
     cancel.cancel();
     hub.wait().await;
+    fleet.shutdown().await;
+}
+
+/// A replica that takes the Lease over from one that died repairs what the dead one left
+/// (here: a node tainted and cordoned for a drain that never finished).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_leader_repairs_what_the_dead_one_left() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let sim = &fleet.clusters()[0];
+    let client = sim.client().await.unwrap();
+    let worker = sim
+        .list(Resource::Nodes)
+        .into_iter()
+        .find(|n| {
+            n["metadata"]["labels"]
+                .get("node-role.kubernetes.io/worker")
+                .is_some()
+        })
+        .unwrap();
+    let node = worker["metadata"]["name"].as_str().unwrap().to_string();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let patch = json!({
+        "metadata": {"annotations": {"fleetscaler.io/cordoned-for-scale-down": "true"}},
+        "spec": {"unschedulable": true, "taints": [{"key": TAINT, "value": "1", "effect": "NoSchedule"}]}
+    });
+    nodes
+        .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    // The dead replica's Lease, renewed just now.
+    let now = jiff::Timestamp::now();
+    let lease: Lease = serde_json::from_value(json!({
+        "metadata": {"name": "fleetscaler", "namespace": "default"},
+        "spec": {"holderIdentity": "dead", "leaseDurationSeconds": 2,
+            "acquireTime": now.to_string(), "renewTime": now.to_string(), "leaseTransitions": 0}
+    }))
+    .unwrap();
+    Api::<Lease>::namespaced(client.clone(), "default")
+        .create(&PostParams::default(), &lease)
+        .await
+        .unwrap();
+
+    let dir = TempDir::new("leader-repair");
+    let mut config = fleet_config(&fleet, dir.path(), fast_settings());
+    config.hub.leader_election = election("new");
+    let hub = Hub::start(config).await;
+    leading(&hub.view(), true).await;
+    eventually(
+        LONG,
+        "the dead leader's taint cleared by the new one",
+        || {
+            let clear = tainted_nodes(sim).is_empty();
+            let cordoned = sim
+                .get(Resource::Nodes, "", &node)
+                .is_some_and(|n| n["spec"]["unschedulable"] == true);
+            async move { (clear && !cordoned).then_some(()) }
+        },
+    )
+    .await;
+    hub.stop().await;
     fleet.shutdown().await;
 }

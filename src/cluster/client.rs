@@ -35,6 +35,8 @@ pub enum ClientError {
         #[source]
         source: KubeconfigError,
     },
+    #[error("building the client for context {context:?}: {message}")]
+    Plugin { context: String, message: String },
     #[error("building the client for context {context:?}: {source}")]
     Build {
         context: String,
@@ -79,7 +81,41 @@ pub fn load_kubeconfig(
 }
 
 /// A client for `context` of `kubeconfig`, with the hub's timeouts.
+///
+/// Building a client may run the context's `exec` credential plugin, which kube runs as a
+/// blocking child process: it runs on a blocking thread, with a deadline, so that a slow
+/// or hung plugin (a cloud CLI waiting on the network) never stalls other clusters.
 pub async fn connect(
+    kubeconfig: Kubeconfig,
+    context: &str,
+    request_timeout: Duration,
+) -> Result<kube::Client, ClientError> {
+    let handle = tokio::runtime::Handle::current();
+    let name = context.to_string();
+    let build = tokio::task::spawn_blocking(move || {
+        handle.block_on(build_client(kubeconfig, &name, request_timeout))
+    });
+    let limit = (request_timeout * 3).max(MIN_CONNECT_TIMEOUT);
+    match tokio::time::timeout(limit, build).await {
+        Ok(Ok(result)) => result,
+        Ok(Err(join)) => Err(ClientError::Plugin {
+            context: context.to_string(),
+            message: format!("building the client stopped: {join}"),
+        }),
+        Err(_) => Err(ClientError::Plugin {
+            context: context.to_string(),
+            message: format!(
+                "no client after {}s (a credential plugin that does not return?)",
+                limit.as_secs()
+            ),
+        }),
+    }
+}
+
+/// A credential plugin gets at least this long.
+const MIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+async fn build_client(
     kubeconfig: Kubeconfig,
     context: &str,
     request_timeout: Duration,
@@ -146,6 +182,51 @@ contexts:
         let kc = Kubeconfig::from_yaml(ONE).unwrap();
         let client = connect(kc, "east", Duration::from_secs(1)).await.unwrap();
         assert_eq!(client.default_namespace(), "default");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_slow_credential_plugin_blocks_no_other_task() {
+        let slow = r#"
+apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: a
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: sh
+      args: ["-c", "sleep 1; echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\",\"status\":{\"token\":\"t\"}}'"]
+      interactiveMode: Never
+contexts:
+- name: a
+  context: {cluster: a, user: a}
+"#;
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counted = ticks.clone();
+        let ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let kc = Kubeconfig::from_yaml(slow).unwrap();
+        let started = std::time::Instant::now();
+        let waited = tokio::time::timeout(
+            Duration::from_millis(300),
+            connect(kc, "a", Duration::from_secs(1)),
+        )
+        .await;
+        assert!(waited.is_err(), "the plugin sleeps 1 s");
+        assert!(started.elapsed() < Duration::from_millis(900));
+        assert!(
+            ticks.load(std::sync::atomic::Ordering::SeqCst) >= 4,
+            "other tasks ran"
+        );
+        ticker.abort();
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::cluster::ClusterName;
 use crate::cluster::gate::WriteGate;
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::RunnerSpec;
-use crate::config::{ClusterConfig, FleetConfig};
+use crate::config::{ClusterConfig, FleetConfig, LeaderElection};
 
 type Reports = BTreeMap<ClusterName, watch::Receiver<ClusterReport>>;
 
@@ -121,7 +121,11 @@ impl Changes {
 
 pub struct Fleet {
     slots: BTreeMap<String, Slot>,
+    /// The hub settings a reload cannot change (read once at start).
+    fixed: Option<(String, LeaderElection)>,
     gate: WriteGate,
+    /// This replica's name, on the events it writes.
+    instance: String,
     clusters: watch::Sender<Arc<Reports>>,
     pub(super) hub: watch::Sender<HubStatus>,
 }
@@ -130,6 +134,7 @@ impl Fleet {
     pub fn new(
         gate: WriteGate,
         leader: Option<watch::Receiver<super::leader::LeaderState>>,
+        instance: String,
         status: HubStatus,
     ) -> (Fleet, FleetView) {
         let (clusters, clusters_rx) = watch::channel(Arc::new(Reports::new()));
@@ -142,7 +147,9 @@ impl Fleet {
         };
         let fleet = Fleet {
             slots: BTreeMap::new(),
+            fixed: None,
             gate,
+            instance,
             clusters,
             hub,
         };
@@ -163,12 +170,9 @@ impl Fleet {
             .filter(|name| !wanted.contains_key(name.as_str()))
             .cloned()
             .collect();
-        for name in gone {
-            if let Some(slot) = self.slots.remove(&name) {
-                stop(slot).await;
-                changes.stopped.push(name);
-            }
-        }
+        let stopping: Vec<Slot> = gone.iter().filter_map(|n| self.slots.remove(n)).collect();
+        futures::future::join_all(stopping.into_iter().map(stop)).await;
+        changes.stopped.extend(gone);
         for cluster in wanted.into_values() {
             self.apply_one(config, cluster, &mut changes).await;
         }
@@ -229,6 +233,7 @@ impl Fleet {
                     name,
                     connection: connection.clone(),
                     gate: self.gate.clone(),
+                    instance: self.instance.clone(),
                     spec: spec_rx,
                     report: report_tx,
                 },
@@ -253,6 +258,32 @@ impl Fleet {
         self.clusters.send_replace(Arc::new(reports));
     }
 
+    /// Remembers the hub settings that only a restart changes.
+    pub fn started_with(&mut self, config: &FleetConfig) {
+        self.fixed = Some((
+            config.hub.listen.clone(),
+            config.hub.leader_election.clone(),
+        ));
+    }
+
+    /// What a reloaded configuration changes that needs the hub restarted.
+    pub fn needs_restart(&self, config: &FleetConfig) -> Option<String> {
+        let (listen, election) = self.fixed.as_ref()?;
+        let mut changed = Vec::new();
+        if *listen != config.hub.listen {
+            changed.push("hub.listen");
+        }
+        if *election != config.hub.leader_election {
+            changed.push("hub.leader_election");
+        }
+        (!changed.is_empty()).then(|| {
+            format!(
+                "{} changed: takes effect when the hub restarts",
+                changed.join(" and ")
+            )
+        })
+    }
+
     /// Stops every cluster, each undoing what it had under way.
     pub async fn shut_down(&mut self) {
         let slots = std::mem::take(&mut self.slots);
@@ -268,15 +299,36 @@ fn replace_if_changed(old: &mut Arc<RunnerSpec>, new: &Arc<RunnerSpec>) -> bool 
     true
 }
 
+/// How long a cluster gets to stop cleanly (undo scale-downs, remove its status) before
+/// its task is dropped; it stays well inside Kubernetes' default 30 s grace period.
+const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
+
 async fn stop(slot: Slot) {
     slot.cancel.cancel();
-    if let Some(task) = slot.task {
-        // A supervisor never panics; if it did, there is nothing left to stop.
-        let _ = task.await;
+    if let Some(mut task) = slot.task
+        && tokio::time::timeout(STOP_LIMIT, &mut task).await.is_err()
+    {
+        tracing::warn!(
+            "a cluster did not stop within {}s; dropping it (its next start repairs what it left)",
+            STOP_LIMIT.as_secs()
+        );
+        task.abort();
     }
 }
 
 fn connection_of(config: &FleetConfig, c: &ClusterConfig) -> Connection {
+    let le = &config.hub.leader_election;
+    // With leader election, a write sent just before the lease is lost must not land after
+    // another replica may have taken over: writes get at most the lease's margin.
+    let write_timeout = if le.enabled {
+        let margin = le.lease_duration.saturating_sub(le.renew_deadline);
+        config
+            .hub
+            .request_timeout
+            .min(margin.max(std::time::Duration::from_secs(1)))
+    } else {
+        config.hub.request_timeout
+    };
     Connection {
         context: c.context().to_string(),
         kubeconfig: c.kubeconfig.clone(),
@@ -285,6 +337,7 @@ fn connection_of(config: &FleetConfig, c: &ClusterConfig) -> Connection {
             scan_interval: config.hub.scan_interval,
             debounce: config.hub.debounce,
             request_timeout: config.hub.request_timeout,
+            write_timeout,
         },
         status_namespace: config.hub.status_namespace.clone(),
     }
@@ -321,7 +374,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reload_touches_only_what_changed() {
-        let (mut fleet, view) = Fleet::new(WriteGate::always_open(), None, status());
+        let (mut fleet, view) = Fleet::new(WriteGate::always_open(), None, "test".into(), status());
         let first = fleet.apply(&config(&[("a", ""), ("b", "")])).await;
         assert_eq!(first.started, ["a", "b"]);
         let same = fleet.apply(&config(&[("a", ""), ("b", "")])).await;

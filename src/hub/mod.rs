@@ -64,8 +64,15 @@ pub async fn start(
         leader: None,
         dry_run: config.hub.dry_run,
     };
-    let (mut fleet, view) = Fleet::new(election.gate.clone(), election.state.clone(), status);
+    let instance = election.identity.clone();
+    let (mut fleet, view) = Fleet::new(
+        election.gate.clone(),
+        election.state.clone(),
+        instance,
+        status,
+    );
     let changes = fleet.apply(&config).await;
+    fleet.started_with(&config);
     tracing::info!("hub started: {}", changes.describe());
     let task = tokio::spawn(async move {
         serve(fleet, path, cancel).await;
@@ -77,6 +84,8 @@ pub async fn start(
 /// The leader election, when fleet.toml turns it on.
 struct Election {
     gate: WriteGate,
+    /// This replica's name: its name in the Lease, or the host's.
+    identity: String,
     state: Option<watch::Receiver<LeaderState>>,
     /// Cancelled only after every cluster has stopped: their clean-up still writes.
     cancel: CancellationToken,
@@ -90,6 +99,7 @@ impl Election {
         if !le.enabled {
             return Ok(Election {
                 gate: WriteGate::always_open(),
+                identity: leader::default_identity(),
                 state: None,
                 cancel,
                 task: None,
@@ -107,12 +117,15 @@ impl Election {
                 client::from_config(incluster, "in-cluster", timeout)?
             }
         };
-        let elector = LeaderElector::new(kube, LeaderConfig::new(le, timeout));
+        let cfg = LeaderConfig::new(le, timeout);
+        let identity = cfg.identity.clone();
+        let elector = LeaderElector::new(kube, cfg);
         let state = elector.state();
         let (open, gate) = gate::channel(false);
         let task = tokio::spawn(elector.run(open, cancel.clone()));
         Ok(Election {
             gate,
+            identity,
             state: Some(state),
             cancel,
             task: Some(task),
@@ -154,15 +167,15 @@ async fn reload(fleet: &mut Fleet, path: &std::path::Path, why: &str) {
     let status = match FleetConfig::load(path) {
         Ok(config) => {
             let changes = fleet.apply(&config).await;
-            tracing::info!(
-                "reloaded {} ({why}): {}",
-                path.display(),
-                changes.describe()
-            );
+            let mut message = changes.describe();
+            if let Some(note) = fleet.needs_restart(&config) {
+                message.push_str(&format!("; {note}"));
+            }
+            tracing::info!("reloaded {} ({why}): {message}", path.display());
             ReloadStatus {
                 at: Timestamp::now(),
                 ok: true,
-                message: changes.describe(),
+                message,
             }
         }
         Err(e) => {

@@ -41,6 +41,7 @@ pub struct TimingKey {
     pub scan_interval: Duration,
     pub debounce: Duration,
     pub request_timeout: Duration,
+    pub write_timeout: Duration,
 }
 
 /// Everything a supervisor needs.
@@ -48,6 +49,8 @@ pub struct Supervised {
     pub name: ClusterName,
     pub connection: Connection,
     pub gate: WriteGate,
+    /// This hub replica's name (on events).
+    pub instance: String,
     pub spec: watch::Receiver<Arc<RunnerSpec>>,
     pub report: watch::Sender<ClusterReport>,
 }
@@ -119,8 +122,10 @@ where
             scan_interval: c.timing.scan_interval,
             debounce: c.timing.debounce,
             request_timeout: c.timing.request_timeout,
+            write_timeout: c.timing.write_timeout,
         },
         status_namespace: c.status_namespace.clone(),
+        instance: s.instance.clone(),
         report: s.report.clone(),
     });
     let task = tokio::spawn(run(ctx, s.spec.clone(), cancel.child_token()).in_current_span());
@@ -185,10 +190,12 @@ contexts:
                     scan_interval: Duration::from_secs(10),
                     debounce: Duration::from_secs(1),
                     request_timeout: Duration::from_secs(1),
+                    write_timeout: Duration::from_secs(1),
                 },
                 status_namespace: "ns".into(),
             },
             gate: WriteGate::always_open(),
+            instance: "test".into(),
             spec: spec_rx,
             report,
         };

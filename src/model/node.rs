@@ -112,6 +112,40 @@ impl Node {
     }
 }
 
+impl Node {
+    /// A node whose object cannot be read (`why` says which field). It is kept rather than
+    /// dropped, so that its Machine is not taken for one that never got a node (and
+    /// deleted), but it is never used: not ready, no room for pods, never removed.
+    pub fn unreadable(node: &corev1::Node, why: &str, p: &mut Projector) -> Node {
+        let meta = &node.metadata;
+        let spec = node.spec.as_ref();
+        Node {
+            name: p.opt_str(meta.name.as_ref()),
+            uid: p.opt_str(meta.uid.as_ref()),
+            labels: p.labels(meta.labels.as_ref()),
+            taints: Arc::from([]),
+            capacity: Resources::default(),
+            allocatable: Resources::default(),
+            max_pods: 0,
+            unschedulable: true,
+            readiness: Readiness {
+                ready: false,
+                since: None,
+                reason: Some(format!("the node cannot be read: {why}").into()),
+            },
+            provider_id: spec
+                .and_then(|s| s.provider_id.as_deref())
+                .filter(|s| !s.is_empty())
+                .map(|s| p.str(s)),
+            machine: machine_annotation(meta, p),
+            scale_down_disabled: true,
+            created: timestamp(meta.creation_timestamp.as_ref()),
+            deleting: meta.deletion_timestamp.is_some(),
+            to_be_deleted_at: None,
+        }
+    }
+}
+
 const NOT_READY_TAINTS: [&str; 3] = [
     "node.kubernetes.io/not-ready",
     "node.kubernetes.io/disk-pressure",

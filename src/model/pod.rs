@@ -254,6 +254,40 @@ impl Pod {
     }
 }
 
+impl Pod {
+    /// A pod whose object cannot be read. It is kept, asking for nothing, so that its node
+    /// is never taken for empty and drained: it counts as `safe-to-evict: "false"`. It never
+    /// triggers a scale-up.
+    pub fn unreadable(pod: &corev1::Pod, p: &mut Projector) -> Pod {
+        let meta = &pod.metadata;
+        let spec = pod.spec.as_ref();
+        Pod {
+            id: PodId {
+                namespace: p.opt_str(meta.namespace.as_ref()),
+                name: p.opt_str(meta.name.as_ref()),
+            },
+            uid: p.opt_str(meta.uid.as_ref()),
+            labels: p.labels(meta.labels.as_ref()),
+            spec: p.specs.intern(PodSpec::default()),
+            owner: controller_of(meta, p),
+            priority: None,
+            node_name: spec
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty())
+                .map(|n| p.str(n)),
+            nominated_node: None,
+            phase: PodPhase::Running,
+            unschedulable: false,
+            created: timestamp(meta.creation_timestamp.as_ref()),
+            deleting: timestamp(meta.deletion_timestamp.as_ref()),
+            mirror: annotation(meta, MIRROR_POD).is_some(),
+            safe_to_evict: Some(SafeToEvict::False),
+            safe_to_evict_local_volumes: Vec::new(),
+            scale_up_delay: None,
+        }
+    }
+}
+
 /// Effective requests of a pod, as the scheduler computes them (Kubernetes 1.29+ rules):
 /// the larger of (regular containers + sidecars) and the peak during init, plus overhead.
 /// A container with limits but no requests requests its limits (API defaulting).

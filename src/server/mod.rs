@@ -9,12 +9,16 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::hub::FleetView;
+
+/// A client gets this long to send its request's headers.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot listen on {addr}: {source}")]
@@ -39,7 +43,15 @@ pub async fn serve(listener: TcpListener, view: FleetView, cancel: CancellationT
             _ = cancel.cancelled() => return,
             a = listener.accept() => a,
         };
-        let Ok((tcp, _)) = accepted else { continue };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // Out of file descriptors, say: wait rather than spin.
+                tracing::warn!("accepting an HTTP connection failed: {e}");
+                tokio::time::sleep(ACCEPT_BACKOFF).await;
+                continue;
+            }
+        };
         let view = view.clone();
         let cancel = cancel.clone();
         tokio::spawn(async move {
@@ -48,6 +60,8 @@ pub async fn serve(listener: TcpListener, view: FleetView, cancel: CancellationT
                 async move { Ok::<_, Infallible>(route(&view, &req)) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
                 .serve_connection(TokioIo::new(tcp), service);
             tokio::select! {
                 _ = conn => {}

@@ -49,10 +49,16 @@ pub async fn client(cluster: &ClusterHandle) -> Client {
 }
 
 /// Settings with no pause after the taint and a short eviction time.
+/// Short drain clocks. The tests hand the executor plans of their own making, so the drain
+/// rules that would have kept the simulated workloads' nodes (pods with `emptyDir`,
+/// kube-system pods without a budget) are relaxed: the executor re-checks them before
+/// draining, as the engine would have planned.
 pub fn settings() -> Settings {
     Settings {
         node_delete_delay_after_taint: Duration::ZERO,
         max_pod_eviction_time: Duration::from_secs(10),
+        skip_nodes_with_local_storage: false,
+        skip_nodes_with_system_pods: false,
         ..Settings::default()
     }
 }

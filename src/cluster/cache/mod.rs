@@ -19,7 +19,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use self::table::Table;
-pub use self::update::{Change, Kind, Object, Update};
+pub use self::update::{Change, Kind, Object, Update, WatchError};
 use crate::model::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
 use crate::model::meta::key_of;
 use crate::model::snapshot::{PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
@@ -124,10 +124,10 @@ impl Cache {
             }
             Change::Apply(object) => self.upsert(kind, object),
             Change::Delete(object) => self.delete(kind, object),
-            Change::Error(message) => {
+            Change::Error(error) => {
                 let failing = &mut self.kinds.entry(kind).or_default().failing;
                 let since = failing.as_ref().map_or(now, |(since, _)| *since);
-                *failing = Some((since, message));
+                *failing = Some((since, error.message));
                 false
             }
         };
@@ -137,6 +137,24 @@ impl Cache {
     /// The watch of `kind` is failing (since its last success).
     pub fn is_failing(&self, kind: Kind) -> bool {
         self.kinds.get(&kind).is_some_and(|k| k.failing.is_some())
+    }
+
+    /// Stops waiting for a kind (its watch is refused for good): the cache is synced
+    /// without it. Objects of it already cached stay.
+    pub fn give_up_on(&mut self, kind: Kind) {
+        self.kinds.remove(&kind);
+    }
+
+    /// Why the kinds not listed yet are not: their last errors.
+    pub fn sync_errors(&self) -> Vec<String> {
+        self.kinds
+            .iter()
+            .filter(|(_, s)| !s.synced)
+            .filter_map(|(k, s)| {
+                let (_, e) = s.failing.as_ref()?;
+                Some(format!("{}: {e}", k.describe()))
+            })
+            .collect()
     }
 
     /// Every watched kind has listed at least once.
@@ -258,7 +276,11 @@ impl Cache {
                 wake
             }
             Err(e) => {
-                self.forget_unreadable(kind, &what);
+                // Nodes and pods are kept as unusable placeholders (see their `unreadable`);
+                // anything else that cannot be read must not stay cached as it was.
+                if !matches!(kind, Kind::Node | Kind::Pod) {
+                    self.forget_unreadable(kind, &what);
+                }
                 if self.problems.len() < MAX_PROBLEMS || self.problems.contains_key(&what) {
                     self.problems.insert(what, e.to_string());
                 }
@@ -272,17 +294,25 @@ impl Cache {
         let s = &mut self.snapshot;
         match (kind, object) {
             (Kind::Node, Object::Node(n)) => {
-                let node = Node::from_k8s(&n, p)?;
+                let (node, problem) = match Node::from_k8s(&n, p) {
+                    Ok(node) => (node, None),
+                    Err(e) => (Node::unreadable(&n, &e.to_string(), p), Some(e)),
+                };
                 let key = ObjectKey::new("", &node.name);
                 let old = self.nodes.upsert(&mut s.nodes, key, node.clone());
-                Ok(old.is_none_or(|o| o.is_ready() != node.is_ready()))
+                let wake = old.is_none_or(|o| o.is_ready() != node.is_ready());
+                problem.map_or(Ok(wake), Err)
             }
             (Kind::Pod, Object::Pod(pod)) => {
-                let pod = Pod::from_k8s(&pod, p)?;
+                let (pod, problem) = match Pod::from_k8s(&pod, p) {
+                    Ok(projected) => (projected, None),
+                    Err(e) => (Pod::unreadable(&pod, p), Some(e)),
+                };
                 let key = ObjectKey::new(&pod.id.namespace, &pod.id.name);
                 let now_unschedulable = pod.unschedulable;
                 let old = self.pods.upsert(&mut s.pods, key, pod);
-                Ok(now_unschedulable && old.is_none_or(|o| !o.unschedulable))
+                let wake = now_unschedulable && old.is_none_or(|o| !o.unschedulable);
+                problem.map_or(Ok(wake), Err)
             }
             (Kind::Namespace, Object::Namespace(ns)) => {
                 let ns = Namespace::from_k8s(&ns, p);

@@ -129,7 +129,7 @@ async fn a_relist_forgets_objects_deleted_while_the_watch_was_down() {
 }
 
 #[tokio::test]
-async fn an_unreadable_object_is_reported_and_not_kept_stale() {
+async fn an_unreadable_pod_is_reported_and_kept_holding_its_node() {
     let mut c = synced_cache();
     let now = Instant::now();
     c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now);
@@ -137,7 +137,13 @@ async fn an_unreadable_object_is_reported_and_not_kept_stale() {
         update(Kind::Pod, Change::Apply(pod("p", "lots", false))),
         now,
     );
-    assert!(c.snapshot().pods.is_empty());
+    // Kept as a placeholder that holds its node and asks for nothing.
+    let kept = &c.snapshot().pods[0];
+    assert_eq!(
+        kept.safe_to_evict,
+        Some(crate::model::pod::SafeToEvict::False)
+    );
+    assert_eq!(kept.requests(), &crate::model::Resources::default());
     let problems: Vec<_> = c.problems().collect();
     assert_eq!(problems.len(), 1);
     assert!(problems[0].starts_with("pods shop/p: "), "{problems:?}");
@@ -145,16 +151,46 @@ async fn an_unreadable_object_is_reported_and_not_kept_stale() {
     c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now);
     assert_eq!(c.problems().count(), 0);
     assert_eq!(c.snapshot().pods.len(), 1);
+    assert_eq!(c.snapshot().pods[0].safe_to_evict, None);
+}
+
+#[tokio::test]
+async fn an_unreadable_node_is_kept_unusable_so_its_machine_stays_registered() {
+    let mut c = synced_cache();
+    let now = Instant::now();
+    let Object::Node(mut bad) = node("a", true) else {
+        unreachable!()
+    };
+    let status = bad.status.as_mut().unwrap();
+    status.capacity.as_mut().unwrap().insert(
+        "example.com/widgets".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("10E".into()),
+    );
+    c.apply(update(Kind::Node, Change::Apply(Object::Node(bad))), now);
+    let n = &c.snapshot().nodes[0];
+    assert_eq!(&*n.name, "a");
+    assert!(!n.is_ready() && n.scale_down_disabled && n.unschedulable && n.max_pods == 0);
+    assert!(
+        n.readiness
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("cannot be read")
+    );
+    assert_eq!(c.problems().count(), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_watch_failing_for_long_makes_the_cache_stale_until_it_recovers() {
     let mut c = synced_cache();
     let start = Instant::now();
-    c.apply(update(Kind::Pod, Change::Error("503".into())), start);
+    c.apply(
+        update(Kind::Pod, Change::Error(WatchError::new("503"))),
+        start,
+    );
     tokio::time::advance(Duration::from_secs(30)).await;
     c.apply(
-        update(Kind::Pod, Change::Error("503 again".into())),
+        update(Kind::Pod, Change::Error(WatchError::new("503 again"))),
         Instant::now(),
     );
     assert_eq!(c.stale(Instant::now(), Duration::from_secs(60)), None);

@@ -63,8 +63,44 @@ pub enum Change {
     InitDone,
     Apply(Object),
     Delete(Object),
-    /// The watch failed; it retries with backoff.
-    Error(String),
+    /// The watch failed; it starts over after a backoff.
+    Error(WatchError),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchError {
+    pub message: String,
+    /// The API server refused to list the kind (403): no retry will change that.
+    pub forbidden: bool,
+}
+
+impl WatchError {
+    pub fn new(message: impl Into<String>) -> Self {
+        WatchError {
+            message: message.into(),
+            forbidden: false,
+        }
+    }
+
+    fn of(e: &watcher::Error) -> Self {
+        let forbidden = match e {
+            watcher::Error::InitialListFailed(kube::Error::Api(s))
+            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
+            watcher::Error::WatchError(s) => s.code == 403,
+            _ => false,
+        };
+        WatchError {
+            message: e.to_string(),
+            forbidden,
+        }
+    }
+}
+
+impl std::fmt::Display for WatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
 }
 
 #[derive(Debug)]
@@ -86,7 +122,7 @@ impl Update {
             Ok(watcher::Event::InitDone) => Change::InitDone,
             Ok(watcher::Event::Apply(o)) => Change::Apply(object(o)),
             Ok(watcher::Event::Delete(o)) => Change::Delete(object(o)),
-            Err(e) => Change::Error(e.to_string()),
+            Err(e) => Change::Error(WatchError::of(&e)),
         };
         Update { kind, change }
     }

@@ -21,7 +21,9 @@ use tokio::time::Instant;
 use super::Context;
 use super::failure::{Failure, Stop, brief};
 use crate::cluster::error::{CallError, Category};
-use crate::model::pod::{MIRROR_POD, PodId};
+use crate::engine::scale_down::DrainCheck;
+use crate::model::meta::Projector;
+use crate::model::pod::{MIRROR_POD, Pod as ModelPod, PodId};
 
 /// Kubernetes' default termination grace period.
 const DEFAULT_GRACE_SECONDS: i64 = 30;
@@ -79,6 +81,26 @@ pub(super) fn to_evict(pods: &[Pod], max_grace: Duration) -> Vec<Evictee> {
         .collect()
 }
 
+/// Why one of the pods that would be evicted must keep its node after all (the engine's
+/// drain rules, on pods as they are now): a pod that arrived after the plan, annotated
+/// `safe-to-evict: "false"`, without a controller, with local storage, or one that cannot
+/// be read.
+pub(super) fn blocker(pods: &[Pod], check: &DrainCheck) -> Option<String> {
+    let mut projector = Projector::default();
+    let mut projected = Vec::new();
+    for pod in pods.iter().filter(|p| needs_eviction(p)) {
+        match ModelPod::from_k8s(pod, &mut projector) {
+            Ok(p) => projected.push(p),
+            Err(e) => {
+                let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
+                let name = pod.metadata.name.as_deref().unwrap_or_default();
+                return Some(format!("pod {ns}/{name} cannot be read ({e})"));
+            }
+        }
+    }
+    check.blocker(&projected)
+}
+
 /// The pods bound to `node`, listed fresh.
 pub(super) async fn list_pods(ctx: &Context, node: &str) -> Result<Vec<Pod>, CallError> {
     let api: Api<Pod> = Api::all(ctx.client.clone());
@@ -123,10 +145,10 @@ async fn evict(ctx: &Context, p: &Evictee) -> Result<Evicted, Stop> {
         api.create_subresource::<_, serde_json::Value>("eviction", &p.id.name, &params, &eviction);
     match ctx.call(|| format!("evict pod {}", p.id), sent).await {
         Ok(_) => Ok(Evicted::Yes),
-        // Gone, or the name now belongs to another pod (the uid precondition failed).
-        Err(e) if matches!(e.category(), Category::NotFound | Category::Conflict) => {
-            Ok(Evicted::Yes)
-        }
+        Err(e) if e.category() == Category::NotFound => Ok(Evicted::Yes),
+        // The uid precondition failed (the name now belongs to another pod), or the budget
+        // changed under the eviction: whichever, the next round finds out.
+        Err(e) if e.category() == Category::Conflict => Ok(Evicted::NotYet(e)),
         Err(e) if matches!(e.category(), Category::Forbidden | Category::Invalid) => Err(e.into()),
         Err(e) => Ok(Evicted::NotYet(e)),
     }

@@ -232,6 +232,16 @@ impl MachineDeletion<'_> {
         }
         match self.lower(ctx, seen).await {
             Ok(l) => Ok(l),
+            // The decrement may have landed and could not be checked: taking the mark off
+            // would let the group remove some other, undrained machine. The mark stays and
+            // recovery settles it from the recorded count.
+            Err(stop) if stop.may_have_landed() => Err(Unfinished {
+                stop: stop.with_undo(format!(
+                    "{} left marked: its decrement may have landed; recovery settles it",
+                    m.describe()
+                )),
+                mark_left: true,
+            }),
             Err(stop) => Err(self.unmark(ctx, stop, marked_before).await),
         }
     }
@@ -314,6 +324,17 @@ impl MachineDeletion<'_> {
                 Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => {
                     attempt += 1;
                     seen = scale::read(ctx, t).await?;
+                    // Lower than recorded: a decrement for this marked machine happened
+                    // (another writer, or an earlier attempt); lowering again would take
+                    // a second machine.
+                    if seen.replicas < recorded {
+                        return Ok(Lowered {
+                            group: t.describe(),
+                            from: recorded,
+                            to: seen.replicas,
+                            already: true,
+                        });
+                    }
                     if seen.replicas <= t.min {
                         return Err(at_min(t, seen.replicas).into());
                     }

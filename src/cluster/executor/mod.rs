@@ -42,6 +42,7 @@ use super::gate::WriteGate;
 use super::outcome::{Action, Entry, MachineDeletionKind};
 use crate::engine::nodegroups::NodeGroupId;
 use crate::engine::plan::{Plan, ScaleDownAction};
+use crate::engine::scale_down::DrainCheck;
 use crate::engine::settings::Settings;
 use crate::model::ClusterSnapshot;
 
@@ -183,7 +184,14 @@ impl Executor {
 
     /// [`Executor::recover`], failing when the objects to look at cannot be listed.
     pub async fn try_recover(&self) -> Result<Vec<Entry>, CallError> {
-        recover::run(&self.ctx, self.dry_run).await
+        recover::run(&self.ctx, self.dry_run, &HashSet::new()).await
+    }
+
+    /// Recovery while removals of this executor are under way (run again whenever this
+    /// replica becomes the leader, and now and then while it leads): their nodes, in
+    /// `in_flight`, are left alone; decrements take the group locks the removals hold.
+    pub async fn reconcile(&self, in_flight: &HashSet<Arc<str>>) -> Result<Vec<Entry>, CallError> {
+        recover::run(&self.ctx, self.dry_run, in_flight).await
     }
 
     /// Carries out a plan: machine deletions, target fixes and scale-ups here (in that
@@ -227,8 +235,11 @@ impl Executor {
             entries.push(entry_of(action, result.await));
         }
         let mut removals = Vec::new();
+        let check = DrainCheck::new(snapshot, settings);
         for down in &plan.scale_down {
-            let (entry, removal) = self.mark_node(&resolver, down, settings, in_flight).await;
+            let (entry, removal) = self
+                .mark_node(&resolver, down, settings, &check, in_flight)
+                .await;
             entries.push(entry);
             removals.extend(removal);
         }
@@ -297,6 +308,7 @@ impl Executor {
         resolver: &Resolver<'_>,
         down: &ScaleDownAction,
         settings: &Settings,
+        check: &DrainCheck,
         in_flight: &HashSet<Arc<str>>,
     ) -> (Entry, Option<NodeRemoval>) {
         let action = Action::MarkNode {
@@ -334,6 +346,7 @@ impl Executor {
                     target,
                     machine,
                     removal::Limits::of(settings),
+                    check.clone(),
                 );
                 (Entry::done(action, detail), Some(removal))
             }

@@ -9,6 +9,9 @@
 //!   and cordon are removed (`ClearStaleTaint`). Nodes whose machine is marked, or being
 //!   deleted, are going away and keep their taint; nodes without a machine are not ours.
 
+use std::collections::HashSet;
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Node as K8sNode;
 use kube::Api;
 use kube::api::{DynamicObject, ListParams};
@@ -36,7 +39,11 @@ pub(super) struct Pending {
     pub owner_set: Option<String>,
 }
 
-pub(super) async fn run(ctx: &Context, dry_run: bool) -> Result<Vec<Entry>, CallError> {
+pub(super) async fn run(
+    ctx: &Context,
+    dry_run: bool,
+    in_flight: &HashSet<Arc<str>>,
+) -> Result<Vec<Entry>, CallError> {
     let node_api: Api<K8sNode> = Api::all(ctx.client.clone());
     let k8s_nodes = ctx
         .call(
@@ -53,7 +60,11 @@ pub(super) async fn run(ctx: &Context, dry_run: bool) -> Result<Vec<Entry>, Call
     for p in pending_decrements(&listed) {
         entries.extend(finish_decrement(ctx, dry_run, &p).await);
     }
-    for node in stale_marks(&k8s_nodes, &listed) {
+    let stale = stale_marks(&k8s_nodes, &listed);
+    for node in stale
+        .into_iter()
+        .filter(|n| !in_flight.contains(n.as_str()))
+    {
         let action = Action::ClearStaleTaint {
             node: node.as_str().into(),
         };

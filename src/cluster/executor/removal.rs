@@ -22,6 +22,7 @@ use super::scale::ScaleTarget;
 use crate::cluster::outcome::{Action, Entry};
 use crate::engine::nodegroups::NodeGroupId;
 use crate::engine::plan::ScaleDownAction;
+use crate::engine::scale_down::DrainCheck;
 use crate::engine::settings::Settings;
 
 /// The settings a removal reads, copied so it owns them.
@@ -51,6 +52,7 @@ pub struct NodeRemoval {
     target: ScaleTarget,
     machine: MachineRef,
     limits: Limits,
+    check: DrainCheck,
 }
 
 /// Why a removal stopped, and whether the machine still carries its mark.
@@ -75,6 +77,7 @@ impl NodeRemoval {
         target: ScaleTarget,
         machine: MachineRef,
         limits: Limits,
+        check: DrainCheck,
     ) -> Self {
         NodeRemoval {
             ctx,
@@ -84,6 +87,7 @@ impl NodeRemoval {
             target,
             machine,
             limits,
+            check,
         }
     }
 
@@ -154,6 +158,11 @@ impl NodeRemoval {
     /// such pods since the plan is not drained at all.
     async fn drain(&self, evicted: &mut Vec<Evictee>) -> Result<(), Stop> {
         let pods = drain::list_pods(&self.ctx, &self.node).await?;
+        if let Some(why) = drain::blocker(&pods, &self.check) {
+            return Err(
+                Failure::Changed(format!("node {} must stay after all: {why}", self.node)).into(),
+            );
+        }
         let to_evict = drain::to_evict(&pods, self.limits.max_grace);
         if self.empty && !to_evict.is_empty() {
             let names: Vec<String> = to_evict.iter().map(|p| p.id.to_string()).collect();

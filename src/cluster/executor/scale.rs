@@ -163,6 +163,17 @@ pub(super) async fn resize(
         match write(ctx, t, &seen, to).await {
             Ok(()) => return Ok(format!("{} replicas {from} -> {to}", t.describe())),
             Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => attempt += 1,
+            // No answer: the write may have landed. A group now at `to` was resized by it
+            // (the precondition means nobody else wrote in between).
+            Err(stop) if stop.may_have_landed() => {
+                return match read(ctx, t).await {
+                    Ok(now) if now.replicas == to => Ok(format!(
+                        "{} replicas {from} -> {to} (confirmed after the write went unanswered)",
+                        t.describe()
+                    )),
+                    _ => Err(stop),
+                };
+            }
             Err(stop) => return Err(stop),
         }
     }

@@ -2,10 +2,12 @@
 //! relevant happened (after a short debounce) and at least every scan interval, carries out
 //! the plan, and publishes a [`ClusterReport`].
 //!
-//! The work of a pass lives in `pass`; what a failure means (restart, backoff) is the hub's
-//! business: `run` only returns the error.
+//! `pass` is the work of one pass; `upkeep` is what happens around passes (syncing the
+//! cache, repairing what an interrupted run left, removals ending, shutdown). What a failure
+//! means (restart, backoff) is the hub's business: `run` only returns the error.
 
 mod pass;
+mod upkeep;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -20,16 +22,22 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ClusterName;
-use super::cache::{Cache, Update, watch as watches};
+use super::cache::{Cache, Change, Update, watch as watches};
 use super::error::CallError;
 use super::events::{EventRecorder, RecorderSettings};
+use super::executor::Executor;
 use super::gate::WriteGate;
 use super::outcome::Entry;
 use super::report::{ClusterReport, Phase};
 use super::status::{StatusSettings, StatusWriter};
 use crate::config::ClusterConfig;
+use crate::engine::nodegroups::NodeGroupId;
+use crate::engine::plan::Plan;
 use crate::engine::settings::SettingsPatch;
 use crate::engine::state::EngineState;
+
+/// While leading, leftovers of interrupted removals are looked for this often.
+const RECONCILE_EVERY: Duration = Duration::from_secs(300);
 
 /// What fleet.toml says about one cluster. A reload sends a new one; the runner uses it
 /// from its next pass on, without restarting (its memory and caches stay).
@@ -45,13 +53,23 @@ pub struct RunnerSpec {
 pub struct Timing {
     pub scan_interval: Duration,
     pub debounce: Duration,
+    /// Deadline of reads.
     pub request_timeout: Duration,
+    /// Deadline of writes: with leader election, short enough that a write sent just
+    /// before the lease is lost cannot land after another replica may lead.
+    pub write_timeout: Duration,
 }
 
 impl Timing {
     /// A watch failing for longer than this makes the cache too old to act on.
     fn stale_after(&self) -> Duration {
         (self.scan_interval * 3).max(Duration::from_secs(5))
+    }
+
+    /// A cache stale for this long is given up: the runner stops, and its supervisor
+    /// connects again (re-reading the kubeconfig, whose credentials may have been rotated).
+    fn give_up_after(&self) -> Duration {
+        (self.stale_after() * 4).max(Duration::from_secs(120))
     }
 }
 
@@ -62,6 +80,8 @@ pub struct Context {
     pub gate: WriteGate,
     pub timing: Timing,
     pub status_namespace: String,
+    /// This hub replica's name, on the events it writes.
+    pub instance: String,
     pub report: watch::Sender<ClusterReport>,
 }
 
@@ -81,6 +101,8 @@ pub enum RunnerError {
     Discovery(#[source] CallError),
     #[error("the watches of the cluster ended")]
     WatchesEnded,
+    #[error("giving up on a cache that stays too old to act on ({0}); connecting again")]
+    Stale(String),
 }
 
 /// Runs one cluster until `cancel` fires (then returns `Ok`) or an error stops it.
@@ -101,7 +123,7 @@ pub async fn run(
     let dry_run = spec.borrow().dry_run;
     let status = StatusWriter::new(
         ctx.client.clone(),
-        StatusSettings::new(&ctx.status_namespace, ctx.timing.request_timeout, dry_run),
+        StatusSettings::new(&ctx.status_namespace, ctx.timing.write_timeout, dry_run),
         ctx.gate.clone(),
     );
     // The recorder's task ends when the runner (its last handle) is dropped.
@@ -109,7 +131,7 @@ pub async fn run(
         ctx.client.clone(),
         ctx.name.clone(),
         ctx.gate.clone(),
-        RecorderSettings::new(ctx.timing.request_timeout, "fleetscaler"),
+        RecorderSettings::new(ctx.timing.write_timeout, &ctx.instance),
     );
     let mut runner = Runner {
         cache: Cache::new(&served.kinds),
@@ -121,15 +143,16 @@ pub async fn run(
         removing: HashMap::new(),
         in_flight: HashSet::new(),
         status,
+        status_dry_run: dry_run,
         events,
         last_plan: None,
         executor: None,
+        reconciled: None,
     };
     runner.initializing().await;
     if !runner.sync(&cancel).await? {
         return Ok(());
     }
-    runner.recover().await;
     let result = runner.serve(&cancel).await;
     runner.shut_down().await;
     result
@@ -144,46 +167,20 @@ struct Runner {
     /// Scale-downs under way (drains), one task each.
     removals: JoinSet<Entry>,
     /// The node and group of each removal task.
-    removing: HashMap<Id, (Arc<str>, crate::engine::nodegroups::NodeGroupId)>,
+    removing: HashMap<Id, (Arc<str>, NodeGroupId)>,
     in_flight: HashSet<Arc<str>>,
     status: StatusWriter,
+    /// Whether the status writer says "dry run".
+    status_dry_run: bool,
     events: EventRecorder,
-    last_plan: Option<Arc<crate::engine::plan::Plan>>,
+    last_plan: Option<Arc<Plan>>,
     /// The executor, and whether it was built for dry run.
-    executor: Option<(super::executor::Executor, bool)>,
+    executor: Option<(Executor, bool)>,
+    /// When leftovers were last repaired while this replica could write.
+    reconciled: Option<Instant>,
 }
 
 impl Runner {
-    /// Waits until every watched kind has listed; false if cancelled first.
-    async fn sync(&mut self, cancel: &CancellationToken) -> Result<bool, RunnerError> {
-        let waiting = |c: &Cache| {
-            let kinds: Vec<String> = c.unsynced().iter().map(|k| k.describe()).collect();
-            Some(format!("listing {}", kinds.join(", ")))
-        };
-        self.ctx.set_phase(Phase::Syncing, waiting(&self.cache));
-        while !self.cache.is_synced() {
-            let update = tokio::select! {
-                _ = cancel.cancelled() => return Ok(false),
-                update = self.updates.next() => update.ok_or(RunnerError::WatchesEnded)?,
-            };
-            self.cache.apply(update, Instant::now());
-        }
-        let stats = self.cache.stats();
-        self.ctx.publish(|r| r.cache = stats);
-        Ok(true)
-    }
-
-    /// Says so once when a watch starts failing (it retries on its own; the cache goes stale
-    /// if it keeps failing).
-    fn log_watch_failure(&self, update: &Update) {
-        if let super::cache::Change::Error(e) = &update.change
-            && !self.cache.is_failing(update.kind)
-        {
-            tracing::warn!(k8s.cluster.name = %self.ctx.name,
-                "the watch of {} failed, starting it over: {e}", update.kind.describe());
-        }
-    }
-
     /// Serves passes until cancelled.
     async fn serve(&mut self, cancel: &CancellationToken) -> Result<(), RunnerError> {
         self.ctx.set_phase(Phase::Running, None);
@@ -204,10 +201,34 @@ impl Runner {
                     self.removal_ended(done);
                 }
                 _ = tokio::time::sleep_until(next_pass) => {
-                    self.pass().await;
+                    if let Some(why) = self.cache.stale(Instant::now(), timing.give_up_after()) {
+                        return Err(RunnerError::Stale(why));
+                    }
+                    // A pass against a hung API server waits out its calls' deadlines one
+                    // after another: a shutdown or reload does not wait for it. Dropping it
+                    // midway is safe (its writes are; `shut_down` repairs the rest).
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Ok(()),
+                        _ = self.reconcile_if_due() => {}
+                    }
+                    tokio::select! {
+                        _ = cancel.cancelled() => return Ok(()),
+                        _ = self.pass() => {}
+                    }
                     next_pass = Instant::now() + timing.scan_interval;
                 }
             }
+        }
+    }
+
+    /// Says so once when a watch starts failing (it starts over on its own; the cache goes
+    /// stale if it keeps failing).
+    fn log_watch_failure(&self, update: &Update) {
+        if let Change::Error(e) = &update.change
+            && !self.cache.is_failing(update.kind)
+        {
+            tracing::warn!(k8s.cluster.name = %self.ctx.name,
+                "the watch of {} failed, starting it over: {e}", update.kind.describe());
         }
     }
 }

@@ -1,18 +1,15 @@
-//! One pass of a runner, and what happens around passes: start-up recovery, scale-downs
-//! ending, shutdown.
+//! One pass of a runner: effective settings, the engine on the cached snapshot, the plan
+//! carried out, what did not happen fed back into the engine's memory, status and events.
 
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use tokio::task::{Id, JoinError};
 use tokio::time::Instant;
 
 use super::{Runner, RunnerSpec};
-use crate::cluster::error::Category;
-use crate::cluster::events::{events_for, events_for_entries};
-use crate::cluster::executor::{Executor, ExecutorConfig, NodeRemoval};
+use crate::cluster::events::events_for;
 use crate::cluster::outcome::{Action, Entry, Outcome};
-use crate::cluster::report::{PassSummary, Phase, describe_entry};
+use crate::cluster::report::{PassSummary, Phase};
 use crate::config::{EffectiveSettings, Layers, effective_settings};
 use crate::engine::plan::Plan;
 use crate::engine::settings::Settings;
@@ -20,66 +17,18 @@ use crate::engine::state::EngineState;
 use crate::model::ClusterSnapshot;
 
 impl Runner {
-    /// The runner's one executor (its per-group locks must be shared by every pass and
-    /// removal), rebuilt only when a reload turns dry run on or off.
-    fn executor(&mut self, dry_run: bool) -> Executor {
-        match &self.executor {
-            Some((executor, was_dry)) if *was_dry == dry_run => executor.clone(),
-            _ => {
-                let executor = Executor::new(
-                    self.ctx.client.clone(),
-                    ExecutorConfig {
-                        request_timeout: self.ctx.timing.request_timeout,
-                        dry_run,
-                        gate: self.ctx.gate.clone(),
-                    },
-                );
-                self.executor = Some((executor.clone(), dry_run));
-                executor
-            }
-        }
-    }
-
-    /// Finishes or undoes what an earlier run left half-done (see the executor).
-    pub(super) async fn recover(&mut self) {
-        let dry_run = self.spec.borrow().dry_run;
-        let entries = self.executor(dry_run).recover().await;
-        for entry in &entries {
-            tracing::info!(k8s.cluster.name = %self.ctx.name, "start-up recovery: {}", describe_entry(entry));
-        }
-        let now = Timestamp::now();
-        self.ctx.publish(|r| r.record_entries(&entries, now));
-    }
-
-    /// The status ConfigMap says `Initializing` until the first pass.
-    pub(super) async fn initializing(&mut self) {
-        if let Err(e) = self.status.initializing(Timestamp::now()).await {
-            tracing::warn!(k8s.cluster.name = %self.ctx.name, "cannot write the status ConfigMap: {e}");
-        }
-    }
-
     pub(super) async fn pass(&mut self) {
         let started = Instant::now();
         let now = Timestamp::now();
         let spec = self.spec.borrow_and_update().clone();
         if let Some(why) = self.cache.stale(started, self.ctx.timing.stale_after()) {
-            tracing::warn!(k8s.cluster.name = %self.ctx.name, "pass skipped: {why}");
-            self.ctx.publish(|r| {
-                r.record_error(why.clone(), now);
-                r.last_pass = Some(PassSummary {
-                    at: now,
-                    took_ms: 0.0,
-                    engine_ms: 0.0,
-                    scale_ups: 0,
-                    scale_downs: 0,
-                    skipped: Some(why.clone()),
-                });
-                r.set_phase(Phase::Running, Some(why), now);
-            });
+            self.skip_pass(why, now);
             return;
         }
+        self.follow_dry_run(spec.dry_run);
         let problems: Vec<String> = self.cache.problems().collect();
         let executor = self.executor(spec.dry_run);
+        let before = Cooldowns::of(&self.state);
         let snapshot = self.cache.snapshot();
         let effective = effective_for(&spec, snapshot);
         let settings = effective.settings;
@@ -97,6 +46,7 @@ impl Runner {
             .execute(&plan, snapshot, &settings, &self.in_flight)
             .await;
         feed_back(&mut self.state, &execution.entries, &settings, now);
+        before.restore_unless_done(&mut self.state, &execution.entries);
         // Status first: events about the ConfigMap need its uid.
         if let Err(e) = self.status.write(&plan, now).await {
             tracing::warn!(k8s.cluster.name = %self.ctx.name, category = e.category().as_str(),
@@ -119,81 +69,81 @@ impl Runner {
             skipped: None,
         };
         log_entries(&self.ctx.name, &execution.entries);
-        let plan = Arc::new(plan);
+        self.publish_pass(Arc::new(plan), &execution.entries, summary, now);
+    }
+
+    fn skip_pass(&self, why: String, now: Timestamp) {
+        tracing::warn!(k8s.cluster.name = %self.ctx.name, "pass skipped: {why}");
+        self.ctx.publish(|r| {
+            r.record_error(why.clone(), now);
+            r.last_pass = Some(PassSummary {
+                at: now,
+                took_ms: 0.0,
+                engine_ms: 0.0,
+                scale_ups: 0,
+                scale_downs: 0,
+                skipped: Some(why.clone()),
+            });
+            r.set_phase(Phase::Running, Some(why), now);
+        });
+    }
+
+    /// A reload that turns dry run on or off reaches the status and the report too.
+    fn follow_dry_run(&mut self, dry_run: bool) {
+        if self.status_dry_run != dry_run {
+            self.status.set_dry_run(dry_run);
+            self.status_dry_run = dry_run;
+            self.ctx.publish(|r| r.dry_run = dry_run);
+        }
+    }
+
+    fn publish_pass(
+        &mut self,
+        plan: Arc<Plan>,
+        entries: &[Entry],
+        summary: PassSummary,
+        now: Timestamp,
+    ) {
         self.last_plan = Some(plan.clone());
         let stats = self.cache.stats();
         self.ctx.publish(|r| {
             r.record_plan(plan);
-            r.record_entries(&execution.entries, now);
+            r.record_entries(entries, now);
             r.cache = stats;
             r.last_pass = Some(summary);
             r.set_phase(Phase::Running, None, now);
         });
     }
+}
 
-    fn start_removal(&mut self, removal: NodeRemoval) {
-        let node = removal.node().clone();
-        let group = removal.group().clone();
-        if !self.in_flight.insert(node.clone()) {
-            return;
+/// The engine starts its cooldowns as if its plan is carried out. A scale-up or removal
+/// that did not happen (a stale plan, dry run, not the leader, a failure) must not hold
+/// scale-down back: the times it set are put back.
+struct Cooldowns {
+    last_scale_up: Option<Timestamp>,
+    last_scale_down_delete: Option<Timestamp>,
+}
+
+impl Cooldowns {
+    fn of(state: &EngineState) -> Self {
+        Cooldowns {
+            last_scale_up: state.last_scale_up,
+            last_scale_down_delete: state.last_scale_down_delete,
         }
-        let handle = self.removals.spawn(removal.run());
-        self.removing.insert(handle.id(), (node, group));
     }
 
-    /// A scale-down finished, failed, or its task died.
-    pub(super) fn removal_ended(&mut self, done: Result<(Id, Entry), JoinError>) {
-        let (id, entry) = match done {
-            Ok((id, entry)) => (id, Ok(entry)),
-            Err(e) => (e.id(), Err(e)),
+    fn restore_unless_done(self, state: &mut EngineState, entries: &[Entry]) {
+        let done = |pick: fn(&Action) -> bool| {
+            entries
+                .iter()
+                .any(|e| pick(&e.action) && matches!(e.outcome, Outcome::Done { .. }))
         };
-        let Some((node, group)) = self.removing.remove(&id) else {
-            return;
-        };
-        self.in_flight.remove(&node);
-        let entry = entry.unwrap_or_else(|e| {
-            let action = Action::RemoveNode {
-                group,
-                node,
-                empty: false,
-                evicted: Vec::new(),
-            };
-            Entry::failed(action, format!("the removal stopped: {e}"), Category::Other)
-        });
-        let now = Timestamp::now();
-        if matches!(entry.outcome, Outcome::Failed { .. }) {
-            self.state.record_scale_down_failure(now);
+        if !done(|a| matches!(a, Action::ScaleUp { .. })) {
+            state.last_scale_up = self.last_scale_up;
         }
-        log_entries(&self.ctx.name, std::slice::from_ref(&entry));
-        if let Some(plan) = &self.last_plan {
-            let status_ref = self.status.object_ref();
-            let entries = std::slice::from_ref(&entry);
-            let snapshot = self.cache.snapshot();
-            self.events
-                .record_all(events_for_entries(plan, entries, snapshot, &status_ref));
+        if !done(|a| matches!(a, Action::MarkNode { .. })) {
+            state.last_scale_down_delete = self.last_scale_down_delete;
         }
-        self.ctx
-            .publish(|r| r.record_entries(std::slice::from_ref(&entry), now));
-    }
-
-    /// Stops scale-downs under way and undoes what they left (taints) before returning.
-    pub(super) async fn shut_down(&mut self) {
-        let interrupted = !self.removals.is_empty();
-        self.removals.shutdown().await;
-        self.removing.clear();
-        self.in_flight.clear();
-        if interrupted {
-            let limit = self.ctx.timing.request_timeout * 3;
-            if tokio::time::timeout(limit, self.recover()).await.is_err() {
-                tracing::warn!(k8s.cluster.name = %self.ctx.name,
-                    "could not undo interrupted scale-downs in time; the next start will");
-            }
-        }
-        // As upstream on a clean exit: no status claims to be current once nobody writes it.
-        if let Err(e) = self.status.remove().await {
-            tracing::warn!(k8s.cluster.name = %self.ctx.name, "cannot remove the status ConfigMap: {e}");
-        }
-        self.ctx.set_phase(Phase::Stopped, None);
     }
 }
 
@@ -251,7 +201,7 @@ fn feed_back(state: &mut EngineState, entries: &[Entry], settings: &Settings, no
     }
 }
 
-fn log_entries(cluster: &crate::cluster::ClusterName, entries: &[Entry]) {
+pub(super) fn log_entries(cluster: &crate::cluster::ClusterName, entries: &[Entry]) {
     for entry in entries {
         match &entry.outcome {
             Outcome::Done { detail } => {

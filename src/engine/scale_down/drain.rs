@@ -30,12 +30,10 @@ pub(super) struct DrainRules<'a> {
 
 impl<'a> DrainRules<'a> {
     pub fn new(snapshot: &'a ClusterSnapshot, settings: &'a Settings) -> Self {
-        let daemonsets = (!snapshot.daemonsets.is_empty())
-            .then(|| snapshot.daemonsets.iter().map(|d| d.uid.clone()).collect());
         DrainRules {
             settings,
             pdbs: &snapshot.pdbs,
-            daemonsets,
+            daemonsets: daemonset_uids(snapshot),
         }
     }
 
@@ -124,10 +122,61 @@ impl<'a> DrainRules<'a> {
     }
 }
 
+/// The DaemonSets of a snapshot (uids), when it has any.
+fn daemonset_uids(snapshot: &ClusterSnapshot) -> Option<HashSet<Arc<str>>> {
+    (!snapshot.daemonsets.is_empty())
+        .then(|| snapshot.daemonsets.iter().map(|d| d.uid.clone()).collect())
+}
+
+/// The drain rules, owning what they read, for the executor: pods that arrive on a node
+/// after the plan chose it are checked again before anything is evicted (as upstream
+/// re-runs its pod list on a fresh snapshot before draining).
+#[derive(Clone, Debug)]
+pub struct DrainCheck {
+    settings: Settings,
+    pdbs: Vec<PodDisruptionBudget>,
+    daemonsets: Option<HashSet<Arc<str>>>,
+}
+
+impl DrainCheck {
+    pub fn new(snapshot: &ClusterSnapshot, settings: &Settings) -> Self {
+        DrainCheck {
+            settings: settings.clone(),
+            pdbs: snapshot.pdbs.clone(),
+            daemonsets: daemonset_uids(snapshot),
+        }
+    }
+
+    /// Why the first pod that must keep its node does, if one does.
+    pub fn blocker<'p>(&self, pods: impl IntoIterator<Item = &'p Pod>) -> Option<String> {
+        let rules = DrainRules {
+            settings: &self.settings,
+            pdbs: &self.pdbs,
+            daemonsets: self.daemonsets.clone(),
+        };
+        pods.into_iter().find_map(|p| match rules.classify(p) {
+            Drain::Block(_, why) => Some(why),
+            Drain::Skip | Drain::Move => None,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::engine::fixtures::{pod, snapshot};
+
+    #[test]
+    fn the_executors_check_blocks_what_the_plan_would_have() {
+        let mut unsafe_pod = pod("db").on("n").json();
+        unsafe_pod["metadata"]["annotations"] =
+            serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"});
+        let s = snapshot(vec![pod("web").on("n").json(), unsafe_pod]);
+        let check = DrainCheck::new(&s, &Settings::default());
+        assert_eq!(check.blocker(&s.pods[..1]), None);
+        let why = check.blocker(&s.pods).unwrap();
+        assert!(why.contains("db") && why.contains("safe-to-evict"), "{why}");
+    }
 
     fn rule(json: serde_json::Value, extra: Vec<serde_json::Value>) -> Drain {
         let mut items = vec![json];

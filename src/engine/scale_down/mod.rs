@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+pub use self::drain::DrainCheck;
 use super::cluster_state::ClusterState;
 use super::nodegroups::NodeGroups;
 use super::plan::{NotRemovable, ScaleDownAction, UnneededNode};

@@ -166,13 +166,13 @@ struct Election<'a, S> {
 impl<S: LeaseStore> Election<'_, S> {
     async fn run(mut self, cancel: &CancellationToken) {
         loop {
-            if !self.acquire(cancel).await {
+            let Some(taken) = self.acquire(cancel).await else {
                 break;
-            }
+            };
             self.gate.send_replace(true);
             self.publish(true, Some(self.cfg.identity.clone()));
             tracing::info!(identity = %self.cfg.identity, "leading: writes to the clusters are on");
-            if !self.lead(cancel).await {
+            if !self.lead(cancel, taken).await {
                 break;
             }
         }
@@ -184,18 +184,20 @@ impl<S: LeaseStore> Election<'_, S> {
         self.publish(false, None);
     }
 
-    /// Tries every `retry_period` until the lease is ours (true) or cancellation (false).
-    async fn acquire(&mut self, cancel: &CancellationToken) -> bool {
+    /// Tries every `retry_period` until the lease is ours (when the winning attempt was
+    /// sent) or cancellation (`None`).
+    async fn acquire(&mut self, cancel: &CancellationToken) -> Option<Instant> {
         loop {
+            let sent = Instant::now();
             match self.try_once().await {
-                Ok(Attempt::Holding) => return true,
+                Ok(Attempt::Holding) => return Some(sent),
                 Ok(Attempt::Held(holder)) => self.publish(false, Some(holder)),
                 Err(e) => {
                     tracing::debug!(error = %e, "leader election: could not read or take the lease")
                 }
             }
             tokio::select! {
-                () = cancel.cancelled() => return false,
+                () = cancel.cancelled() => return None,
                 () = tokio::time::sleep(self.cfg.retry_period) => {}
             }
         }
@@ -203,21 +205,26 @@ impl<S: LeaseStore> Election<'_, S> {
 
     /// Renews every `retry_period` while it can. Returns false on cancellation, true when
     /// the lease is lost (the gate is closed by then).
-    async fn lead(&mut self, cancel: &CancellationToken) -> bool {
-        let mut renewed = Instant::now();
+    ///
+    /// The lease counts as renewed from when a renewal was *sent*: others measure its expiry
+    /// from when they see it change, which is after that, so a slow answer can never leave
+    /// this replica writing past the moment another may take over.
+    async fn lead(&mut self, cancel: &CancellationToken, taken: Instant) -> bool {
+        let mut renewed = taken;
         loop {
             tokio::select! {
                 () = cancel.cancelled() => return false,
                 () = tokio::time::sleep(self.cfg.retry_period) => {}
             }
             let deadline = renewed + self.cfg.renew_deadline;
+            let sent = Instant::now();
             let attempt = tokio::select! {
                 () = cancel.cancelled() => return false,
                 r = tokio::time::timeout_at(deadline, self.try_once()) => r,
             };
             let lost = match attempt {
                 Ok(Ok(Attempt::Holding)) => {
-                    renewed = Instant::now();
+                    renewed = sent;
                     continue;
                 }
                 Ok(Ok(Attempt::Held(holder))) => format!("{holder} holds the lease"),
