@@ -9,6 +9,8 @@
 //! small fleet checks that the bench still works.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::collections::{BTreeMap, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -25,25 +27,8 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde_json::json;
+use support::{env, rss_mib};
 use tokio::time::Instant;
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kb / 1024.0
-}
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -111,16 +96,7 @@ fn fleet_config(kubeconfig: &Path, clusters: usize) -> FleetConfig {
         },
         defaults: SettingsPatch::default(),
         clusters: (1..=clusters)
-            .map(|i| ClusterConfig {
-                name: format!("sim-{i}"),
-                context: None,
-                kubeconfig: None,
-                enabled: true,
-                use_cluster_autoscaler: true,
-                dry_run: None,
-                node_groups: Vec::new(),
-                overrides: SettingsPatch::default(),
-            })
+            .map(|i| ClusterConfig::named(&format!("sim-{i}")))
             .collect(),
     }
 }

@@ -5,7 +5,11 @@
 //! (default 20 clusters × 3×333 workers × 30 pods).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::time::{Duration, Instant};
+
+use support::{env, rss_mib};
 
 use fleetscaler::sim::api::resources::Resource;
 use fleetscaler::sim::fleet::Fleet;
@@ -16,24 +20,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use serde_json::json;
-
-fn env(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0);
-    kb / 1024.0
-}
 
 /// User + system CPU seconds of this process so far (from /proc, in clock ticks of 10 ms).
 fn cpu_seconds() -> f64 {

@@ -47,6 +47,34 @@ fn executor(client: &Client, gate: WriteGate, dry_run: bool) -> Executor {
     })
 }
 
+/// A simulated cluster, a client to it, its snapshot, and one worker group with its nodes.
+struct Bed {
+    fleet: fleetscaler::sim::fleet::Fleet,
+    c: Client,
+    settings: fleetscaler::engine::settings::Settings,
+    snap: fleetscaler::model::ClusterSnapshot,
+    group: NodeGroupId,
+    nodes: Vec<String>,
+}
+
+async fn bed(flavor: Flavor, workloads: bool, per_group: usize, zone: char) -> Bed {
+    let fleet = fleet(flavor, workloads, per_group).await;
+    let cluster = fleet.cluster(1).unwrap();
+    let c = client(cluster).await;
+    let settings = settings();
+    let snap = snapshot(&c, flavor).await;
+    let group = worker_group(cluster, flavor, zone);
+    let (nodes, _) = members(&snap, &settings, &group);
+    Bed {
+        fleet,
+        c,
+        settings,
+        snap,
+        group,
+        nodes,
+    }
+}
+
 fn none() -> HashSet<Arc<str>> {
     HashSet::new()
 }
@@ -350,13 +378,14 @@ async fn replica_pods(client: &Client) -> Vec<(String, String)> {
 #[tokio::test]
 async fn a_node_removal_drains_marks_lowers_and_the_node_goes() {
     let flavor = Flavor::OpenShift;
-    let fleet = fleet(flavor, true, 2).await;
-    let cluster = fleet.cluster(1).unwrap();
-    let c = client(cluster).await;
-    let settings = settings();
-    let snap = snapshot(&c, flavor).await;
-    let group = worker_group(cluster, flavor, 'a');
-    let (nodes, _) = members(&snap, &settings, &group);
+    let Bed {
+        fleet,
+        c,
+        settings,
+        snap,
+        group,
+        nodes,
+    } = bed(flavor, true, 2, 'a').await;
     let node = nodes[0].clone();
     let machine = machine_of(&snap, &node);
     let exec = executor(&c, WriteGate::always_open(), false);
@@ -483,13 +512,14 @@ async fn a_refusing_disruption_budget_fails_the_removal_and_everything_is_rolled
 #[tokio::test]
 async fn a_removal_from_a_group_at_min_fails_and_rolls_back() {
     let flavor = Flavor::ClusterApi;
-    let fleet = fleet(flavor, false, 1).await;
-    let cluster = fleet.cluster(1).unwrap();
-    let c = client(cluster).await;
-    let settings = settings();
-    let snap = snapshot(&c, flavor).await;
-    let group = worker_group(cluster, flavor, 'a');
-    let (nodes, _) = members(&snap, &settings, &group);
+    let Bed {
+        fleet,
+        c,
+        settings,
+        snap,
+        group,
+        nodes,
+    } = bed(flavor, false, 1, 'a').await;
     let machine = machine_of(&snap, &nodes[0]);
     let exec = executor(&c, WriteGate::always_open(), false);
 
@@ -522,13 +552,14 @@ async fn a_removal_from_a_group_at_min_fails_and_rolls_back() {
 #[tokio::test]
 async fn an_empty_node_that_gained_pods_is_not_removed() {
     let flavor = Flavor::OpenShift;
-    let fleet = fleet(flavor, false, 2).await;
-    let cluster = fleet.cluster(1).unwrap();
-    let c = client(cluster).await;
-    let settings = settings();
-    let snap = snapshot(&c, flavor).await;
-    let group = worker_group(cluster, flavor, 'b');
-    let (nodes, _) = members(&snap, &settings, &group);
+    let Bed {
+        fleet,
+        c,
+        settings,
+        snap,
+        group,
+        nodes,
+    } = bed(flavor, false, 2, 'b').await;
     let exec = executor(&c, WriteGate::always_open(), false);
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_down = vec![scale_down(&group, &nodes[0], true)];
@@ -657,13 +688,14 @@ async fn recovery_finishes_an_interrupted_decrement_and_clears_a_stale_taint() {
 #[tokio::test]
 async fn parallel_removals_in_one_group_each_lower_it_by_one() {
     let flavor = Flavor::OpenShift;
-    let fleet = fleet(flavor, false, 3).await;
-    let cluster = fleet.cluster(1).unwrap();
-    let c = client(cluster).await;
-    let settings = settings();
-    let snap = snapshot(&c, flavor).await;
-    let group = worker_group(cluster, flavor, 'c');
-    let (nodes, _) = members(&snap, &settings, &group);
+    let Bed {
+        fleet,
+        c,
+        settings,
+        snap,
+        group,
+        nodes,
+    } = bed(flavor, false, 3, 'c').await;
     let exec = executor(&c, WriteGate::always_open(), false);
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_down = vec![
@@ -701,44 +733,24 @@ async fn parallel_removals_in_one_group_each_lower_it_by_one() {
 #[tokio::test]
 async fn a_pod_that_arrived_after_the_plan_and_must_stay_stops_the_drain() {
     let flavor = Flavor::OpenShift;
-    let fleet = fleet(flavor, true, 2).await;
-    let cluster = fleet.cluster(1).unwrap();
-    let c = client(cluster).await;
-    let settings = settings();
-    let snap = snapshot(&c, flavor).await;
-    let group = worker_group(cluster, flavor, 'a');
-    let (nodes, _) = members(&snap, &settings, &group);
-    let node = nodes[0].clone();
-    let exec = Executor::new(
-        c.clone(),
-        ExecutorConfig {
-            request_timeout: Duration::from_secs(5),
-            dry_run: false,
-            gate: WriteGate::always_open(),
-        },
-    )
-    .with_drain_timing(DrainTiming {
-        eviction_retry: Duration::from_millis(50),
-        poll: Duration::from_millis(20),
-        headroom: Duration::from_secs(5),
-    });
+    let Bed {
+        fleet,
+        c,
+        settings,
+        snap,
+        group,
+        nodes,
+    } = bed(flavor, true, 2, 'a').await;
+    let exec = executor(&c, WriteGate::always_open(), false);
     let mut plan = empty_plan(&snap, &settings);
-    plan.scale_down = vec![ScaleDownAction {
-        node: node.as_str().into(),
-        node_group: group.clone(),
-        empty: false,
-        pods: vec![],
-        reason: "test".into(),
-    }];
-    let mut run = exec
-        .execute(&plan, &snap, &settings, &HashSet::<Arc<str>>::new())
-        .await;
-    let removal = run.removals.pop().unwrap();
+    plan.scale_down = vec![scale_down(&group, &nodes[0], false)];
+    let mut run = exec.execute(&plan, &snap, &settings, &none()).await;
+    done(&run.entries[0]);
     let pods: Api<Pod> = Api::namespaced(c.clone(), "default");
     let precious: Pod = serde_json::from_value(json!({
         "metadata": {"name": "precious",
             "annotations": {"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}},
-        "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}],
+        "spec": {"nodeName": nodes[0], "tolerations": [{"operator": "Exists"}],
             "containers": [{"name": "c", "image": "x"}]}
     }))
     .unwrap();
@@ -747,10 +759,8 @@ async fn a_pod_that_arrived_after_the_plan_and_must_stay_stops_the_drain() {
         .unwrap();
     let uid = pods.get("precious").await.unwrap().metadata.uid;
 
-    let entry = tokio::spawn(removal.run()).await.unwrap();
-    let Outcome::Failed { error, .. } = &entry.outcome else {
-        panic!("the removal went on: {:?}", entry.outcome);
-    };
+    let entry = run.removals.pop().unwrap().run().await;
+    let (error, _) = failed(&entry);
     assert!(
         error.contains("default/precious") && error.contains("must stay"),
         "{error}"
@@ -758,20 +768,6 @@ async fn a_pod_that_arrived_after_the_plan_and_must_stay_stops_the_drain() {
     let after = pods.get("precious").await.unwrap();
     assert_eq!(after.metadata.uid, uid);
     assert!(after.metadata.deletion_timestamp.is_none(), "not evicted");
-    let n: Api<k8s_openapi::api::core::v1::Node> = Api::all(c.clone());
-    let taints = n
-        .get(&node)
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .taints
-        .unwrap_or_default();
-    assert!(
-        taints
-            .iter()
-            .all(|t| t.key != "ToBeDeletedByClusterAutoscaler"),
-        "the taint came off again"
-    );
+    assert_clean(&c, &nodes[0]).await;
     fleet.shutdown().await;
 }

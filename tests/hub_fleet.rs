@@ -185,15 +185,7 @@ async fn a_new_leader_repairs_what_the_dead_one_left() {
     let fleet = quiet_fleet(1, Flavor::OpenShift).await;
     let sim = &fleet.clusters()[0];
     let client = sim.client().await.unwrap();
-    let worker = sim
-        .list(Resource::Nodes)
-        .into_iter()
-        .find(|n| {
-            n["metadata"]["labels"]
-                .get("node-role.kubernetes.io/worker")
-                .is_some()
-        })
-        .unwrap();
+    let worker = first_worker(sim);
     let node = worker["metadata"]["name"].as_str().unwrap().to_string();
     let nodes: Api<Node> = Api::all(client.clone());
     let patch = json!({

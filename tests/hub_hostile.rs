@@ -22,15 +22,7 @@ async fn odd_objects_are_named_and_do_no_harm() {
     let fleet = quiet_fleet(1, Flavor::OpenShift).await;
     let sim = &fleet.clusters()[0];
     let client = sim.client().await.unwrap();
-    let worker = sim
-        .list(Resource::Nodes)
-        .into_iter()
-        .find(|n| {
-            n["metadata"]["labels"]
-                .get("node-role.kubernetes.io/worker")
-                .is_some()
-        })
-        .unwrap();
+    let worker = first_worker(sim);
     let node = worker["metadata"]["name"].as_str().unwrap().to_string();
     // A quantity Kubernetes takes but the hub cannot hold.
     let mut capacity = worker["status"]["capacity"].clone();

@@ -138,14 +138,8 @@ pub fn demo_config(args: &DemoArgs, kubeconfig: &std::path::Path) -> FleetConfig
         defaults: SettingsPatch::default(),
         clusters: (1..=args.clusters)
             .map(|i| ClusterConfig {
-                name: format!("sim-{i}"),
-                context: None,
-                kubeconfig: None,
-                enabled: true,
-                use_cluster_autoscaler: true,
-                dry_run: None,
-                node_groups: Vec::new(),
                 overrides: overrides.clone(),
+                ..ClusterConfig::named(&format!("sim-{i}"))
             })
             .collect(),
     }

@@ -54,6 +54,20 @@ pub struct ClusterConfig {
 }
 
 impl ClusterConfig {
+    /// A cluster reached through the context of its name, with every default.
+    pub fn named(name: &str) -> Self {
+        ClusterConfig {
+            name: name.to_string(),
+            context: None,
+            kubeconfig: None,
+            enabled: true,
+            use_cluster_autoscaler: true,
+            dry_run: None,
+            node_groups: Vec::new(),
+            overrides: SettingsPatch::default(),
+        }
+    }
+
     /// The kubeconfig context this cluster is reached through.
     pub fn context(&self) -> &str {
         self.context.as_deref().unwrap_or(&self.name)

@@ -1,8 +1,17 @@
 //! The end-to-end harness: a simulated fleet over HTTPS and the hub autoscaling it, with
 //! fast timing, plus helpers that read the clusters' state the way a user would check it.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    dead_code,
+    unused_imports,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
-use std::future::Future;
+#[path = "../sim_support/mod.rs"]
+mod sim_support;
+pub use sim_support::eventually;
+
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -106,15 +115,9 @@ pub fn fleet_config(fleet: &Fleet, dir: &Path, defaults: SettingsPatch) -> Fleet
 
 pub fn cluster_config(name: &str) -> ClusterConfig {
     ClusterConfig {
-        name: name.into(),
-        context: None,
-        kubeconfig: None,
-        enabled: true,
         // The simulated ClusterAutoscaler asks for minutes-long delays.
         use_cluster_autoscaler: false,
-        dry_run: None,
-        node_groups: Vec::new(),
-        overrides: SettingsPatch::default(),
+        ..ClusterConfig::named(name)
     }
 }
 
@@ -144,25 +147,6 @@ impl Hub {
         if let Some(h) = self.handle.take() {
             h.wait().await;
         }
-    }
-}
-
-/// Polls `check` until it yields `Some`, for at most `limit`; panics naming `what`.
-pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {limit:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 
@@ -248,6 +232,19 @@ pub fn worker_groups(cluster: &ClusterHandle) -> Vec<(String, i64, i64, i64)> {
         .into_iter()
         .filter(|g| g.0.contains("-worker-"))
         .collect()
+}
+
+/// The first worker node, as stored.
+pub fn first_worker(cluster: &ClusterHandle) -> Value {
+    cluster
+        .list(Resource::Nodes)
+        .into_iter()
+        .find(|n| {
+            n["metadata"]["labels"]
+                .get("node-role.kubernetes.io/worker")
+                .is_some()
+        })
+        .expect("a worker node")
 }
 
 pub fn ready_workers(cluster: &ClusterHandle) -> usize {

@@ -1,9 +1,18 @@
 //! Shared helpers of the hub's integration tests against the simulated fleet: a one-cluster
 //! fleet, the hub's own client for it, a snapshot read from the live cluster, plans built
 //! by hand, and waiting on conditions.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    dead_code,
+    unused_imports,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
-use std::future::Future;
+#[path = "../sim_support/mod.rs"]
+mod sim_support;
+pub use sim_support::eventually;
+
 use std::time::Duration;
 
 use fleetscaler::cluster::client::from_config;
@@ -197,22 +206,4 @@ pub fn machine_of(snapshot: &ClusterSnapshot, node: &str) -> String {
         .unwrap();
     let mi = groups.machine_of_node[ni].unwrap();
     snapshot.machines[mi].key.name.to_string()
-}
-
-/// Polls `check` until it yields `Some`, for at most `limit`; panics with `what` otherwise.
-pub async fn eventually<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out after {limit:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }

@@ -31,27 +31,7 @@ pub fn events_for(
     snapshot: &ClusterSnapshot,
     status_ref: &ObjectRef,
 ) -> Vec<EventSpec> {
-    let mut cx = Context {
-        plan,
-        status: status_ref,
-        cluster: Vec::new(),
-        nodes: Vec::new(),
-        pods: Vec::new(),
-    };
-    cx.cluster_observations();
-    for e in entries {
-        cx.entry(e);
-    }
-    cx.scale_up_pods(entries);
-    let Context {
-        mut cluster,
-        nodes,
-        pods,
-        ..
-    } = cx;
-    cluster.extend(resolve_nodes(nodes, snapshot));
-    cluster.extend(resolve_pods(pods, snapshot));
-    cluster
+    gather(plan, entries, snapshot, status_ref, true)
 }
 
 /// The events of actions that ended between passes (a scale-down finishing), without the
@@ -62,6 +42,16 @@ pub fn events_for_entries(
     snapshot: &ClusterSnapshot,
     status_ref: &ObjectRef,
 ) -> Vec<EventSpec> {
+    gather(plan, entries, snapshot, status_ref, false)
+}
+
+fn gather(
+    plan: &Plan,
+    entries: &[Entry],
+    snapshot: &ClusterSnapshot,
+    status_ref: &ObjectRef,
+    with_plan: bool,
+) -> Vec<EventSpec> {
     let mut cx = Context {
         plan,
         status: status_ref,
@@ -69,8 +59,14 @@ pub fn events_for_entries(
         nodes: Vec::new(),
         pods: Vec::new(),
     };
+    if with_plan {
+        cx.cluster_observations();
+    }
     for e in entries {
         cx.entry(e);
+    }
+    if with_plan {
+        cx.scale_up_pods(entries);
     }
     let Context {
         mut cluster,
