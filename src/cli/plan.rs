@@ -257,14 +257,5 @@ fn flag_patch(args: &PlanArgs) -> Result<SettingsPatch, PlanError> {
 
 /// `{key: {value, source}}` for every setting.
 pub fn settings_with_sources(e: &EffectiveSettings) -> serde_json::Value {
-    let values = serde_json::to_value(&e.settings).unwrap_or_default();
-    let mut out = serde_json::Map::new();
-    for (key, source) in &e.sources {
-        let value = values.get(*key).cloned().unwrap_or(serde_json::Value::Null);
-        out.insert(
-            key.to_string(),
-            serde_json::json!({"value": value, "source": source}),
-        );
-    }
-    serde_json::Value::Object(out)
+    e.with_sources()
 }

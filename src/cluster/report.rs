@@ -11,10 +11,13 @@ use serde::Serialize;
 use super::ClusterName;
 use super::cache::CacheStats;
 use super::outcome::{Action, Entry, MachineDeletionKind, Outcome};
+use crate::engine::nodegroups::NodeGroupId;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
 
 /// Recent actions kept per cluster.
 const RECENT: usize = 50;
+/// Passes kept in a cluster's history (sparklines): 20 minutes at the default scan interval.
+const HISTORY: usize = 120;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -45,12 +48,20 @@ pub struct ClusterReport {
     pub cache: CacheStats,
     pub nodes: u64,
     pub ready_nodes: u64,
+    pub unready_nodes: u64,
     /// Pods waiting for a node, as the last pass saw them.
     pub pending_pods: usize,
     /// Of those, pods no scale-up can help now.
     pub stuck_pods: usize,
     pub node_groups: usize,
     pub healthy: bool,
+    /// Why the cluster is unhealthy, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_reason: Option<String>,
+    /// Each node group as the last pass saw it.
+    pub groups: Vec<GroupSummary>,
+    /// Nodes and pending pods over the last passes, oldest first.
+    pub history: VecDeque<Sample>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_pass: Option<PassSummary>,
     /// The last failed call or action, and when: what a user should look at first.
@@ -63,6 +74,40 @@ pub struct ClusterReport {
     /// The last plan in full, for the API.
     #[serde(skip)]
     pub plan: Option<Arc<Plan>>,
+    /// The effective settings of the last pass, each with its source.
+    #[serde(skip)]
+    pub settings: Option<Arc<serde_json::Value>>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupSummary {
+    pub id: NodeGroupId,
+    pub eligible: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<u64>,
+    pub ready: u64,
+    pub registered: u64,
+    pub upcoming: u64,
+    pub healthy: bool,
+    /// Why the group is set aside, unhealthy or backed off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_until: Option<Timestamp>,
+}
+
+#[derive(Clone, Copy, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Sample {
+    pub at: Timestamp,
+    pub nodes: u64,
+    pub ready_nodes: u64,
+    pub pending_pods: usize,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -107,15 +152,20 @@ impl ClusterReport {
             cache: CacheStats::default(),
             nodes: 0,
             ready_nodes: 0,
+            unready_nodes: 0,
             pending_pods: 0,
             stuck_pods: 0,
             node_groups: 0,
             healthy: false,
+            health_reason: None,
+            groups: Vec::new(),
+            history: VecDeque::new(),
             last_pass: None,
             last_error: None,
             recent: VecDeque::new(),
             actions_total: 0,
             plan: None,
+            settings: None,
         }
     }
 
@@ -132,7 +182,9 @@ impl ClusterReport {
     pub fn record_plan(&mut self, plan: Arc<Plan>) {
         let h = &plan.health.cluster;
         self.healthy = h.healthy;
+        self.health_reason = h.reason.clone();
         self.ready_nodes = h.ready;
+        self.unready_nodes = h.unready;
         self.nodes = h.ready + h.unready + h.not_started + h.deleting;
         self.pending_pods = plan.pending_pods.len();
         self.stuck_pods = plan
@@ -141,6 +193,16 @@ impl ClusterReport {
             .filter(|p| p.outcome == PodOutcome::NoScaleUp)
             .count();
         self.node_groups = plan.node_groups.iter().filter(|g| g.eligible).count();
+        self.groups = group_summaries(&plan);
+        if self.history.len() == HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(Sample {
+            at: plan.now,
+            nodes: self.nodes,
+            ready_nodes: self.ready_nodes,
+            pending_pods: self.pending_pods,
+        });
         self.plan = Some(plan);
     }
 
@@ -173,6 +235,33 @@ impl ClusterReport {
     pub fn last_action(&self) -> Option<&Happening> {
         self.recent.back()
     }
+}
+
+fn group_summaries(plan: &Plan) -> Vec<GroupSummary> {
+    plan.node_groups
+        .iter()
+        .map(|g| {
+            let health = plan.health.node_groups.iter().find(|h| h.id == g.id);
+            let reason = g
+                .reason
+                .clone()
+                .or_else(|| health.and_then(|h| h.backoff_reason.clone()))
+                .or_else(|| health.and_then(|h| h.reason.clone()));
+            GroupSummary {
+                id: g.id.clone(),
+                eligible: g.eligible,
+                min: g.min,
+                max: g.max,
+                target: g.target,
+                ready: g.ready,
+                registered: g.registered,
+                upcoming: g.upcoming,
+                healthy: health.is_none_or(|h| h.healthy),
+                reason,
+                backoff_until: health.and_then(|h| h.backoff_until),
+            }
+        })
+        .collect()
 }
 
 /// One line for an action: `scale up MachineSet/ns/a 2 -> 3`.

@@ -265,6 +265,22 @@ pub struct Layers<'a> {
     pub flags: Option<&'a SettingsPatch>,
 }
 
+impl EffectiveSettings {
+    /// `{key: {value, source}}` for every setting, as `plan -o json` and the API show them.
+    pub fn with_sources(&self) -> serde_json::Value {
+        let values = serde_json::to_value(&self.settings).unwrap_or_default();
+        let mut out = serde_json::Map::new();
+        for (key, source) in &self.sources {
+            let value = values.get(*key).cloned().unwrap_or(serde_json::Value::Null);
+            out.insert(
+                key.to_string(),
+                serde_json::json!({"value": value, "source": source}),
+            );
+        }
+        serde_json::Value::Object(out)
+    }
+}
+
 pub fn effective_settings(layers: Layers) -> EffectiveSettings {
     let mut settings = Settings::default();
     let mut sources: BTreeMap<&'static str, SettingSource> = SETTING_KEYS

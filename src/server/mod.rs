@@ -1,16 +1,13 @@
-//! The hub's HTTP endpoints: health probes and the fleet's JSON API (read-only views of the
-//! runners' reports).
+//! The hub's HTTP endpoints: health probes and the fleet's JSON API (`api`), read-only views
+//! of the runners' reports.
+
+mod api;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
-use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::Full;
-use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use serde::Serialize;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -57,7 +54,7 @@ pub async fn serve(listener: TcpListener, view: FleetView, cancel: CancellationT
         tokio::spawn(async move {
             let service = service_fn(move |req| {
                 let view = view.clone();
-                async move { Ok::<_, Infallible>(route(&view, &req)) }
+                async move { Ok::<_, Infallible>(api::route(&view, &req)) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
@@ -74,70 +71,4 @@ pub async fn serve(listener: TcpListener, view: FleetView, cancel: CancellationT
 /// The address a listener is bound to, for printing.
 pub fn local_addr(listener: &TcpListener) -> Option<SocketAddr> {
     listener.local_addr().ok()
-}
-
-#[derive(Serialize)]
-struct FleetBody {
-    hub: crate::hub::HubStatus,
-    clusters: Vec<crate::cluster::report::ClusterReport>,
-}
-
-fn route(view: &FleetView, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    if req.method() != Method::GET {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n");
-    }
-    let path = req.uri().path().trim_end_matches('/');
-    match path.split('/').collect::<Vec<_>>().as_slice() {
-        ["", "healthz"] | ["", "readyz"] | ["", "livez"] => text(StatusCode::OK, "ok\n"),
-        ["", "api", "v1", "fleet"] => json(&FleetBody {
-            hub: view.hub(),
-            clusters: view.reports(),
-        }),
-        ["", "api", "v1", "clusters", name] => match view.report(name) {
-            Some(r) => json(&r),
-            None => not_found(name),
-        },
-        ["", "api", "v1", "clusters", name, "plan"] => match view.report(name) {
-            Some(r) => match r.plan {
-                Some(plan) => json(&*plan),
-                None => text(StatusCode::SERVICE_UNAVAILABLE, "no pass has run yet\n"),
-            },
-            None => not_found(name),
-        },
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "not found; try /api/v1/fleet, /api/v1/clusters/<name>[/plan], /healthz\n",
-        ),
-    }
-}
-
-fn not_found(name: &str) -> Response<Full<Bytes>> {
-    text(
-        StatusCode::NOT_FOUND,
-        &format!("no cluster named {name:?}\n"),
-    )
-}
-
-fn json<T: Serialize>(value: &T) -> Response<Full<Bytes>> {
-    match serde_json::to_vec_pretty(value) {
-        Ok(body) => respond(StatusCode::OK, "application/json", body),
-        Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")),
-    }
-}
-
-fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
-    respond(
-        status,
-        "text/plain; charset=utf-8",
-        body.as_bytes().to_vec(),
-    )
-}
-
-fn respond(status: StatusCode, content_type: &str, body: Vec<u8>) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
-    *r.status_mut() = status;
-    if let Ok(v) = header::HeaderValue::from_str(content_type) {
-        r.headers_mut().insert(header::CONTENT_TYPE, v);
-    }
-    r
 }

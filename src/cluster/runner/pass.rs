@@ -31,6 +31,7 @@ impl Runner {
         let before = Cooldowns::of(&self.state);
         let snapshot = self.cache.snapshot();
         let effective = effective_for(&spec, snapshot);
+        let with_sources = Arc::new(effective.with_sources());
         let settings = effective.settings;
         let engine_started = Instant::now();
         let mut plan = run_engine(snapshot, &mut self.state, &settings, now);
@@ -69,7 +70,13 @@ impl Runner {
             skipped: None,
         };
         log_entries(&self.ctx.name, &execution.entries);
-        self.publish_pass(Arc::new(plan), &execution.entries, summary, now);
+        self.publish_pass(
+            Arc::new(plan),
+            with_sources,
+            &execution.entries,
+            summary,
+            now,
+        );
     }
 
     fn skip_pass(&self, why: String, now: Timestamp) {
@@ -100,6 +107,7 @@ impl Runner {
     fn publish_pass(
         &mut self,
         plan: Arc<Plan>,
+        settings: Arc<serde_json::Value>,
         entries: &[Entry],
         summary: PassSummary,
         now: Timestamp,
@@ -108,6 +116,7 @@ impl Runner {
         let stats = self.cache.stats();
         self.ctx.publish(|r| {
             r.record_plan(plan);
+            r.settings = Some(settings);
             r.record_entries(entries, now);
             r.cache = stats;
             r.last_pass = Some(summary);
