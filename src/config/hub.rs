@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::ConfigIssue;
+use super::tracing::TracingConfig;
 use crate::engine::settings::duration_serde;
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -31,6 +32,8 @@ pub struct HubConfig {
     /// Namespace, in each cluster, of the status ConfigMap and of the events about it.
     pub status_namespace: String,
     pub leader_election: LeaderElection,
+    /// Traces over OTLP (docs/tracing.md); the `OTEL_*` variables fill what is not set.
+    pub tracing: TracingConfig,
 }
 
 impl Default for HubConfig {
@@ -44,6 +47,7 @@ impl Default for HubConfig {
             dry_run: false,
             status_namespace: "openshift-machine-api".into(),
             leader_election: LeaderElection::default(),
+            tracing: TracingConfig::default(),
         }
     }
 }
@@ -116,5 +120,6 @@ impl HubConfig {
                 "needs retry_period < renew_deadline < lease_duration".into(),
             );
         }
+        self.tracing.validate(issues);
     }
 }

@@ -15,6 +15,7 @@ use crate::engine::settings::{SETTING_KEYS, SettingWarning, Settings, SettingsPa
 use crate::model::autoscaler::ClusterAutoscalerSpec;
 
 pub mod hub;
+pub mod tracing;
 
 pub use hub::{HubConfig, LeaderElection};
 

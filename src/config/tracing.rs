@@ -1,0 +1,488 @@
+//! fleet.toml `[hub.tracing]`: traces over OTLP, and how it combines with the standard
+//! `OTEL_*` environment variables.
+//!
+//! Precedence, key by key: a key set in fleet.toml wins; else the signal-specific variable
+//! (`OTEL_EXPORTER_OTLP_TRACES_*`); else the generic one (`OTEL_EXPORTER_OTLP_*`); else the
+//! OTLP default. Traces are on when an endpoint is known from either, unless
+//! `enabled = false`, `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` (an explicit
+//! `enabled = true` wins over both variables, and without an endpoint sends to the OTLP
+//! default on localhost). [`resolve`] is pure: the environment is a parameter.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::ConfigIssue;
+use crate::engine::settings::opt_duration_serde;
+use crate::model::duration::format_go_duration;
+
+/// The service name when neither `OTEL_SERVICE_NAME` nor `OTEL_RESOURCE_ATTRIBUTES` names one.
+pub const DEFAULT_SERVICE_NAME: &str = "fleetscaler";
+/// The OTLP default of each exporter's deadline.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// `[hub.tracing]` as written. Every key is optional: an absent one is taken from the
+/// environment (see the module's documentation).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TracingConfig {
+    /// `false` turns traces off whatever the environment says; `true` turns them on even
+    /// without an endpoint (then the OTLP default on localhost).
+    pub enabled: Option<bool>,
+    /// The collector: `http://collector:4317` for gRPC, `http://collector:4318` for
+    /// HTTP (`/v1/traces` is added when the URL has no path).
+    pub endpoint: Option<String>,
+    pub protocol: Option<Protocol>,
+    /// Sent with every export (an API key, a tenant). Values are never printed.
+    #[serde(serialize_with = "names_only")]
+    pub headers: BTreeMap<String, String>,
+    /// Deadline of one export.
+    #[serde(with = "opt_duration_serde")]
+    pub timeout: Option<Duration>,
+    /// Share of passes traced, 0 to 1 (parent-based trace-id ratio); 1 when absent.
+    pub sampler_ratio: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+pub enum Protocol {
+    #[serde(rename = "grpc")]
+    Grpc,
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+}
+
+impl Protocol {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Grpc => "grpc",
+            Protocol::HttpProtobuf => "http/protobuf",
+        }
+    }
+
+    fn parse(text: &str) -> Result<Protocol, String> {
+        match text.trim() {
+            "grpc" => Ok(Protocol::Grpc),
+            "http/protobuf" => Ok(Protocol::HttpProtobuf),
+            other => Err(format!(
+                "{other:?} is not supported: use \"grpc\" or \"http/protobuf\""
+            )),
+        }
+    }
+}
+
+/// Header values may be credentials: configuration printouts show the names only.
+fn names_only<S: Serializer>(headers: &BTreeMap<String, String>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(headers.keys().map(|k| (k, "<redacted>")))
+}
+
+/// Which spans are kept: a share of new traces, optionally following the parent's choice.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SamplerChoice {
+    pub parent_based: bool,
+    /// 1 keeps every trace, 0 none.
+    pub ratio: f64,
+}
+
+impl fmt::Display for SamplerChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let prefix = if self.parent_based {
+            "parentbased_"
+        } else {
+            ""
+        };
+        if self.ratio >= 1.0 {
+            write!(f, "{prefix}always_on")
+        } else if self.ratio <= 0.0 {
+            write!(f, "{prefix}always_off")
+        } else {
+            write!(f, "{prefix}traceidratio {}", self.ratio)
+        }
+    }
+}
+
+/// The effective tracing settings.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tracing {
+    /// The URL spans are sent to (for HTTP, with its `/v1/traces` path).
+    pub endpoint: String,
+    pub protocol: Protocol,
+    #[serde(serialize_with = "pair_names_only")]
+    pub headers: Vec<(String, String)>,
+    #[serde(serialize_with = "crate::engine::settings::duration_serde::serialize")]
+    pub timeout: Duration,
+    pub sampler: SamplerChoice,
+    pub service_name: String,
+    /// `OTEL_RESOURCE_ATTRIBUTES`, without `service.name`.
+    pub resource: Vec<(String, String)>,
+}
+
+fn pair_names_only<S: Serializer>(headers: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(headers.iter().map(|(k, _)| (k, "<redacted>")))
+}
+
+impl Tracing {
+    /// One line for logs and `check-config` (header names only).
+    pub fn describe(&self) -> String {
+        let mut text = format!(
+            "{} to {}, timeout {}, sampler {}, service.name {}",
+            self.protocol.as_str(),
+            self.endpoint,
+            format_go_duration(self.timeout),
+            self.sampler,
+            self.service_name
+        );
+        if !self.headers.is_empty() {
+            let names: Vec<&str> = self.headers.iter().map(|(k, _)| k.as_str()).collect();
+            text.push_str(&format!(", headers {}", names.join(", ")));
+        }
+        text
+    }
+}
+
+/// Whether traces are sent, and how.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "state")]
+pub enum TracingState {
+    Off { why: String },
+    On(Tracing),
+}
+
+impl TracingState {
+    pub fn describe(&self) -> String {
+        match self {
+            TracingState::Off { why } => format!("off ({why})"),
+            TracingState::On(t) => format!("on: {}", t.describe()),
+        }
+    }
+}
+
+/// What one setting resolved to, or the problems found on the way.
+struct Resolver<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+    issues: Vec<ConfigIssue>,
+}
+
+impl Resolver<'_> {
+    /// The variable's value, if set and not blank.
+    fn var(&self, key: &str) -> Option<(String, String)> {
+        (self.env)(key)
+            .filter(|v| !v.trim().is_empty())
+            .map(|v| (key.to_string(), v))
+    }
+
+    /// The signal-specific variable, else the generic one.
+    fn otlp_var(&self, suffix: &str) -> Option<(String, String)> {
+        self.var(&format!("OTEL_EXPORTER_OTLP_TRACES_{suffix}"))
+            .or_else(|| self.var(&format!("OTEL_EXPORTER_OTLP_{suffix}")))
+    }
+
+    fn bad(&mut self, key: &str, message: String) {
+        self.issues.push(ConfigIssue {
+            key: key.to_string(),
+            message,
+        });
+    }
+}
+
+/// Resolves `[hub.tracing]` against the environment (`env` returns a variable's value).
+/// Every problem is returned at once, each with the fleet.toml key or the variable's name.
+pub fn resolve(
+    cfg: &TracingConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<TracingState, Vec<ConfigIssue>> {
+    let mut r = Resolver {
+        env,
+        issues: Vec::new(),
+    };
+    let protocol = protocol(cfg, &mut r);
+    let endpoint = endpoint(cfg, protocol, &mut r);
+    let off = off_reason(cfg, endpoint.is_some(), &mut r);
+    let tracing = Tracing {
+        endpoint: endpoint.unwrap_or_else(|| default_endpoint(protocol)),
+        protocol,
+        headers: headers(cfg, &mut r),
+        timeout: timeout(cfg, &mut r),
+        sampler: sampler(cfg, &mut r),
+        service_name: String::new(),
+        resource: Vec::new(),
+    };
+    let tracing = with_resource(tracing, &mut r);
+    if !r.issues.is_empty() {
+        return Err(r.issues);
+    }
+    Ok(match off {
+        Some(why) => TracingState::Off { why },
+        None => TracingState::On(tracing),
+    })
+}
+
+fn protocol(cfg: &TracingConfig, r: &mut Resolver) -> Protocol {
+    if let Some(p) = cfg.protocol {
+        return p;
+    }
+    match r.otlp_var("PROTOCOL") {
+        Some((key, value)) => Protocol::parse(&value).unwrap_or_else(|e| {
+            r.bad(&key, e);
+            Protocol::HttpProtobuf
+        }),
+        None => Protocol::HttpProtobuf,
+    }
+}
+
+/// The endpoint given, if any, as the URL spans go to.
+fn endpoint(cfg: &TracingConfig, protocol: Protocol, r: &mut Resolver) -> Option<String> {
+    // (key, value, whether `/v1/traces` is added for HTTP)
+    let (key, value, base) = match &cfg.endpoint {
+        Some(e) => ("hub.tracing.endpoint".to_string(), e.clone(), true),
+        None => match r.var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+            Some((k, v)) => (k, v, false),
+            None => {
+                let (k, v) = r.var("OTEL_EXPORTER_OTLP_ENDPOINT")?;
+                (k, v, true)
+            }
+        },
+    };
+    let value = value.trim().to_string();
+    let uri: http::Uri = match value.parse() {
+        Ok(uri) => uri,
+        Err(e) => {
+            r.bad(&key, format!("{value:?} is not a URL: {e}"));
+            return None;
+        }
+    };
+    let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
+    if !scheme_ok || uri.authority().is_none() {
+        r.bad(
+            &key,
+            format!("{value:?} must be an http:// or https:// URL with a host"),
+        );
+        return None;
+    }
+    Some(match protocol {
+        Protocol::HttpProtobuf if base => with_traces_path(&value, uri.path()),
+        _ => value,
+    })
+}
+
+/// The OTLP/HTTP rule for a base URL: `v1/traces` appended to its path. A fleet.toml endpoint
+/// that already has a path beyond `/` is taken as the full URL.
+fn with_traces_path(value: &str, path: &str) -> String {
+    if path.is_empty() || path == "/" {
+        format!("{}/v1/traces", value.trim_end_matches('/'))
+    } else {
+        value.to_string()
+    }
+}
+
+fn default_endpoint(protocol: Protocol) -> String {
+    match protocol {
+        Protocol::Grpc => "http://localhost:4317".into(),
+        Protocol::HttpProtobuf => "http://localhost:4318/v1/traces".into(),
+    }
+}
+
+/// Why traces are off, or `None` when they are on.
+fn off_reason(cfg: &TracingConfig, has_endpoint: bool, r: &mut Resolver) -> Option<String> {
+    let sdk_disabled = match r.var("OTEL_SDK_DISABLED") {
+        Some((key, v)) => match v.trim().to_ascii_lowercase().as_str() {
+            "true" => true,
+            "false" => false,
+            _ => {
+                r.bad(&key, format!("{v:?} is neither true nor false"));
+                false
+            }
+        },
+        None => false,
+    };
+    let exporter_none = match r.var("OTEL_TRACES_EXPORTER") {
+        Some((key, v)) => match v.trim() {
+            "none" => true,
+            "otlp" => false,
+            _ => {
+                r.bad(&key, format!("{v:?} is not supported: only otlp (or none)"));
+                false
+            }
+        },
+        None => false,
+    };
+    match cfg.enabled {
+        Some(false) => Some("hub.tracing.enabled = false".into()),
+        Some(true) => None,
+        None if sdk_disabled => Some("OTEL_SDK_DISABLED=true".into()),
+        None if exporter_none => Some("OTEL_TRACES_EXPORTER=none".into()),
+        None if !has_endpoint => {
+            Some("no endpoint: set hub.tracing.endpoint or OTEL_EXPORTER_OTLP_ENDPOINT".into())
+        }
+        None => None,
+    }
+}
+
+/// The variable's headers (signal-specific, else generic), then fleet.toml's over them.
+fn headers(cfg: &TracingConfig, r: &mut Resolver) -> Vec<(String, String)> {
+    let mut merged = BTreeMap::new();
+    if let Some((key, value)) = r.otlp_var("HEADERS") {
+        match parse_pairs(&value) {
+            Ok(pairs) => merged.extend(pairs),
+            Err(e) => r.bad(&key, e),
+        }
+    }
+    merged.extend(cfg.headers.iter().map(|(k, v)| (k.clone(), v.clone())));
+    for (name, value) in &merged {
+        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            r.bad(
+                "hub.tracing.headers",
+                format!("{name:?} is not a header name"),
+            );
+        } else if http::HeaderValue::from_str(value).is_err() {
+            r.bad(
+                "hub.tracing.headers",
+                format!("the value of {name:?} is not a valid header value"),
+            );
+        }
+    }
+    merged.into_iter().collect()
+}
+
+/// `key1=value1,key2=value2` with percent-encoded values (the W3C baggage format the OTel
+/// specification uses for headers and resource attributes).
+fn parse_pairs(text: &str) -> Result<Vec<(String, String)>, String> {
+    let mut pairs = Vec::new();
+    for item in text.split(',').filter(|i| !i.trim().is_empty()) {
+        let Some((k, v)) = item.split_once('=') else {
+            return Err(format!("{:?} is not key=value", item.trim()));
+        };
+        let decode = |s: &str| {
+            percent_encoding::percent_decode_str(s.trim())
+                .decode_utf8()
+                .map(|c| c.into_owned())
+                .map_err(|_| format!("{:?} is not UTF-8 once decoded", s.trim()))
+        };
+        let key = decode(k)?;
+        if key.is_empty() {
+            return Err(format!("{:?} has an empty key", item.trim()));
+        }
+        pairs.push((key, decode(v)?));
+    }
+    Ok(pairs)
+}
+
+fn timeout(cfg: &TracingConfig, r: &mut Resolver) -> Duration {
+    if let Some(t) = cfg.timeout {
+        if t.is_zero() {
+            r.bad("hub.tracing.timeout", "must be longer than 0s".into());
+        }
+        return t;
+    }
+    let Some((key, value)) = r.otlp_var("TIMEOUT") else {
+        return DEFAULT_TIMEOUT;
+    };
+    match value.trim().parse::<u64>() {
+        Ok(ms) if ms > 0 => Duration::from_millis(ms),
+        _ => {
+            r.bad(
+                &key,
+                format!("{value:?} is not a positive number of milliseconds"),
+            );
+            DEFAULT_TIMEOUT
+        }
+    }
+}
+
+fn sampler(cfg: &TracingConfig, r: &mut Resolver) -> SamplerChoice {
+    let always = |parent_based| SamplerChoice {
+        parent_based,
+        ratio: 1.0,
+    };
+    if let Some(ratio) = cfg.sampler_ratio {
+        if !(0.0..=1.0).contains(&ratio) {
+            r.bad(
+                "hub.tracing.sampler_ratio",
+                format!("{ratio} is not within 0 and 1"),
+            );
+        }
+        return SamplerChoice {
+            parent_based: true,
+            ratio: ratio.clamp(0.0, 1.0),
+        };
+    }
+    let Some((key, name)) = r.var("OTEL_TRACES_SAMPLER") else {
+        return always(true);
+    };
+    let (parent_based, kind) = match name.trim().strip_prefix("parentbased_") {
+        Some(rest) => (true, rest.to_string()),
+        None => (false, name.trim().to_string()),
+    };
+    match kind.as_str() {
+        "always_on" => always(parent_based),
+        "always_off" => SamplerChoice {
+            parent_based,
+            ratio: 0.0,
+        },
+        "traceidratio" => SamplerChoice {
+            parent_based,
+            ratio: sampler_arg(r),
+        },
+        _ => {
+            r.bad(
+                &key,
+                format!("{name:?} is not supported: use always_on, always_off, traceidratio or their parentbased_ forms"),
+            );
+            always(true)
+        }
+    }
+}
+
+/// `OTEL_TRACES_SAMPLER_ARG`: the ratio, 1 when absent.
+fn sampler_arg(r: &mut Resolver) -> f64 {
+    let Some((key, value)) = r.var("OTEL_TRACES_SAMPLER_ARG") else {
+        return 1.0;
+    };
+    match value.trim().parse::<f64>() {
+        Ok(ratio) if (0.0..=1.0).contains(&ratio) => ratio,
+        _ => {
+            r.bad(&key, format!("{value:?} is not a ratio within 0 and 1"));
+            1.0
+        }
+    }
+}
+
+/// `OTEL_RESOURCE_ATTRIBUTES` and the service name (`OTEL_SERVICE_NAME` wins over the
+/// attribute `service.name`).
+fn with_resource(mut tracing: Tracing, r: &mut Resolver) -> Tracing {
+    let mut attributes = Vec::new();
+    if let Some((key, value)) = r.var("OTEL_RESOURCE_ATTRIBUTES") {
+        match parse_pairs(&value) {
+            Ok(pairs) => attributes = pairs,
+            Err(e) => r.bad(&key, e),
+        }
+    }
+    let from_attributes = attributes
+        .iter()
+        .find(|(k, _)| k == "service.name")
+        .map(|(_, v)| v.clone());
+    tracing.service_name = r
+        .var("OTEL_SERVICE_NAME")
+        .map(|(_, v)| v.trim().to_string())
+        .or(from_attributes)
+        .unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_string());
+    attributes.retain(|(k, _)| k != "service.name");
+    tracing.resource = attributes;
+    tracing
+}
+
+impl TracingConfig {
+    /// Problems of `[hub.tracing]` and of the `OTEL_*` variables of this process.
+    pub fn validate(&self, issues: &mut Vec<ConfigIssue>) {
+        if let Err(found) = resolve(self, &|k| std::env::var(k).ok()) {
+            issues.extend(found);
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "tracing_tests.rs"]
+mod tests;
