@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::plan::{OutputFormat, settings_with_sources};
+use crate::config::tracing::TracingState;
 use crate::config::{ConfigError, FleetConfig, HubConfig, Layers, effective_settings};
 use crate::model::duration::format_go_duration;
 
@@ -31,6 +32,8 @@ pub enum CheckConfigError {
 #[serde(rename_all = "camelCase")]
 struct Report {
     hub: HubConfig,
+    /// `[hub.tracing]` with the `OTEL_*` variables of this process.
+    traces: TracingState,
     clusters: Vec<ClusterReport>,
 }
 
@@ -73,8 +76,17 @@ pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConf
             }
         })
         .collect();
+    // `load` validated the variables: this cannot fail.
+    let traces = cfg
+        .hub
+        .tracing
+        .with_process_env()
+        .unwrap_or_else(|issues| TracingState::Off {
+            why: format!("{} problem(s)", issues.len()),
+        });
     let report = Report {
         hub: cfg.hub.clone(),
+        traces,
         clusters,
     };
     match args.output {
@@ -125,6 +137,7 @@ fn text(name: &str, r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     } else {
         writeln!(out, "  leader election: off")?;
     }
+    writeln!(out, "  traces: {}", r.traces.describe())?;
     for c in &r.clusters {
         let kc = c.kubeconfig.as_deref().unwrap_or("the hub's kubeconfigs");
         let state = if c.enabled { "enabled" } else { "DISABLED" };

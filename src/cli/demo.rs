@@ -56,10 +56,13 @@ pub enum DemoError {
     Listen(#[from] ListenError),
     #[error(transparent)]
     Hub(#[from] crate::hub::HubError),
+    #[error("traces: {0}")]
+    Traces(#[from] crate::telemetry::OtelError),
 }
 
 pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
-    crate::telemetry::init_logging("warn");
+    // The demo's traces follow the OTEL_* variables alone.
+    let telemetry = super::run::start_telemetry("warn", &HubConfig::default())?;
     let listener = server::bind(&args.listen).await?;
     let fleet = Fleet::start(sim_settings(&args)).await?;
     fleet.write_kubeconfig(&args.kubeconfig_out)?;
@@ -82,7 +85,7 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     let hub = crate::hub::start(config, None, cancel.clone()).await?;
     tokio::spawn(server::serve(listener, hub.view.clone(), cancel.clone()));
     let view = tokio::spawn(super::view::show(hub.view.clone(), cancel.clone()));
-    super::run::stop_gracefully(hub, cancel).await;
+    super::run::stop_gracefully(hub, cancel, telemetry).await;
     let _ = view.await;
     fleet.shutdown().await;
     Ok(())

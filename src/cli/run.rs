@@ -2,11 +2,15 @@
 
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use tokio_util::sync::CancellationToken;
 
 use super::signal::shutdown_requested;
-use crate::config::{ConfigError, FleetConfig};
+use crate::config::tracing::TracingState;
+use crate::config::{ConfigError, FleetConfig, HubConfig};
 use crate::server::{self, ListenError};
+use crate::telemetry::Telemetry;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -27,11 +31,13 @@ pub enum RunError {
     Listen(#[from] ListenError),
     #[error(transparent)]
     Hub(#[from] crate::hub::HubError),
+    #[error("traces: {0}")]
+    Traces(#[from] crate::telemetry::OtelError),
 }
 
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
-    crate::telemetry::init_logging("info");
     let config = FleetConfig::load(&args.config)?;
+    let telemetry = start_telemetry("info", &config.hub)?;
     let listen = args.listen.unwrap_or_else(|| config.hub.listen.clone());
     let listener = server::bind(&listen).await?;
     let bound = server::local_addr(&listener).map_or(listen, |a| a.to_string());
@@ -44,18 +50,53 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let cancel = CancellationToken::new();
     let hub = crate::hub::start(config, Some(args.config), cancel.clone()).await?;
     tokio::spawn(server::serve(listener, hub.view.clone(), cancel.clone()));
-    stop_gracefully(hub, cancel).await;
+    stop_gracefully(hub, cancel, telemetry).await;
     Ok(())
 }
 
-/// The first signal stops every cluster cleanly (scale-downs under way are undone); a
-/// second one exits at once.
-pub(super) async fn stop_gracefully(hub: crate::hub::HubHandle, cancel: CancellationToken) {
+/// Spans still queued at a clean stop are sent within this (inside Kubernetes' 30 s grace
+/// period, after the clusters' 20 s).
+const FLUSH_LIMIT: Duration = Duration::from_secs(5);
+
+/// Logs, and traces when fleet.toml or the `OTEL_*` variables turn them on, with this
+/// replica's lease identity as `service.instance.id`.
+pub(super) fn start_telemetry(
+    default_filter: &str,
+    hub: &HubConfig,
+) -> Result<Telemetry, crate::telemetry::OtelError> {
+    let traces = hub
+        .tracing
+        .with_process_env()
+        .unwrap_or_else(|issues| TracingState::Off {
+            why: format!("{} problem(s) in the configuration", issues.len()),
+        });
+    let instance = hub
+        .leader_election
+        .identity
+        .clone()
+        .unwrap_or_else(crate::hub::leader::default_identity);
+    crate::telemetry::init(default_filter, &traces, &instance)
+}
+
+/// The first signal stops every cluster cleanly (scale-downs under way are undone) and
+/// sends the spans still queued; a second one exits at once.
+pub(super) async fn stop_gracefully(
+    hub: crate::hub::HubHandle,
+    cancel: CancellationToken,
+    telemetry: Telemetry,
+) {
     shutdown_requested().await;
     eprintln!("stopping: undoing scale-downs under way (signal again to exit at once)");
     cancel.cancel();
     tokio::select! {
-        _ = hub.wait() => eprintln!("stopped"),
-        _ = shutdown_requested() => eprintln!("second signal: exiting without waiting"),
+        _ = hub.wait() => {}
+        _ = shutdown_requested() => {
+            eprintln!("second signal: exiting without waiting");
+            return;
+        }
+    }
+    tokio::select! {
+        _ = telemetry.shutdown(FLUSH_LIMIT) => eprintln!("stopped"),
+        _ = shutdown_requested() => eprintln!("second signal: exiting without sending the last spans"),
     }
 }

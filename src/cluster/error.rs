@@ -134,6 +134,105 @@ pub async fn call<T>(
     }
 }
 
+/// One write to a cluster's API server, as its span describes it: OTel's HTTP client and
+/// Kubernetes conventions (`http.request.method`, `k8s.namespace.name`, `k8s.node.name`,
+/// `k8s.pod.name`), plus `fleetscaler.k8s.kind` and `fleetscaler.k8s.name` for every kind,
+/// since the conventions name few (no Machine, ConfigMap or Event).
+#[derive(Clone, Copy, Debug)]
+pub struct Write<'a> {
+    /// `PUT`, `PATCH`, `POST`, `DELETE`.
+    pub method: &'static str,
+    pub kind: &'static str,
+    /// `scale`, `eviction`.
+    pub subresource: Option<&'static str>,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+}
+
+impl Write<'_> {
+    /// The write's span, under the current one. Disabled (and free) when traces are off.
+    pub fn span(&self) -> tracing::Span {
+        use tracing::field::Empty;
+        let span = tracing::info_span!(target: crate::telemetry::TRACES, "api_write",
+            otel.name = %self.span_name(),
+            otel.kind = "client",
+            http.request.method = self.method,
+            k8s.namespace.name = Empty,
+            k8s.node.name = Empty,
+            k8s.pod.name = Empty,
+            fleetscaler.k8s.kind = self.kind,
+            fleetscaler.k8s.name = self.name,
+            fleetscaler.k8s.subresource = Empty,
+            http.response.status_code = Empty,
+            error.type = Empty,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+        );
+        if span.is_disabled() {
+            return span;
+        }
+        if let Some(ns) = self.namespace {
+            span.record("k8s.namespace.name", ns);
+        }
+        if let Some(sub) = self.subresource {
+            span.record("fleetscaler.k8s.subresource", sub);
+        }
+        match self.kind {
+            "Node" => span.record("k8s.node.name", self.name),
+            "Pod" => span.record("k8s.pod.name", self.name),
+            _ => &span,
+        };
+        span
+    }
+
+    /// `PATCH Node`, `PUT MachineSet scale`: the HTTP client convention's `{method} {target}`.
+    fn span_name(&self) -> String {
+        match self.subresource {
+            Some(sub) => format!("{} {} {sub}", self.method, self.kind),
+            None => format!("{} {}", self.method, self.kind),
+        }
+    }
+}
+
+/// [`call`] for a write, in its own span (see [`Write`]).
+pub async fn write<T>(
+    target: Write<'_>,
+    op: impl FnOnce() -> String,
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CallError> {
+    write_in(target.span(), op, timeout, fut).await
+}
+
+/// [`call`] in `span`, which records the failure, if any.
+pub async fn write_in<T>(
+    span: tracing::Span,
+    op: impl FnOnce() -> String,
+    timeout: Duration,
+    fut: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, CallError> {
+    use tracing::Instrument;
+    let result = call(op, timeout, fut).instrument(span.clone()).await;
+    if let Err(e) = &result {
+        record_failure(&span, e);
+    }
+    result
+}
+
+/// On a write's span: `error.type` (the [`Category`]), the status code if the API server
+/// answered, and the span's status.
+pub fn record_failure(span: &tracing::Span, e: &CallError) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("error.type", e.category().as_str());
+    if let Some(code) = e.status_code() {
+        span.record("http.response.status_code", i64::from(code));
+    }
+    span.record("otel.status_code", "error");
+    span.record("otel.status_description", tracing::field::display(e));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -475,9 +475,14 @@ fn with_resource(mut tracing: Tracing, r: &mut Resolver) -> Tracing {
 }
 
 impl TracingConfig {
+    /// The effective settings with the `OTEL_*` variables of this process.
+    pub fn with_process_env(&self) -> Result<TracingState, Vec<ConfigIssue>> {
+        resolve(self, &|k| std::env::var(k).ok())
+    }
+
     /// Problems of `[hub.tracing]` and of the `OTEL_*` variables of this process.
     pub fn validate(&self, issues: &mut Vec<ConfigIssue>) {
-        if let Err(found) = resolve(self, &|k| std::env::var(k).ok()) {
+        if let Err(found) = self.with_process_env() {
             issues.extend(found);
         }
     }

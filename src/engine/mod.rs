@@ -22,6 +22,7 @@ pub mod settings;
 pub mod simulator;
 pub mod state;
 pub mod template;
+pub mod trace;
 
 use jiff::Timestamp;
 
@@ -44,7 +45,7 @@ pub fn run_once(
 ) -> Plan {
     let groups = nodegroups::discover(snapshot, &settings.node_groups);
     let templates = template::build_all(snapshot, &groups.groups);
-    let cluster = cluster_state::assess(snapshot, &groups, state, settings, now);
+    let cluster = trace::health(|| cluster_state::assess(snapshot, &groups, state, settings, now));
     let mut warnings = groups.warnings.clone();
     warnings.extend(cluster.warnings.iter().cloned());
     let priorities = priorities(snapshot, settings, &mut warnings);
@@ -58,17 +59,19 @@ pub fn run_once(
         priorities: priorities.as_ref(),
         now,
     };
-    let scale_up = scale_up::plan(&input, &mut rng);
+    let scale_up = trace::scale_up(|| scale_up::plan(&input, &mut rng));
     warnings.extend(scale_up.warnings);
-    let scale_down = scale_down::plan(&scale_down::ScaleDownInput {
-        snapshot,
-        groups: &groups,
-        cluster: &cluster,
-        settings,
-        state,
-        now,
-        scales_up: !scale_up.actions.is_empty(),
-        expected: expected_placements(snapshot, &scale_up.pods),
+    let scale_down = trace::scale_down(|| {
+        scale_down::plan(&scale_down::ScaleDownInput {
+            snapshot,
+            groups: &groups,
+            cluster: &cluster,
+            settings,
+            state,
+            now,
+            scales_up: !scale_up.actions.is_empty(),
+            expected: expected_placements(snapshot, &scale_up.pods),
+        })
     });
     remember(state, &scale_up.actions, &scale_down, now);
     Plan {

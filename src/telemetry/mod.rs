@@ -18,6 +18,12 @@ pub use otel::{OtelError, Parent};
 /// The target of the spans (and their events) that only traces carry.
 pub const TRACES: &str = "fleetscaler::traces";
 
+/// A count as a span attribute: OTLP has signed integers only (unsigned ones would be
+/// sent as text).
+pub fn int<T: TryInto<i64>>(n: T) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
 /// Installs the log subscriber once; later calls do nothing.
 pub fn init_logging(default_filter: &str) {
     let _ = Registry::default()

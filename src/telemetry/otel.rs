@@ -69,6 +69,7 @@ pub(super) fn pipeline(t: &Tracing, instance: &str) -> Result<Pipeline, OtelErro
     let layer = tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_threads(false)
+        .with_target(false)
         .with_tracked_inactivity(false)
         .with_filter(wanted)
         .boxed();

@@ -21,8 +21,9 @@ use tokio::task::JoinHandle;
 use super::filter::{Admission, EventFilter, FilterSettings};
 use super::{EventSpec, REPORTING_CONTROLLER, SOURCE_COMPONENT};
 use crate::cluster::ClusterName;
-use crate::cluster::error::{CallError, call};
+use crate::cluster::error::{CallError, Write, write_in};
 use crate::cluster::gate::WriteGate;
+use crate::telemetry::Parent;
 
 /// Longer messages are cut: the events API refuses notes over 1 kB.
 const MAX_MESSAGE: usize = 1024;
@@ -90,6 +91,8 @@ struct Admitted {
     spec: EventSpec,
     admission: Admission,
     at: Timestamp,
+    /// The pass that recorded it: the write's span goes under it.
+    parent: Parent,
 }
 
 /// Cheap to clone; one per cluster. The writing task ends once every handle is dropped.
@@ -160,6 +163,7 @@ impl EventRecorder {
                 spec: event,
                 admission,
                 at: Timestamp::now(),
+                parent: Parent::current(),
             }),
         }
     }
@@ -224,7 +228,7 @@ impl Writer {
         let api: Api<Event> = Api::namespaced(self.client.clone(), ns);
         match &a.admission {
             Admission::Repeat { name, count } => {
-                let patched = self.bump_count(&api, ns, name, *count, a.at).await;
+                let patched = self.bump_count(&api, ns, name, *count, a).await;
                 match patched {
                     // Gone (events expire after an hour): write it anew under its name.
                     Err(e) if e.is_not_found() => self.create(&api, ns, name, *count, a).await,
@@ -242,10 +246,11 @@ impl Writer {
         ns: &str,
         name: &str,
         count: i32,
-        at: Timestamp,
+        a: &Admitted,
     ) -> Result<(), CallError> {
-        let patch = serde_json::json!({"count": count, "lastTimestamp": Time(at)});
-        call(
+        let patch = serde_json::json!({"count": count, "lastTimestamp": Time(a.at)});
+        write_in(
+            span("PATCH", ns, name, &a.parent),
             || format!("patch Event {ns}/{name}"),
             self.settings.request_timeout,
             api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)),
@@ -263,7 +268,8 @@ impl Writer {
         a: &Admitted,
     ) -> Result<(), CallError> {
         let event = event_object(&a.spec, ns, name, count, a.at, &self.settings.instance);
-        call(
+        write_in(
+            span("POST", ns, name, &a.parent),
             || format!("create Event {ns}/{name}"),
             self.settings.request_timeout,
             api.create(&PostParams::default(), &event),
@@ -271,6 +277,20 @@ impl Writer {
         .await
         .map(|_| ())
     }
+}
+
+/// The span of an event's write: written after its pass, it still belongs to it.
+fn span(method: &'static str, ns: &str, name: &str, parent: &Parent) -> tracing::Span {
+    let span = Write {
+        method,
+        kind: "Event",
+        subresource: None,
+        namespace: Some(ns),
+        name,
+    }
+    .span();
+    parent.adopt(&span);
+    span
 }
 
 /// The core/v1 Event, as client-go's recorder writes it.

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::Context;
 use super::failure::{Failure, Stop, brief};
-use crate::cluster::error::{CallError, Category};
+use crate::cluster::error::{CallError, Category, Write};
 use crate::engine::scale_down::DrainCheck;
 use crate::model::meta::Projector;
 use crate::model::pod::{MIRROR_POD, Pod as ModelPod, PodId};
@@ -143,7 +143,17 @@ async fn evict(ctx: &Context, p: &Evictee) -> Result<Evicted, Stop> {
     let params = PostParams::default();
     let sent =
         api.create_subresource::<_, serde_json::Value>("eviction", &p.id.name, &params, &eviction);
-    match ctx.call(|| format!("evict pod {}", p.id), sent).await {
+    let target = Write {
+        method: "POST",
+        kind: "Pod",
+        subresource: Some("eviction"),
+        namespace: Some(&p.id.namespace),
+        name: &p.id.name,
+    };
+    match ctx
+        .write(target, || format!("evict pod {}", p.id), sent)
+        .await
+    {
         Ok(_) => Ok(Evicted::Yes),
         Err(e) if e.category() == Category::NotFound => Ok(Evicted::Yes),
         // The uid precondition failed (the name now belongs to another pod), or the budget

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use super::failure::{Failure, Stop};
 use super::scale::{self, API_VERSION, Observed, ScaleTarget};
 use super::{CONFLICT_ATTEMPTS, Context, SCALE_DOWN_FROM_ANNOTATION, SCALE_DOWN_GROUP_ANNOTATION};
-use crate::cluster::error::CallError;
+use crate::cluster::error::{CallError, Write};
 use crate::engine::nodegroups::NodeGroupId;
 use crate::model::{MachineApiGroup, ObjectKey};
 
@@ -44,6 +44,17 @@ impl MachineRef {
             &self.key.namespace,
             &machine_resource(self.api),
         )
+    }
+
+    /// A write to this Machine, for its span.
+    fn write(&self, method: &'static str) -> Write<'_> {
+        Write {
+            method,
+            kind: "Machine",
+            subresource: None,
+            namespace: Some(&self.key.namespace),
+            name: &self.key.name,
+        }
     }
 
     pub(super) async fn get(&self, ctx: &Context) -> Result<DynamicObject, CallError> {
@@ -71,7 +82,8 @@ impl MachineRef {
     async fn patch(&self, ctx: &Context, what: &str, patch: Value) -> Result<(), Stop> {
         ctx.may_write()?;
         tracing::debug!(machine = %self.key, what, "patching machine");
-        ctx.call(
+        ctx.write(
+            self.write("PATCH"),
             || format!("{what} {}", self.describe()),
             self.api(&ctx.client).patch(
                 &self.key.name,
@@ -273,7 +285,8 @@ impl MachineDeletion<'_> {
         };
         ctx.may_write()?;
         tracing::debug!(machine = %m.key, node_group.id = %t.group, "deleting machine");
-        ctx.call(
+        ctx.write(
+            m.write("DELETE"),
             || format!("delete {}", m.describe()),
             m.api(&ctx.client).delete(&m.key.name, &params),
         )

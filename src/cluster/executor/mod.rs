@@ -119,6 +119,16 @@ impl Context {
     ) -> Result<T, CallError> {
         super::error::call(op, self.timeout, fut).await
     }
+
+    /// [`Context::call`] for a write, in its own span.
+    async fn write<T>(
+        &self,
+        target: super::error::Write<'_>,
+        op: impl FnOnce() -> String,
+        fut: impl std::future::Future<Output = Result<T, kube::Error>>,
+    ) -> Result<T, CallError> {
+        super::error::write(target, op, self.timeout, fut).await
+    }
 }
 
 /// One async lock per node group: a group's replicas are changed by one task at a time, so

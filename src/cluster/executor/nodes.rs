@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::failure::{Failure, Stop};
 use super::{CONFLICT_ATTEMPTS, CORDONED_ANNOTATION, Context};
+use crate::cluster::error::Write;
 use crate::model::node::TO_BE_DELETED_TAINT;
 
 fn has_taint(node: &Node) -> bool {
@@ -161,8 +162,16 @@ async fn read_modify_write(
         };
         ctx.may_write()?;
         tracing::debug!(k8s.node.name = name, what, "patching node");
+        let target = Write {
+            method: "PATCH",
+            kind: "Node",
+            subresource: None,
+            namespace: None,
+            name,
+        };
         let result = ctx
-            .call(
+            .write(
+                target,
                 || format!("{what} node {name}"),
                 api.patch(name, &PatchParams::default(), &Patch::Merge(patch)),
             )

@@ -12,7 +12,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 
 use super::failure::{Failure, Stop};
 use super::{CONFLICT_ATTEMPTS, Context};
-use crate::cluster::error::CallError;
+use crate::cluster::error::{CallError, Write};
 use crate::engine::nodegroups::NodeGroupId;
 use crate::model::{MachineApiGroup, ObjectKey, ScalableKind};
 
@@ -92,7 +92,15 @@ pub(super) async fn write(
     let api = t.api(&ctx.client);
     ctx.may_write()?;
     tracing::debug!(node_group.id = %t.group, from = seen.replicas, to, "writing replicas");
-    ctx.call(
+    let target = Write {
+        method: "PUT",
+        kind: t.kind.as_str(),
+        subresource: Some("scale"),
+        namespace: Some(&t.key.namespace),
+        name: &t.key.name,
+    };
+    ctx.write(
+        target,
         || format!("update scale of {} to {to} replicas", t.describe()),
         api.replace_scale(&t.key.name, &PostParams::default(), &scale),
     )

@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use tokio::time::Instant;
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 use super::{Runner, RunnerSpec};
 use crate::cluster::events::events_for;
@@ -15,13 +17,33 @@ use crate::engine::plan::Plan;
 use crate::engine::settings::Settings;
 use crate::engine::state::EngineState;
 use crate::model::ClusterSnapshot;
+use crate::telemetry::{TRACES, int};
 
 impl Runner {
+    /// One pass, in its span: the trace of a pass has the engine's phases and every write
+    /// under it (docs/tracing.md).
     pub(super) async fn pass(&mut self) {
+        let span = tracing::info_span!(target: TRACES, "pass",
+            k8s.cluster.name = %self.ctx.name,
+            fleetscaler.dry_run = Empty,
+            fleetscaler.pods.pending = Empty,
+            fleetscaler.scale_ups = Empty,
+            fleetscaler.scale_downs = Empty,
+            fleetscaler.pass.skipped_reason = Empty,
+            fleetscaler.actions.failed = Empty,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+        );
+        self.pass_in(span.clone()).instrument(span).await;
+    }
+
+    async fn pass_in(&mut self, span: Span) {
         let started = Instant::now();
         let now = Timestamp::now();
         let spec = self.spec.borrow_and_update().clone();
+        span.record("fleetscaler.dry_run", spec.dry_run);
         if let Some(why) = self.cache.stale(started, self.ctx.timing.stale_after()) {
+            span.record("fleetscaler.pass.skipped_reason", why.as_str());
             self.skip_pass(why, now);
             return;
         }
@@ -29,9 +51,12 @@ impl Runner {
         let problems: Vec<String> = self.cache.problems().collect();
         let executor = self.executor(spec.dry_run);
         let before = Cooldowns::of(&self.state);
+        let snapshot_span = snapshot_span();
         let snapshot = self.cache.snapshot();
-        let effective = effective_for(&spec, snapshot);
+        let effective = snapshot_span.in_scope(|| effective_for(&spec, snapshot));
         let with_sources = Arc::new(effective.with_sources());
+        record_snapshot(&snapshot_span, snapshot);
+        drop(snapshot_span);
         let settings = effective.settings;
         let engine_started = Instant::now();
         let mut plan = run_engine(snapshot, &mut self.state, &settings, now);
@@ -69,6 +94,7 @@ impl Runner {
             scale_downs: plan.scale_down.len(),
             skipped: None,
         };
+        record_outcome(&span, &plan, &execution.entries);
         log_entries(&self.ctx.name, &execution.entries);
         self.publish_pass(
             Arc::new(plan),
@@ -180,10 +206,57 @@ fn run_engine(
     settings: &Settings,
     now: Timestamp,
 ) -> Plan {
-    let work = || crate::engine::run_once(snapshot, state, settings, now);
+    // The engine's spans go under the pass: it is entered again wherever the work runs.
+    let pass = Span::current();
+    let mut work = || pass.in_scope(|| crate::engine::run_once(snapshot, state, settings, now));
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
-        _ => crate::engine::run_once(snapshot, state, settings, now),
+        _ => work(),
+    }
+}
+
+/// Reading the cache and the effective settings.
+fn snapshot_span() -> Span {
+    tracing::info_span!(target: TRACES, "snapshot",
+        fleetscaler.nodes = Empty,
+        fleetscaler.pods = Empty,
+        fleetscaler.machines = Empty,
+        fleetscaler.node_group_objects = Empty,
+    )
+}
+
+fn record_snapshot(span: &Span, snapshot: &ClusterSnapshot) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("fleetscaler.nodes", int(snapshot.nodes.len()));
+    span.record("fleetscaler.pods", int(snapshot.pods.len()));
+    span.record("fleetscaler.machines", int(snapshot.machines.len()));
+    span.record(
+        "fleetscaler.node_group_objects",
+        int(snapshot.scalables.len()),
+    );
+}
+
+/// The pass's outcome on its span; an error status when an action failed.
+fn record_outcome(span: &Span, plan: &Plan, entries: &[Entry]) {
+    if span.is_disabled() {
+        return;
+    }
+    span.record("fleetscaler.pods.pending", int(plan.pending_pods.len()));
+    span.record("fleetscaler.scale_ups", int(plan.scale_up.len()));
+    span.record("fleetscaler.scale_downs", int(plan.scale_down.len()));
+    let failed = entries
+        .iter()
+        .filter(|e| matches!(e.outcome, Outcome::Failed { .. }))
+        .count();
+    span.record("fleetscaler.actions.failed", int(failed));
+    if failed > 0 {
+        span.record("otel.status_code", "error");
+        span.record(
+            "otel.status_description",
+            format!("{failed} action(s) failed").as_str(),
+        );
     }
 }
 

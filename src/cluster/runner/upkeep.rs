@@ -7,6 +7,8 @@ use jiff::Timestamp;
 use tokio::task::{Id, JoinError};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 use super::{RECONCILE_EVERY, Runner, RunnerError};
 use crate::cluster::cache::{Cache, Change, Kind};
@@ -15,6 +17,7 @@ use crate::cluster::events::events_for_entries;
 use crate::cluster::executor::{Executor, ExecutorConfig};
 use crate::cluster::outcome::{Action, Entry, Outcome};
 use crate::cluster::report::{Phase, describe_entry};
+use crate::telemetry::{Parent, TRACES};
 
 impl Runner {
     /// The runner's one executor (its per-group locks must be shared by every pass and
@@ -102,7 +105,10 @@ impl Runner {
         }
         let dry_run = self.spec.borrow().dry_run;
         let executor = self.executor(dry_run);
-        match executor.reconcile(&self.in_flight).await {
+        let span = tracing::info_span!(target: TRACES, "reconcile",
+            k8s.cluster.name = %self.ctx.name);
+        let repaired = executor.reconcile(&self.in_flight).instrument(span).await;
+        match repaired {
             Ok(entries) => {
                 self.reconciled = Some(Instant::now());
                 for entry in &entries {
@@ -125,7 +131,25 @@ impl Runner {
         if !self.in_flight.insert(node.clone()) {
             return;
         }
-        let handle = self.removals.spawn(removal.run());
+        // A removal outlives its pass (the drain takes a while): its span is its own, under
+        // the pass's trace, so that the pass's span ends with the pass.
+        let span = tracing::info_span!(target: TRACES, parent: None, "remove_node",
+            k8s.cluster.name = %self.ctx.name,
+            k8s.node.name = %node,
+            fleetscaler.node_group = %group,
+            fleetscaler.skipped_reason = Empty,
+            error.type = Empty,
+            otel.status_code = Empty,
+            otel.status_description = Empty,
+        );
+        Parent::current().adopt(&span);
+        let recorded = span.clone();
+        let work = async move {
+            let entry = removal.run().await;
+            record_entry(&recorded, &entry);
+            entry
+        };
+        let handle = self.removals.spawn(work.instrument(span));
         self.removing.insert(handle.id(), (node, group));
     }
 
@@ -168,6 +192,12 @@ impl Runner {
 
     /// Stops scale-downs under way and undoes what they left (taints) before returning.
     pub(super) async fn shut_down(&mut self) {
+        let span = tracing::info_span!(target: TRACES, "shutdown",
+            k8s.cluster.name = %self.ctx.name);
+        self.shut_down_in().instrument(span).await;
+    }
+
+    async fn shut_down_in(&mut self) {
         let interrupted = !self.removals.is_empty();
         self.removals.shutdown().await;
         self.removing.clear();
@@ -190,6 +220,21 @@ impl Runner {
                 "removing the status ConfigMap timed out"),
         }
         self.ctx.set_phase(Phase::Stopped, None);
+    }
+}
+
+/// How a removal ended, on its span.
+fn record_entry(span: &Span, entry: &Entry) {
+    match &entry.outcome {
+        Outcome::Done { .. } => {}
+        Outcome::Skipped { reason } => {
+            span.record("fleetscaler.skipped_reason", reason.as_str());
+        }
+        Outcome::Failed { error, category } => {
+            span.record("error.type", category.as_str());
+            span.record("otel.status_code", "error");
+            span.record("otel.status_description", error.as_str());
+        }
     }
 }
 

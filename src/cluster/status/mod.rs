@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams};
 
-use super::error::{CallError, Category, call};
+use super::error::{CallError, Category, Write, call, write};
 use super::events::ObjectRef;
 use super::gate::WriteGate;
 use crate::engine::plan::Plan;
@@ -206,7 +206,8 @@ impl StatusWriter {
                 self.settings.namespace
             )
         };
-        let deleted = call(
+        let deleted = write(
+            self.target("DELETE"),
             op,
             self.settings.request_timeout,
             self.api.delete(STATUS_CONFIGMAP, &DeleteParams::default()),
@@ -220,6 +221,17 @@ impl StatusWriter {
         self.last = None;
         self.uid = None;
         Ok(WriteOutcome::Written)
+    }
+
+    /// A write to the ConfigMap, for its span.
+    fn target(&self, method: &'static str) -> Write<'_> {
+        Write {
+            method,
+            kind: "ConfigMap",
+            subresource: None,
+            namespace: Some(&self.settings.namespace),
+            name: STATUS_CONFIGMAP,
+        }
     }
 
     /// GET, then replace (resourceVersion as precondition) or create. A conflict (someone
@@ -253,7 +265,8 @@ impl StatusWriter {
             Some(mut cm) => {
                 fill(&mut cm, yaml, stamp);
                 let pp = PostParams::default();
-                call(
+                write(
+                    self.target("PUT"),
                     || format!("replace {}", name()),
                     timeout,
                     self.api.replace(STATUS_CONFIGMAP, &pp, &cm),
@@ -271,7 +284,8 @@ impl StatusWriter {
                 };
                 fill(&mut cm, yaml, stamp);
                 let pp = PostParams::default();
-                call(
+                write(
+                    self.target("POST"),
                     || format!("create {}", name()),
                     timeout,
                     self.api.create(&pp, &cm),

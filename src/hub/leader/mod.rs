@@ -64,8 +64,13 @@ impl LeaderConfig {
 
 /// `<pod or host name>_<random hex>`: the host name says which replica holds the lease, the
 /// suffix keeps two processes on one host (or a restarted pod) apart, as client-go's
-/// examples do.
+/// examples do. One per process, so the traces' `service.instance.id` is the lease's name.
 pub fn default_identity() -> String {
+    static IDENTITY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    IDENTITY.get_or_init(new_identity).clone()
+}
+
+fn new_identity() -> String {
     let host = ["POD_NAME", "HOSTNAME"]
         .iter()
         .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))

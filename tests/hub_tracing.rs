@@ -1,0 +1,485 @@
+//! Traces over OTLP, end to end: `fleetscaler run` (a child process, since the tracing
+//! subscriber is global to a process) autoscales a simulated cluster with pending pods and
+//! sends its spans to a real OTLP receiver in this test, over gRPC (tonic, configured by the
+//! standard `OTEL_*` variables) and over HTTP/protobuf (hyper and prost, configured by
+//! fleet.toml `[hub.tracing]`). The test reads the spans as a trace viewer would: names,
+//! attributes, parent links, reason events and resource attributes, and that a clean stop
+//! sends the last spans.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e_support;
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use e2e_support::*;
+use fleetscaler::sim::settings::Flavor;
+use http_body_util::{BodyExt, Full};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
+use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use tokio::net::TcpListener;
+
+const LONG: Duration = Duration::from_secs(30);
+
+/// What a receiver got: the export requests, and the `x-test` header of each.
+#[derive(Default)]
+struct Inbox {
+    requests: Vec<ExportTraceServiceRequest>,
+    x_test: Vec<String>,
+}
+
+type Shared = Arc<Mutex<Inbox>>;
+
+struct Grpc(Shared);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let header = request
+            .metadata()
+            .get("x-test")
+            .map(|v| v.to_str().unwrap().to_string());
+        let mut inbox = self.0.lock().unwrap();
+        inbox.x_test.extend(header);
+        inbox.requests.push(request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+/// A gRPC OTLP receiver on loopback: its endpoint and what it got.
+async fn grpc_receiver() -> (String, Shared) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let inbox = Shared::default();
+    let incoming = futures::stream::unfold(listener, |l| async move {
+        let accepted = l.accept().await.map(|(stream, _)| stream);
+        Some((accepted, l))
+    });
+    let server = tonic::transport::Server::builder()
+        .serve_with_incoming(TraceServiceServer::new(Grpc(inbox.clone())), incoming);
+    tokio::spawn(server);
+    (endpoint, inbox)
+}
+
+/// An OTLP/HTTP receiver (protobuf bodies at `/v1/traces`) on loopback.
+async fn http_receiver() -> (String, Shared) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let inbox = Shared::default();
+    let shared = inbox.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let inbox = shared.clone();
+            let service = hyper::service::service_fn(move |req| receive(req, inbox.clone()));
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+            );
+        }
+    });
+    (endpoint, inbox)
+}
+
+async fn receive(
+    req: http::Request<hyper::body::Incoming>,
+    inbox: Shared,
+) -> Result<http::Response<Full<Bytes>>, Infallible> {
+    assert_eq!(req.uri().path(), "/v1/traces");
+    assert_eq!(
+        req.headers()["content-type"],
+        "application/x-protobuf",
+        "OTLP/HTTP with protobuf"
+    );
+    let header = req
+        .headers()
+        .get("x-test")
+        .map(|v| v.to_str().unwrap().to_string());
+    let body = req.into_body().collect().await.unwrap().to_bytes();
+    let request = ExportTraceServiceRequest::decode(body).unwrap();
+    {
+        let mut inbox = inbox.lock().unwrap();
+        inbox.x_test.extend(header);
+        inbox.requests.push(request);
+    }
+    let answer = ExportTraceServiceResponse::default().encode_to_vec();
+    Ok(http::Response::builder()
+        .header("content-type", "application/x-protobuf")
+        .body(Full::new(Bytes::from(answer)))
+        .unwrap())
+}
+
+/// One span with its resource's attributes.
+#[derive(Clone, Debug)]
+struct Got {
+    resource: HashMap<String, String>,
+    span: Span,
+}
+
+impl Got {
+    fn attr(&self, key: &str) -> Option<String> {
+        attr(&self.span.attributes, key)
+    }
+
+    fn is_child_of(&self, parent: &Got) -> bool {
+        self.span.trace_id == parent.span.trace_id
+            && self.span.parent_span_id == parent.span.span_id
+    }
+
+    fn events(&self, name: &str) -> Vec<HashMap<String, String>> {
+        let events = self.span.events.iter().filter(|e| e.name == name);
+        events.map(|e| attrs(&e.attributes)).collect()
+    }
+}
+
+fn value(kv: &KeyValue) -> Option<String> {
+    Some(match kv.value.as_ref()?.value.as_ref()? {
+        any_value::Value::StringValue(s) => s.clone(),
+        any_value::Value::IntValue(i) => i.to_string(),
+        any_value::Value::BoolValue(b) => b.to_string(),
+        any_value::Value::DoubleValue(d) => d.to_string(),
+        other => format!("{other:?}"),
+    })
+}
+
+fn attr(kvs: &[KeyValue], key: &str) -> Option<String> {
+    kvs.iter().find(|kv| kv.key == key).and_then(value)
+}
+
+fn attrs(kvs: &[KeyValue]) -> HashMap<String, String> {
+    kvs.iter()
+        .filter_map(|kv| Some((kv.key.clone(), value(kv)?)))
+        .collect()
+}
+
+fn spans(inbox: &Shared) -> Vec<Got> {
+    let inbox = inbox.lock().unwrap();
+    let mut all = Vec::new();
+    for request in &inbox.requests {
+        for rs in &request.resource_spans {
+            let resource = rs.resource.as_ref().map(|r| attrs(&r.attributes));
+            for ss in &rs.scope_spans {
+                all.extend(ss.spans.iter().map(|s| Got {
+                    resource: resource.clone().unwrap_or_default(),
+                    span: s.clone(),
+                }));
+            }
+        }
+    }
+    all
+}
+
+/// A pass that scaled up, with its spans: (pass, its children).
+fn scale_up_pass(all: &[Got]) -> Option<(Got, Vec<Got>)> {
+    all.iter()
+        .filter(|g| g.span.name == "pass")
+        .filter(|g| g.attr("fleetscaler.scale_ups").is_some_and(|n| n != "0"))
+        .find_map(|pass| {
+            let children: Vec<Got> = all
+                .iter()
+                .filter(|c| c.is_child_of(pass))
+                .cloned()
+                .collect();
+            let wrote = children
+                .iter()
+                .any(|c| c.span.name == "PUT MachineSet scale");
+            let named: Vec<&str> = children.iter().map(|c| c.span.name.as_str()).collect();
+            let phases = ["snapshot", "health", "scale_up", "scale_down"];
+            (wrote && phases.iter().all(|p| named.contains(p))).then(|| (pass.clone(), children))
+        })
+}
+
+/// The variables of the process running the test must not reach the hub.
+const OTEL_VARS: &[&str] = &[
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_HEADERS",
+    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_SERVICE_NAME",
+    "OTEL_RESOURCE_ATTRIBUTES",
+    "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+    "POD_NAME",
+    "POD_NAMESPACE",
+];
+
+/// `fleetscaler run` as a child process; killed if the test fails before stopping it.
+struct HubProcess {
+    child: std::process::Child,
+    log: PathBuf,
+}
+
+impl HubProcess {
+    fn start(dir: &Path, kubeconfig: &Path, tracing: &str, vars: &[(&str, &str)]) -> Self {
+        let config = dir.join("fleet.toml");
+        let text = format!(
+            r#"[hub]
+listen = "127.0.0.1:0"
+scan_interval = "300ms"
+debounce = "50ms"
+request_timeout = "2s"
+kubeconfigs = [{kubeconfig:?}]
+{tracing}
+[[clusters]]
+name = "sim-1"
+use_cluster_autoscaler = false
+"#
+        );
+        std::fs::write(&config, text).unwrap();
+        let log = dir.join("hub.log");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_fleetscaler"));
+        command.args(["run", "--config"]).arg(&config);
+        for var in OTEL_VARS {
+            command.env_remove(var);
+        }
+        let child = command
+            .envs(vars.iter().copied())
+            // Export often, so the test does not wait for the default 5 s batches.
+            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        HubProcess { child, log }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod, then its exit status.
+    async fn stop(&mut self) -> ExitStatus {
+        let kill = Command::new("sh")
+            .args(["-c", &format!("kill -TERM {}", self.child.id())])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        eventually(LONG, "the hub to exit after SIGTERM", || {
+            let status = self.child.try_wait().unwrap();
+            async move { status }
+        })
+        .await
+    }
+}
+
+impl Drop for HubProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The story both protocols tell: a pass with pending pods scales up, and its trace shows it.
+async fn a_pass_that_scales_up_is_traced(
+    tracing: &str,
+    vars: &[(&str, &str)],
+    inbox: &Shared,
+) -> Vec<Got> {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let dir = TempDir::new("tracing");
+    let kubeconfig = dir.path().join("fleet.kubeconfig");
+    fleet.write_kubeconfig(&kubeconfig).unwrap();
+    let mut hub = HubProcess::start(dir.path(), &kubeconfig, tracing, vars);
+    eventually(LONG, "a first pass span", || {
+        let any = spans(inbox).iter().any(|g| g.span.name == "pass");
+        async move { any.then_some(()) }
+    })
+    .await;
+    // Three workers hold six of these; four wait for more nodes.
+    create_pods(&fleet.clusters()[0], "web", 10, "3").await;
+    let found = tokio::time::timeout(LONG, async {
+        loop {
+            if let Some(found) = scale_up_pass(&spans(inbox)) {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let (pass, children) = found.unwrap_or_else(|_| {
+        let names: Vec<String> = spans(inbox).iter().map(|g| g.span.name.clone()).collect();
+        panic!(
+            "no traced scale-up pass; spans {names:?}; hub log:\n{}",
+            hub.log()
+        )
+    });
+    let status = hub.stop().await;
+    assert!(status.success(), "{status}: {}", hub.log());
+    let all = spans(inbox);
+    check_pass(&pass, &children, &all);
+    // Sent at the clean stop: the shutdown's removal of the status ConfigMap.
+    let shutdown = all.iter().find(|g| g.span.name == "shutdown");
+    let shutdown = shutdown.unwrap_or_else(|| panic!("no shutdown span; hub log:\n{}", hub.log()));
+    assert!(
+        all.iter()
+            .any(|g| g.span.name == "DELETE ConfigMap" && g.is_child_of(shutdown)),
+        "the status ConfigMap's deletion is under the shutdown span"
+    );
+    fleet.shutdown().await;
+    all
+}
+
+fn check_pass(pass: &Got, children: &[Got], all: &[Got]) {
+    assert_eq!(pass.attr("k8s.cluster.name").as_deref(), Some("sim-1"));
+    assert!(
+        pass.span.parent_span_id.is_empty(),
+        "a pass is a trace's root"
+    );
+    // Counts are integers (OTLP has no unsigned ones: they would arrive as text).
+    let pending = pass
+        .span
+        .attributes
+        .iter()
+        .find(|kv| kv.key == "fleetscaler.pods.pending");
+    let pending = pending.and_then(|kv| kv.value.as_ref()?.value.clone());
+    assert!(
+        matches!(pending, Some(any_value::Value::IntValue(n)) if n >= 1),
+        "{pass:?}"
+    );
+    let child = |name: &str| children.iter().find(|c| c.span.name == name).unwrap();
+
+    let write = child("PUT MachineSet scale");
+    assert_eq!(write.attr("http.request.method").as_deref(), Some("PUT"));
+    assert_eq!(
+        write.attr("k8s.namespace.name").as_deref(),
+        Some("openshift-machine-api")
+    );
+    assert_eq!(
+        write.attr("fleetscaler.k8s.kind").as_deref(),
+        Some("MachineSet")
+    );
+    assert_eq!(
+        write.attr("fleetscaler.k8s.subresource").as_deref(),
+        Some("scale")
+    );
+    assert!(
+        write
+            .attr("fleetscaler.k8s.name")
+            .is_some_and(|n| !n.is_empty())
+    );
+    assert!(write.attr("error.type").is_none(), "{write:?}");
+
+    let scale_up = child("scale_up");
+    let actions = scale_up.events("scale-up");
+    assert!(!actions.is_empty(), "{scale_up:?}");
+    for a in &actions {
+        assert!(
+            a["reason"].contains("pod"),
+            "the reason names the pods: {a:?}"
+        );
+        assert!(
+            a["node_group"].starts_with("MachineSet/openshift-machine-api/"),
+            "{a:?}"
+        );
+        assert!(a["to"].parse::<u64>().unwrap() > a["from"].parse::<u64>().unwrap());
+    }
+    let pods = scale_up.events("pending pod");
+    assert!(
+        !pods.is_empty() && pods.len() <= 20,
+        "{} pod events",
+        pods.len()
+    );
+    assert!(pods.iter().any(|p| p["outcome"] == "scaleUp"), "{pods:?}");
+    assert!(
+        pods.iter().all(|p| p["k8s.pod.name"].starts_with("web-")),
+        "{pods:?}"
+    );
+
+    let health = child("health");
+    assert_eq!(
+        health.attr("fleetscaler.cluster.healthy").as_deref(),
+        Some("true")
+    );
+    // Events are written by their own task after the pass, still under its trace.
+    let event_write = all
+        .iter()
+        .find(|g| g.span.name == "POST Event" && g.is_child_of(pass));
+    assert!(
+        event_write.is_some(),
+        "an event write under the scale-up pass"
+    );
+}
+
+fn check_resource(all: &[Got], service_name: &str) {
+    let r = &all[0].resource;
+    assert_eq!(r["service.name"], service_name, "{r:?}");
+    assert_eq!(r["service.version"], env!("CARGO_PKG_VERSION"));
+    assert!(
+        r["service.instance.id"].starts_with("fleetscaler-0_"),
+        "{r:?}"
+    );
+    assert!(!r["host.name"].is_empty());
+    assert_eq!(r["k8s.pod.name"], "fleetscaler-0");
+    assert_eq!(r["k8s.namespace.name"], "autoscaling");
+    assert_eq!(r["telemetry.sdk.language"], "rust");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grpc_traces_configured_by_the_otel_variables() {
+    let (endpoint, inbox) = grpc_receiver().await;
+    let vars = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-test=from-env"),
+        ("OTEL_SERVICE_NAME", "fleetscaler-grpc"),
+        (
+            "OTEL_RESOURCE_ATTRIBUTES",
+            "deployment.environment.name=test",
+        ),
+        ("POD_NAME", "fleetscaler-0"),
+        ("POD_NAMESPACE", "autoscaling"),
+    ];
+    let all = a_pass_that_scales_up_is_traced("", &vars, &inbox).await;
+    check_resource(&all, "fleetscaler-grpc");
+    assert_eq!(all[0].resource["deployment.environment.name"], "test");
+    let headers = inbox.lock().unwrap().x_test.clone();
+    assert!(
+        !headers.is_empty() && headers.iter().all(|h| h == "from-env"),
+        "{headers:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_protobuf_traces_configured_by_fleet_toml() {
+    let (endpoint, inbox) = http_receiver().await;
+    let tracing = format!(
+        "[hub.tracing]\nendpoint = {endpoint:?}\nprotocol = \"http/protobuf\"\ntimeout = \"5s\"\nheaders = {{ x-test = \"from-file\" }}\n"
+    );
+    // fleet.toml wins over the variables: the header and the endpoint are the file's.
+    let vars = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "x-test=from-env"),
+        ("POD_NAME", "fleetscaler-0"),
+        ("POD_NAMESPACE", "autoscaling"),
+    ];
+    let all = a_pass_that_scales_up_is_traced(&tracing, &vars, &inbox).await;
+    check_resource(&all, "fleetscaler");
+    let headers = inbox.lock().unwrap().x_test.clone();
+    assert!(
+        !headers.is_empty() && headers.iter().all(|h| h == "from-file"),
+        "{headers:?}"
+    );
+}
