@@ -6,7 +6,8 @@
 //! Size with HUB_BENCH_CLUSTERS, HUB_BENCH_NODES_PER_GROUP, HUB_BENCH_PODS_PER_NODE and
 //! HUB_BENCH_ROUNDS (default 10 clusters × 3×333 workers × 30 pods, 20 rounds of one
 //! pending pod per cluster). Without `--bench` (as `cargo test --all-targets` runs it) a
-//! small fleet checks that the bench still works.
+//! small fleet checks that the bench still works. HUB_BENCH_TRACES=1 turns traces on (every
+//! pass, to an OTLP/HTTP sink in this process), to compare pass times with them off.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -191,7 +192,7 @@ async fn bench() {
     let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", if full { 30 } else { 10 });
     let rounds = env("HUB_BENCH_ROUNDS", if full { 20 } else { 2 });
     let sim = start_sim(clusters, per_group, pods_per_node);
-    fleetscaler::telemetry::init_logging("warn");
+    let (telemetry, received) = telemetry().await;
 
     let before = rss_mib();
     let started = Instant::now();
@@ -294,7 +295,64 @@ async fn bench() {
     println!("  {}", describe("per-cluster pass, engine alone", engine));
     cancel.cancel();
     hub.wait().await;
+    telemetry.shutdown(Duration::from_secs(5)).await;
+    if let Some(received) = received {
+        println!(
+            "  traces on: {:.0} KiB of OTLP/HTTP received",
+            received.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1024.0
+        );
+    }
     drop(sim);
+}
+
+/// HUB_BENCH_TRACES=1: traces on (every pass), sent over OTLP/HTTP to a sink in this
+/// process that counts the bytes; else logs only, as the hub runs by default.
+async fn telemetry() -> (
+    fleetscaler::telemetry::Telemetry,
+    Option<Arc<std::sync::atomic::AtomicUsize>>,
+) {
+    use fleetscaler::config::tracing::{TracingConfig, TracingState, resolve};
+    if env("HUB_BENCH_TRACES", 0) == 0 {
+        let off = TracingState::Off {
+            why: "bench".into(),
+        };
+        return (
+            fleetscaler::telemetry::init("warn", &off, "bench").unwrap(),
+            None,
+        );
+    }
+    let received = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let config = TracingConfig {
+        endpoint: Some(otlp_sink(received.clone()).await),
+        ..TracingConfig::default()
+    };
+    let on = resolve(&config, &|_| None).unwrap();
+    let telemetry = fleetscaler::telemetry::init("warn", &on, "bench").unwrap();
+    (telemetry, Some(received))
+}
+
+async fn otlp_sink(received: Arc<std::sync::atomic::AtomicUsize>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let received = received.clone();
+            let service =
+                hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                    let received = received.clone();
+                    async move {
+                        let body = http_body_util::BodyExt::collect(req.into_body()).await;
+                        let len = body.map(|b| b.to_bytes().len()).unwrap_or(0);
+                        received.fetch_add(len, std::sync::atomic::Ordering::Relaxed);
+                        let empty = http_body_util::Full::new(bytes::Bytes::new());
+                        Ok::<_, std::convert::Infallible>(http::Response::new(empty))
+                    }
+                });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            tokio::spawn(hyper::server::conn::http1::Builder::new().serve_connection(io, service));
+        }
+    });
+    endpoint
 }
 
 /// For each bench pod: from its Unschedulable to the first raise of its cluster after it.

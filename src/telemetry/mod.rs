@@ -63,7 +63,11 @@ fn log_layer(default_filter: &str) -> BoxedLayer {
     // kube's watcher logs every failed attempt at error level; the runners report a failing
     // watch once, with the cluster's name, so kube's own lines are left out by default.
     let default = format!("{default_filter},kube_runtime=off");
-    let mut filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    log_layer_with(filter)
+}
+
+fn log_layer_with(mut filter: EnvFilter) -> BoxedLayer {
     // Spans are for traces: with them off they cost nothing, and logs stay one line each.
     if let Ok(off) = format!("{TRACES}=off").parse() {
         filter = filter.add_directive(off);
@@ -100,5 +104,33 @@ impl Telemetry {
                 limit.as_secs()
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_traces_the_spans_are_disabled_and_logs_still_flow() {
+        let logs = Registry::default().with(log_layer_with(EnvFilter::new("info")));
+        tracing::subscriber::with_default(logs, || {
+            let pass = tracing::info_span!(target: TRACES, "pass");
+            assert!(
+                pass.is_disabled(),
+                "a trace span costs nothing without traces"
+            );
+            assert!(!tracing::enabled!(target: TRACES, tracing::Level::INFO));
+            assert!(
+                tracing::enabled!(tracing::Level::INFO),
+                "logs at info still pass"
+            );
+        });
+    }
+
+    #[test]
+    fn counts_become_signed_integers() {
+        assert_eq!(int(7usize), 7);
+        assert_eq!(int(u64::MAX), i64::MAX);
     }
 }
