@@ -243,6 +243,13 @@ debounce = "50ms"
 request_timeout = "2s"
 kubeconfigs = [{kubeconfig:?}]
 {tracing}
+[defaults]
+scale_down_unneeded_time = "1s"
+scale_down_delay_after_add = "1s"
+scale_down_delay_after_delete = "0s"
+node_delete_delay_after_taint = "0s"
+max_node_provision_time = "20s"
+
 [[clusters]]
 name = "sim-1"
 use_cluster_autoscaler = false
@@ -292,11 +299,33 @@ impl Drop for HubProcess {
     }
 }
 
-/// The story both protocols tell: a pass with pending pods scales up, and its trace shows it.
+/// A removal of a node: its own span, in the trace of the pass that decided it, with the
+/// writes of the removal under it.
+fn removal(all: &[Got]) -> Option<(Got, Got)> {
+    all.iter()
+        .filter(|g| g.span.name == "remove_node")
+        .find_map(|removal| {
+            let pass = all
+                .iter()
+                .find(|p| p.span.name == "pass" && removal.is_child_of(p))?;
+            let writes: Vec<&str> = all
+                .iter()
+                .filter(|w| w.is_child_of(removal))
+                .map(|w| w.span.name.as_str())
+                .collect();
+            let marked =
+                writes.contains(&"PATCH Machine") && writes.contains(&"PUT MachineSet scale");
+            marked.then(|| (pass.clone(), removal.clone()))
+        })
+}
+
+/// The story both protocols tell: a pass with pending pods scales up, and its trace shows it;
+/// with `scale_down`, the pods then go and so does a node.
 async fn a_pass_that_scales_up_is_traced(
     tracing: &str,
     vars: &[(&str, &str)],
     inbox: &Shared,
+    scale_down: bool,
 ) -> Vec<Got> {
     let fleet = quiet_fleet(1, Flavor::OpenShift).await;
     let dir = TempDir::new("tracing");
@@ -326,6 +355,22 @@ async fn a_pass_that_scales_up_is_traced(
             hub.log()
         )
     });
+    if scale_down {
+        delete_pods(&fleet.clusters()[0], "web").await;
+        let found = eventually(LONG, "a traced node removal", || {
+            let found = removal(&spans(inbox));
+            async move { found }
+        })
+        .await;
+        let (pass, removal) = found;
+        assert_eq!(removal.attr("k8s.cluster.name").as_deref(), Some("sim-1"));
+        assert!(removal.attr("k8s.node.name").is_some());
+        assert!(removal.attr("error.type").is_none(), "{removal:?}");
+        assert!(
+            pass.attr("fleetscaler.scale_downs")
+                .is_some_and(|n| n != "0")
+        );
+    }
     let status = hub.stop().await;
     assert!(status.success(), "{status}: {}", hub.log());
     let all = spans(inbox);
@@ -452,7 +497,7 @@ async fn grpc_traces_configured_by_the_otel_variables() {
         ("POD_NAME", "fleetscaler-0"),
         ("POD_NAMESPACE", "autoscaling"),
     ];
-    let all = a_pass_that_scales_up_is_traced("", &vars, &inbox).await;
+    let all = a_pass_that_scales_up_is_traced("", &vars, &inbox, true).await;
     check_resource(&all, "fleetscaler-grpc");
     assert_eq!(all[0].resource["deployment.environment.name"], "test");
     let headers = inbox.lock().unwrap().x_test.clone();
@@ -475,11 +520,71 @@ async fn http_protobuf_traces_configured_by_fleet_toml() {
         ("POD_NAME", "fleetscaler-0"),
         ("POD_NAMESPACE", "autoscaling"),
     ];
-    let all = a_pass_that_scales_up_is_traced(&tracing, &vars, &inbox).await;
+    let all = a_pass_that_scales_up_is_traced(&tracing, &vars, &inbox, false).await;
     check_resource(&all, "fleetscaler");
     let headers = inbox.lock().unwrap().x_test.clone();
     assert!(
         !headers.is_empty() && headers.iter().all(|h| h == "from-file"),
         "{headers:?}"
+    );
+}
+
+/// `fleetscaler check-config` with the given variables (the test's own OTEL ones removed).
+fn check_config(dir: &Path, toml: &str, vars: &[(&str, &str)], json: bool) -> std::process::Output {
+    let config = dir.join("fleet.toml");
+    std::fs::write(&config, toml).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_fleetscaler"));
+    command.args(["check-config", "-c"]).arg(&config);
+    if json {
+        command.args(["-o", "json"]);
+    }
+    for var in OTEL_VARS {
+        command.env_remove(var);
+    }
+    command.envs(vars.iter().copied()).output().unwrap()
+}
+
+#[test]
+fn check_config_shows_the_effective_tracing_and_names_bad_variables() {
+    let dir = TempDir::new("tracing-check");
+    let toml =
+        "[hub.tracing]\nprotocol = \"grpc\"\nheaders = { authorization = \"Bearer secret\" }\n";
+    let vars = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317")];
+    let out = check_config(dir.path(), toml, &vars, false);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("traces: on: grpc to http://collector:4317, timeout 10s, sampler parentbased_always_on, service.name fleetscaler, headers authorization"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("secret"),
+        "header values are never printed: {text}"
+    );
+    let json = check_config(dir.path(), toml, &vars, true);
+    let report: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(report["traces"]["state"], "on");
+    assert_eq!(report["traces"]["endpoint"], "http://collector:4317");
+    assert_eq!(
+        report["hub"]["tracing"]["headers"]["authorization"],
+        "<redacted>"
+    );
+    assert!(!String::from_utf8_lossy(&json.stdout).contains("secret"));
+
+    let off = check_config(dir.path(), "", &[], false);
+    let text = String::from_utf8_lossy(&off.stdout);
+    assert!(text.contains("traces: off (no endpoint"), "{text}");
+
+    let bad = check_config(
+        dir.path(),
+        "",
+        &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")],
+        false,
+    );
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(
+        err.contains("OTEL_EXPORTER_OTLP_PROTOCOL: \"http/json\" is not supported"),
+        "{err}"
     );
 }
