@@ -199,8 +199,11 @@ pub fn resolve(
         issues: Vec::new(),
     };
     let protocol = protocol(cfg, &mut r);
+    let given = cfg.endpoint.is_some()
+        || r.var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some()
+        || r.var("OTEL_EXPORTER_OTLP_ENDPOINT").is_some();
     let endpoint = endpoint(cfg, protocol, &mut r);
-    let off = off_reason(cfg, endpoint.is_some(), &mut r);
+    let off = off_reason(cfg, given, &mut r);
     let tracing = Tracing {
         endpoint: endpoint.unwrap_or_else(|| default_endpoint(protocol)),
         protocol,
@@ -211,6 +214,15 @@ pub fn resolve(
         resource: Vec::new(),
     };
     let tracing = with_resource(tracing, &mut r);
+    if off.is_some() {
+        // Traces off: the variables that would configure them do not matter (they may be
+        // meant for another program); fleet.toml's keys and the switches still do.
+        r.issues.retain(|i| {
+            i.key.starts_with("hub.tracing")
+                || i.key == "OTEL_SDK_DISABLED"
+                || i.key == "OTEL_TRACES_EXPORTER"
+        });
+    }
     if !r.issues.is_empty() {
         return Err(r.issues);
     }

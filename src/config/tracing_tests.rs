@@ -150,6 +150,32 @@ fn enabled_and_the_disabling_variables() {
 }
 
 #[test]
+fn with_traces_off_only_fleet_toml_and_the_switches_are_checked() {
+    let bad_protocol = ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json");
+    assert!(off(&TracingConfig::default(), &[bad_protocol]).starts_with("no endpoint"));
+    let disabled = TracingConfig {
+        enabled: Some(false),
+        ..TracingConfig::default()
+    };
+    let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "not a url");
+    assert_eq!(
+        off(&disabled, &[endpoint, bad_protocol]),
+        "hub.tracing.enabled = false"
+    );
+    let bad_ratio = TracingConfig {
+        sampler_ratio: Some(-1.0),
+        ..disabled
+    };
+    assert_eq!(
+        issues(&bad_ratio, &[("OTEL_SDK_DISABLED", "yes")]),
+        [
+            "OTEL_SDK_DISABLED: \"yes\" is neither true nor false",
+            "hub.tracing.sampler_ratio: -1 is not within 0 and 1"
+        ]
+    );
+}
+
+#[test]
 fn service_name_and_resource_attributes() {
     let endpoint = ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318");
     let attrs = (
@@ -216,6 +242,7 @@ fn every_problem_is_named_by_its_key_or_variable() {
     let sampler = issues(
         &TracingConfig::default(),
         &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4318"),
             ("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
             ("OTEL_TRACES_SAMPLER_ARG", "2"),
         ],

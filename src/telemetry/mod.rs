@@ -51,6 +51,7 @@ pub fn init(
         let _ = pipeline.provider.shutdown();
         return Ok(Telemetry { provider: None });
     }
+    otel::installed();
     tracing::info!("traces on: {}", settings.describe());
     Ok(Telemetry {
         provider: Some(pipeline.provider),

@@ -73,8 +73,12 @@ pub(super) fn pipeline(t: &Tracing, instance: &str) -> Result<Pipeline, OtelErro
         .with_tracked_inactivity(false)
         .with_filter(wanted)
         .boxed();
-    ON.store(true, Ordering::Relaxed);
     Ok(Pipeline { provider, layer })
+}
+
+/// The layer is installed: [`Parent`] has spans to look at from now on.
+pub(super) fn installed() {
+    ON.store(true, Ordering::Relaxed);
 }
 
 fn exporter(t: &Tracing) -> Result<opentelemetry_otlp::SpanExporter, OtelError> {
