@@ -94,6 +94,7 @@ fn fleet_config(kubeconfig: &Path, clusters: usize) -> FleetConfig {
             kubeconfigs: vec![kubeconfig.to_path_buf()],
             ..HubConfig::default()
         },
+        fleet: Default::default(),
         defaults: SettingsPatch::default(),
         clusters: (1..=clusters)
             .map(|i| ClusterConfig::named(&format!("sim-{i}")))

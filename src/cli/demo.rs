@@ -135,6 +135,7 @@ pub fn demo_config(args: &DemoArgs, kubeconfig: &std::path::Path) -> FleetConfig
             dry_run: args.dry_run,
             ..HubConfig::default()
         },
+        fleet: Default::default(),
         defaults: SettingsPatch::default(),
         clusters: (1..=args.clusters)
             .map(|i| ClusterConfig {

@@ -1,7 +1,9 @@
-//! The hub's HTTP endpoints: health probes and the fleet's JSON API (`api`), read-only views
-//! of the runners' reports.
+//! The hub's HTTP endpoints: health probes (`probes`), Prometheus metrics (`metrics`) and
+//! the fleet's JSON API (`api`), read-only views of the runners' reports.
 
 mod api;
+mod metrics;
+mod probes;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

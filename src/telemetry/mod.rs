@@ -5,6 +5,8 @@ use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
+pub mod metrics;
+
 /// Installs the subscriber once; later calls do nothing.
 pub fn init_logging(default_filter: &str) {
     // kube's watcher logs every failed attempt at error level; the runners report a failing
