@@ -1,7 +1,22 @@
 #!/usr/bin/env bash
 # Everything CI checks: formatting, lints (warnings are errors) and every test.
+# Under CI (CI=true), the outside tools the tests need are installed first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Debian packages some tests run: promtool (package prometheus) checks /metrics.
+need_debian() {
+    local tool=$1 package=$2
+    command -v "$tool" >/dev/null && return
+    if [ "${CI:-}" = "true" ]; then
+        echo "installing $package (for $tool)"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
+    else
+        echo "note: $tool is missing; the tests that need it will fail (apt-get install $package)" >&2
+    fi
+}
+need_debian promtool prometheus
+
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --all-targets --locked
