@@ -10,7 +10,10 @@ need_debian() {
     command -v "$tool" >/dev/null && return
     if [ "${CI:-}" = "true" ]; then
         echo "installing $package (for $tool)"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
+        local sudo=""
+        [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$package" >/dev/null
     else
         echo "note: $tool is missing; the tests that need it will fail (apt-get install $package)" >&2
     fi
