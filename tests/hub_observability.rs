@@ -148,6 +148,14 @@ async fn metrics_api_and_probes_describe_the_fleet() {
         Some(2.0)
     );
     assert_eq!(sample(&metrics, "fleetscaler_fleet_degraded"), Some(0.0));
+    let rules = names_in_rules();
+    assert!(rules.len() >= 5, "{rules:?}");
+    for name in rules {
+        assert!(
+            metrics.contains(&format!("# TYPE {name} ")),
+            "the rules use {name}, not served"
+        );
+    }
 
     let (status, body) = get(addr, "/api/v1/fleet").await;
     assert_eq!(status, 200);
@@ -234,4 +242,33 @@ async fn a_degraded_fleet_holds_scale_down_everywhere() {
     .await;
     hub.stop().await;
     fleet.shutdown().await;
+}
+
+#[test]
+fn the_documented_alerting_rules_are_valid() {
+    let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/prometheus-rules.yaml");
+    let out = std::process::Command::new("promtool")
+        .args(["check", "rules", rules])
+        .output()
+        .unwrap_or_else(|e| {
+            panic!("cannot run promtool ({e}): install it with `apt-get install prometheus`")
+        });
+    let said =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("SUCCESS: 5 rules found"), "{said}");
+}
+
+/// The metric names the documented alerting rules use.
+fn names_in_rules() -> Vec<String> {
+    let rules = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/prometheus-rules.yaml");
+    let text = std::fs::read_to_string(rules).unwrap();
+    let re = regex::Regex::new(r"\b(?:cluster_autoscaler|fleetscaler)_[a-z_]+").unwrap();
+    let mut names: Vec<String> = re
+        .find_iter(&text)
+        .map(|m| m.as_str().trim_end_matches("_bucket").to_string())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
