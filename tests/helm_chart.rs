@@ -1,0 +1,574 @@
+//! The Helm chart (charts/fleetscaler), as real Helm renders it: scripts/helm-check.sh lints
+//! it and renders the default values, the multi-cluster example and a few variants with
+//! Helm v4's Go SDK (the PyPI package helm-python-sdk, installed into target/helm-venv), and
+//! checks that bad values are refused. This test then reads the manifests: every object must
+//! be a valid Kubernetes object of its kind (no unknown or misplaced field), the rendered
+//! fleet.toml must pass `fleetscaler check-config`, and what matters is asserted: two
+//! replicas with leader election, the locked-down pod, the read-only kubeconfig mount, the
+//! ServiceMonitor only when asked for, and a Role that allows exactly the hub's Lease calls.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e_support;
+mod rbac_support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use base64::Engine as _;
+use e2e_support::{Hub, TempDir, eventually};
+use fleetscaler::config::FleetConfig;
+use fleetscaler::config::hub::{HubConfig, LeaderElection};
+use fleetscaler::sim::api::resources::Resource;
+use fleetscaler::sim::fleet::Fleet;
+use fleetscaler::sim::settings::{FleetSettings, Shape};
+use k8s_openapi::api::{apps, core, networking, policy, rbac};
+use rbac_support::{Account, Policy};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// The release namespace and name scripts/helm_check.py renders with.
+const NAMESPACE: &str = "fleetscaler";
+const CASES: [&str; 5] = [
+    "default",
+    "multi-cluster",
+    "kubeconfig-files",
+    "config-toml",
+    "single",
+];
+
+/// Runs scripts/helm-check.sh once for the whole test binary; the directory of manifests.
+fn rendered() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = std::env::temp_dir().join(format!("fleetscaler-helm-{}", std::process::id()));
+        let run = Command::new("bash")
+            .arg(root.join("scripts/helm-check.sh"))
+            .arg(&out)
+            .current_dir(root)
+            .output()
+            .expect("bash, to run scripts/helm-check.sh");
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(
+            run.status.success(),
+            "scripts/helm-check.sh failed (it needs python3 with venv and PyPI for \
+             helm-python-sdk; on Debian: apt-get install python3 python3-venv):\n{said}"
+        );
+        eprintln!("{said}");
+        out
+    })
+}
+
+/// The objects of one rendered case.
+fn docs(case: &str) -> Vec<Value> {
+    let path = rendered().join(format!("{case}.yaml"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_saphyr::from_multiple::<Value>(&text)
+        .unwrap_or_else(|e| panic!("{path:?}: not YAML: {e}"))
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+fn all<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    match all(docs, kind).as_slice() {
+        [d] => d,
+        other => panic!("expected one {kind}, found {}", other.len()),
+    }
+}
+
+/// Every field of `original` must survive a trip through the k8s-openapi type: a field the
+/// type does not know (a typo, a field at the wrong level) is dropped and reported.
+fn lost_fields(original: &Value, round: &Value, path: &str, lost: &mut Vec<String>) {
+    match (original, round) {
+        (Value::Null, _) => {}
+        (Value::Object(o), Value::Object(r)) => {
+            for (k, v) in o {
+                match r.get(k) {
+                    Some(rv) => lost_fields(v, rv, &format!("{path}.{k}"), lost),
+                    None if v.is_null() => {}
+                    None => lost.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(r)) if o.len() == r.len() => {
+            for (i, (ov, rv)) in o.iter().zip(r).enumerate() {
+                lost_fields(ov, rv, &format!("{path}[{i}]"), lost);
+            }
+        }
+        (o, r) if o == r => {}
+        (o, r) => lost.push(format!("{path}: {o} became {r}")),
+    }
+}
+
+fn check_typed<T: DeserializeOwned + Serialize>(doc: &Value, what: &str) -> Vec<String> {
+    let typed: T = match serde_path_to_error::deserialize(doc.clone()) {
+        Ok(t) => t,
+        Err(e) => return vec![format!("{what}: {} at {}", e.inner(), e.path())],
+    };
+    let round = serde_json::to_value(&typed).unwrap();
+    let mut lost = Vec::new();
+    lost_fields(doc, &round, "", &mut lost);
+    lost.into_iter()
+        .map(|f| format!("{what}: unknown or malformed field {f}"))
+        .collect()
+}
+
+/// The Prometheus Operator's CRD is not in k8s-openapi: its few fields, checked by hand.
+fn check_service_monitor(doc: &Value, what: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if doc["apiVersion"] != "monitoring.coreos.com/v1" {
+        problems.push(format!("{what}: apiVersion {}", doc["apiVersion"]));
+    }
+    let spec = doc["spec"].as_object().cloned().unwrap_or_default();
+    for key in spec.keys() {
+        if !["selector", "namespaceSelector", "endpoints"].contains(&key.as_str()) {
+            problems.push(format!("{what}: unexpected spec.{key}"));
+        }
+    }
+    for e in doc["spec"]["endpoints"].as_array().into_iter().flatten() {
+        for key in e.as_object().into_iter().flat_map(|o| o.keys()) {
+            if !["port", "path", "interval", "scrapeTimeout"].contains(&key.as_str()) {
+                problems.push(format!("{what}: unexpected endpoint field {key}"));
+            }
+        }
+    }
+    problems
+}
+
+fn check_object(doc: &Value) -> Vec<String> {
+    let kind = doc["kind"].as_str().unwrap_or("<no kind>");
+    let what = format!("{kind} {}", doc["metadata"]["name"]);
+    match kind {
+        "Deployment" => check_typed::<apps::v1::Deployment>(doc, &what),
+        "Service" => check_typed::<core::v1::Service>(doc, &what),
+        "ServiceAccount" => check_typed::<core::v1::ServiceAccount>(doc, &what),
+        "ConfigMap" => check_typed::<core::v1::ConfigMap>(doc, &what),
+        "Secret" => check_typed::<core::v1::Secret>(doc, &what),
+        "Role" => check_typed::<rbac::v1::Role>(doc, &what),
+        "RoleBinding" => check_typed::<rbac::v1::RoleBinding>(doc, &what),
+        "PodDisruptionBudget" => check_typed::<policy::v1::PodDisruptionBudget>(doc, &what),
+        "NetworkPolicy" => check_typed::<networking::v1::NetworkPolicy>(doc, &what),
+        "ServiceMonitor" => check_service_monitor(doc, &what),
+        other => vec![format!("{what}: a kind this test does not know: {other}")],
+    }
+}
+
+fn pod_spec(docs: &[Value]) -> &Value {
+    &one(docs, "Deployment")["spec"]["template"]["spec"]
+}
+
+fn container(docs: &[Value]) -> &Value {
+    &pod_spec(docs)["containers"][0]
+}
+
+/// The environment variables with literal values the Deployment gives the hub.
+fn literal_env(docs: &[Value]) -> Vec<(String, String)> {
+    container(docs)["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e["name"].as_str()?.into(), e["value"].as_str()?.into())))
+        .collect()
+}
+
+/// The files the pod sees under its config mount: fleet.toml and each kubeconfig.
+fn mounted_files(docs: &[Value]) -> BTreeSet<String> {
+    let mount = container(docs)["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "config")
+        .expect("the config volume mounted");
+    assert_eq!(mount["readOnly"], true, "the config volume is read-only");
+    let dir = mount["mountPath"].as_str().unwrap();
+    let volume = pod_spec(docs)["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "config")
+        .unwrap();
+    volume["projected"]["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|s| {
+            let source = s.get("configMap").or_else(|| s.get("secret")).unwrap();
+            source["items"].as_array().unwrap().clone()
+        })
+        .map(|item| format!("{dir}/{}", item["path"].as_str().unwrap()))
+        .collect()
+}
+
+fn fleet_toml(docs: &[Value]) -> String {
+    one(docs, "ConfigMap")["data"]["fleet.toml"]
+        .as_str()
+        .expect("fleet.toml in the ConfigMap")
+        .to_string()
+}
+
+/// `fleetscaler check-config -o json` on the rendered fleet.toml, with the Deployment's
+/// environment (whose FLEETSCALER_* variables override the file, as in the pod).
+fn check_config(case: &str, docs: &[Value]) -> Value {
+    let dir = TempDir::new(&format!("helm-{case}"));
+    let file = dir.path().join("fleet.toml");
+    std::fs::write(&file, fleet_toml(docs)).unwrap();
+    let run = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+        .args(["check-config", "-o", "json", "-c"])
+        .arg(&file)
+        .envs(literal_env(docs))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{case}: the rendered fleet.toml fails check-config:\n{}\n{}",
+        String::from_utf8_lossy(&run.stderr),
+        fleet_toml(docs)
+    );
+    serde_json::from_slice(&run.stdout).unwrap()
+}
+
+#[test]
+fn every_rendered_object_is_a_valid_kubernetes_object() {
+    let mut problems = Vec::new();
+    for case in CASES {
+        for doc in docs(case) {
+            problems.extend(
+                check_object(&doc)
+                    .into_iter()
+                    .map(|p| format!("{case}: {p}")),
+            );
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn default_values_run_two_replicas_with_leader_election_in_a_locked_down_pod() {
+    let docs = docs("default");
+    let deployment = one(&docs, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let pod = pod_spec(&docs);
+    let c = container(&docs);
+    assert_eq!(
+        c["args"],
+        json!(["run", "--config", "/etc/fleetscaler/fleet.toml"])
+    );
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert_eq!(
+        c["livenessProbe"]["httpGet"],
+        json!({"path": "/livez", "port": "http"})
+    );
+    assert_eq!(
+        c["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "http"})
+    );
+    assert_eq!(
+        c["ports"],
+        json!([{"name": "http", "containerPort": 8080, "protocol": "TCP"}])
+    );
+    assert!(c["resources"]["requests"]["cpu"].is_string());
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    // The identity in the Lease comes from the pod's name.
+    let env = c["env"].as_array().unwrap();
+    assert!(
+        env.iter().any(|e| e["name"] == "POD_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"),
+        "{env:?}"
+    );
+    assert_eq!(pod["automountServiceAccountToken"], true);
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        anti["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    let checksum = deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        .as_str()
+        .expect("a checksum of the config on the pod template");
+    assert_eq!(checksum.len(), 64);
+
+    let service = one(&docs, "Service");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(one(&docs, "PodDisruptionBudget")["spec"]["minAvailable"], 1);
+    assert!(all(&docs, "NetworkPolicy").is_empty());
+
+    let config = check_config("default", &docs);
+    let le = &config["hub"]["leader_election"];
+    assert_eq!(le["enabled"], true, "{config}");
+    assert_eq!(le["namespace"], NAMESPACE);
+    assert_eq!(le["context"], Value::Null, "in-cluster");
+    assert_eq!(config["hub"]["listen"], "0.0.0.0:8080");
+    let role = one(&docs, "Role");
+    assert_eq!(role["rules"][0]["resourceNames"], json!([le["lease_name"]]));
+}
+
+#[test]
+fn the_multi_cluster_example_mounts_every_kubeconfig_and_passes_check_config() {
+    let docs = docs("multi-cluster");
+    let config = check_config("multi-cluster", &docs);
+    let clusters = config["clusters"].as_array().unwrap();
+    let names: Vec<&str> = clusters
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["prod-east", "prod-west", "lab"]);
+    let dry: Vec<bool> = clusters
+        .iter()
+        .map(|c| c["dryRun"].as_bool().unwrap())
+        .collect();
+    assert_eq!(dry, [false, false, true], "{config}");
+    assert_eq!(config["hub"]["leader_election"]["enabled"], true);
+    // Overrides reach the cluster's effective settings.
+    let east = &clusters[0]["settings"]["max_nodes_total"];
+    assert_eq!(east["value"], 120, "{east}");
+    assert_eq!(east["source"], "clusterOverrides");
+
+    // Every kubeconfig fleet.toml names is a file the pod has, from the Secret, read-only.
+    let files = mounted_files(&docs);
+    let mut named: Vec<String> = config["hub"]["kubeconfigs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    named.extend(
+        clusters
+            .iter()
+            .filter_map(|c| c["kubeconfig"].as_str().map(String::from)),
+    );
+    assert_eq!(named.len(), 3);
+    for path in &named {
+        assert!(files.contains(path), "{path} is not mounted: {files:?}");
+    }
+    let volume = &pod_spec(&docs)["volumes"][0]["projected"]["sources"][1]["secret"];
+    assert_eq!(volume["name"], "fleet-kubeconfigs");
+    assert!(
+        all(&docs, "Secret").is_empty(),
+        "an existing Secret is not made again"
+    );
+
+    let monitor = one(&docs, "ServiceMonitor");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["path"], "/metrics");
+    assert_eq!(endpoint["port"], "http");
+    let policy = one(&docs, "NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        json!(["Ingress"]),
+        "egress stays open"
+    );
+    assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], "http");
+    assert_eq!(
+        policy["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "monitoring"
+    );
+}
+
+#[test]
+fn the_service_monitor_is_rendered_only_when_enabled() {
+    for case in ["default", "kubeconfig-files", "config-toml", "single"] {
+        assert!(all(&docs(case), "ServiceMonitor").is_empty(), "{case}");
+    }
+    assert_eq!(all(&docs("multi-cluster"), "ServiceMonitor").len(), 1);
+}
+
+#[test]
+fn kubeconfigs_given_as_values_become_a_mounted_secret() {
+    let docs = docs("kubeconfig-files");
+    let secret = one(&docs, "Secret");
+    let data = secret["data"]["prod-east.yaml"].as_str().unwrap();
+    let text = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    assert!(
+        String::from_utf8(text)
+            .unwrap()
+            .contains("server: \"https://api.example.com:6443\"")
+    );
+    let config = check_config("kubeconfig-files", &docs);
+    let file = "/etc/fleetscaler/kubeconfigs/prod-east.yaml";
+    assert_eq!(config["hub"]["kubeconfigs"], json!([file]));
+    assert!(mounted_files(&docs).contains(file));
+    let annotations = &one(&docs, "Deployment")["spec"]["template"]["metadata"]["annotations"];
+    assert!(
+        annotations["checksum/kubeconfigs"].is_string(),
+        "{annotations}"
+    );
+}
+
+#[test]
+fn config_toml_is_used_verbatim_with_leader_election_from_the_environment() {
+    let docs = docs("config-toml");
+    assert_eq!(fleet_toml(&docs), "[[clusters]]\nname = \"prod-east\"\n");
+    let config = check_config("config-toml", &docs);
+    assert_eq!(
+        config["hub"]["leader_election"]["enabled"], true,
+        "{config}"
+    );
+    assert_eq!(config["hub"]["leader_election"]["namespace"], NAMESPACE);
+    assert_eq!(config["hub"]["listen"], "0.0.0.0:8080");
+    assert!(mounted_files(&docs).contains("/etc/fleetscaler/kubeconfigs/prod-east.yaml"));
+}
+
+#[test]
+fn one_replica_without_leader_election_gets_no_role_no_token_and_no_budget() {
+    let docs = docs("single");
+    assert_eq!(one(&docs, "Deployment")["spec"]["replicas"], 1);
+    assert_eq!(pod_spec(&docs)["automountServiceAccountToken"], false);
+    for kind in ["Role", "RoleBinding", "PodDisruptionBudget", "Secret"] {
+        assert!(all(&docs, kind).is_empty(), "{kind}");
+    }
+    assert_eq!(
+        check_config("single", &docs)["hub"]["leader_election"]["enabled"],
+        false
+    );
+    let policy = one(&docs, "NetworkPolicy");
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    let egress = policy["spec"]["egress"].as_array().unwrap();
+    assert_eq!(egress[0]["ports"][0]["port"], 53, "DNS");
+    assert_eq!(egress[1]["to"][0]["ipBlock"]["cidr"], "10.0.0.1/32");
+}
+
+/// The chart's Role against the hub's real Lease calls: a hub with leader election on a
+/// simulated management cluster takes the Lease and releases it on stop, every request
+/// recorded; the rendered Role and RoleBinding must allow each one, and grant nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_role_allows_exactly_the_hubs_lease_calls() {
+    let docs = docs("default");
+    let mut policy = Policy::default();
+    for doc in &docs {
+        policy.add(doc.clone(), "the default render");
+    }
+    let account = one(&docs, "ServiceAccount");
+    let grants = policy.grants(&Account {
+        namespace: NAMESPACE.into(),
+        name: account["metadata"]["name"].as_str().unwrap().into(),
+    });
+    let rendered = check_config("default", &docs);
+    let lease_name = rendered["hub"]["leader_election"]["lease_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let fleet = Fleet::start(FleetSettings {
+        shape: Shape {
+            nodes_per_group: 1,
+            pods_per_node: 0,
+            workloads: false,
+            ..Shape::default()
+        },
+        ..FleetSettings::default()
+    })
+    .await
+    .unwrap();
+    let management = &fleet.clusters()[0];
+    management
+        .state()
+        .create(
+            Resource::Namespaces,
+            "",
+            json!({"metadata": {"name": NAMESPACE}}),
+        )
+        .unwrap();
+    management.cluster.requests.enable();
+    let dir = TempDir::new("helm-lease");
+    let kubeconfig = dir.path().join("management.kubeconfig");
+    fleet.write_kubeconfig(&kubeconfig).unwrap();
+    // The rendered election, reached through a context instead of in-cluster, and no
+    // managed cluster: the only requests are the election's.
+    let config = FleetConfig {
+        hub: HubConfig {
+            listen: "127.0.0.1:0".into(),
+            kubeconfigs: vec![kubeconfig],
+            leader_election: LeaderElection {
+                enabled: true,
+                context: Some(management.name().to_string()),
+                namespace: NAMESPACE.into(),
+                lease_name: lease_name.clone(),
+                lease_duration: Duration::from_secs(3),
+                renew_deadline: Duration::from_secs(2),
+                retry_period: Duration::from_millis(200),
+                ..LeaderElection::default()
+            },
+            ..HubConfig::default()
+        },
+        ..FleetConfig::default()
+    };
+    let hub = Hub::start(config).await;
+    let view = hub.view();
+    eventually(Duration::from_secs(20), "the hub leading", || {
+        let leading = view.hub().leading;
+        async move { leading.then_some(()) }
+    })
+    .await;
+    // A renewal (the Lease's renewTime moves), then a clean stop that releases the Lease.
+    let renew_time = || {
+        management
+            .get(Resource::Leases, NAMESPACE, &lease_name)
+            .map(|l| l["spec"]["renewTime"].clone())
+    };
+    let first = renew_time();
+    eventually(Duration::from_secs(5), "a renewal", || {
+        let now = renew_time();
+        let first = first.clone();
+        async move { (now.is_some() && now != first).then_some(()) }
+    })
+    .await;
+    hub.stop().await;
+    let used = management.cluster.requests.records();
+    fleet.shutdown().await;
+
+    let denied: Vec<String> = used
+        .iter()
+        .filter(|r| !grants.allows(r))
+        .map(|r| r.to_string())
+        .collect();
+    assert!(denied.is_empty(), "the chart's Role denies: {denied:?}");
+    let unused: Vec<String> = grants
+        .permissions(&used)
+        .into_iter()
+        .filter(|(_, hit)| !hit)
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "the chart's Role grants what the hub never used: {unused:?}"
+    );
+    let verbs: BTreeSet<&str> = used.iter().map(|r| r.verb.as_str()).collect();
+    assert_eq!(
+        verbs,
+        BTreeSet::from(["create", "get", "update"]),
+        "{used:?}"
+    );
+}
