@@ -49,7 +49,7 @@ def cases(chart: Path) -> dict[str, dict]:
         },
         "config-toml": {
             "configToml": '[[clusters]]\nname = "prod-east"\n',
-            "kubeconfigs": {"existingSecret": "mine", "keys": ["prod-east.yaml"]},
+            "kubeconfigs": {"existingSecret": "mine"},
         },
         "single": {
             "replicaCount": 1,
@@ -78,8 +78,8 @@ REFUSED = {
     "a misspelt image key": ({"image": {"repo": "x"}}, "repo"),
     "two replicas without leader election": (
         {"leaderElection": {"enabled": False}}, "leaderElection.enabled"),
-    "an existing Secret without its keys": (
-        {"kubeconfigs": {"existingSecret": "mine"}}, "kubeconfigs.keys"),
+    "a kubeconfig key that is no file name": (
+        {"kubeconfigs": {"files": {"a/b": "x"}}}, "a/b"),
 }
 
 

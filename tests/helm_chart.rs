@@ -184,32 +184,52 @@ fn literal_env(docs: &[Value]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The files the pod sees under its config mount: fleet.toml and each kubeconfig.
-fn mounted_files(docs: &[Value]) -> BTreeSet<String> {
-    let mount = container(docs)["volumeMounts"]
+/// The files the pod sees: fleet.toml and, for a Secret the chart made, each kubeconfig;
+/// and the kubeconfig Secret's name and directory (all its keys are files there).
+struct Mounts {
+    files: BTreeSet<String>,
+    secret: Option<(String, String)>,
+}
+
+fn mounts(docs: &[Value]) -> Mounts {
+    let mount_of = |volume: &str| {
+        let m = container(docs)["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == volume)?;
+        assert_eq!(m["readOnly"], true, "volume {volume} is mounted read-only");
+        Some(m["mountPath"].as_str().unwrap().to_string())
+    };
+    let volume = |name: &str| {
+        pod_spec(docs)["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .cloned()
+    };
+    let config_dir = mount_of("config").expect("the config volume mounted");
+    let mut files: BTreeSet<String> = volume("config").unwrap()["configMap"]["items"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|m| m["name"] == "config")
-        .expect("the config volume mounted");
-    assert_eq!(mount["readOnly"], true, "the config volume is read-only");
-    let dir = mount["mountPath"].as_str().unwrap();
-    let volume = pod_spec(docs)["volumes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|v| v["name"] == "config")
-        .unwrap();
-    volume["projected"]["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|s| {
-            let source = s.get("configMap").or_else(|| s.get("secret")).unwrap();
-            source["items"].as_array().unwrap().clone()
-        })
-        .map(|item| format!("{dir}/{}", item["path"].as_str().unwrap()))
-        .collect()
+        .map(|item| format!("{config_dir}/{}", item["path"].as_str().unwrap()))
+        .collect();
+    let secret = mount_of("kubeconfigs").map(|dir| {
+        let name = volume("kubeconfigs").unwrap()["secret"]["secretName"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        for made in all(docs, "Secret") {
+            if made["metadata"]["name"] == name.as_str() {
+                let keys = made["data"].as_object().unwrap().keys();
+                files.extend(keys.map(|k| format!("{dir}/{k}")));
+            }
+        }
+        (name, dir)
+    });
+    Mounts { files, secret }
 }
 
 fn fleet_toml(docs: &[Value]) -> String {
@@ -354,8 +374,10 @@ fn the_multi_cluster_example_mounts_every_kubeconfig_and_passes_check_config() {
     assert_eq!(east["value"], 120, "{east}");
     assert_eq!(east["source"], "clusterOverrides");
 
-    // Every kubeconfig fleet.toml names is a file the pod has, from the Secret, read-only.
-    let files = mounted_files(&docs);
+    // Every kubeconfig fleet.toml names is in the directory of the user's Secret, read-only.
+    let Mounts { secret, .. } = mounts(&docs);
+    let (secret, dir) = secret.expect("the kubeconfig Secret mounted");
+    assert_eq!(secret, "fleet-kubeconfigs");
     let mut named: Vec<String> = config["hub"]["kubeconfigs"]
         .as_array()
         .unwrap()
@@ -369,10 +391,11 @@ fn the_multi_cluster_example_mounts_every_kubeconfig_and_passes_check_config() {
     );
     assert_eq!(named.len(), 3);
     for path in &named {
-        assert!(files.contains(path), "{path} is not mounted: {files:?}");
+        assert!(
+            path.starts_with(&format!("{dir}/")),
+            "{path} is not under {dir}"
+        );
     }
-    let volume = &pod_spec(&docs)["volumes"][0]["projected"]["sources"][1]["secret"];
-    assert_eq!(volume["name"], "fleet-kubeconfigs");
     assert!(
         all(&docs, "Secret").is_empty(),
         "an existing Secret is not made again"
@@ -419,7 +442,7 @@ fn kubeconfigs_given_as_values_become_a_mounted_secret() {
     let config = check_config("kubeconfig-files", &docs);
     let file = "/etc/fleetscaler/kubeconfigs/prod-east.yaml";
     assert_eq!(config["hub"]["kubeconfigs"], json!([file]));
-    assert!(mounted_files(&docs).contains(file));
+    assert!(mounts(&docs).files.contains(file), "{file} is not mounted");
     let annotations = &one(&docs, "Deployment")["spec"]["template"]["metadata"]["annotations"];
     assert!(
         annotations["checksum/kubeconfigs"].is_string(),
@@ -438,7 +461,11 @@ fn config_toml_is_used_verbatim_with_leader_election_from_the_environment() {
     );
     assert_eq!(config["hub"]["leader_election"]["namespace"], NAMESPACE);
     assert_eq!(config["hub"]["listen"], "0.0.0.0:8080");
-    assert!(mounted_files(&docs).contains("/etc/fleetscaler/kubeconfigs/prod-east.yaml"));
+    let (secret, dir) = mounts(&docs).secret.expect("the kubeconfig Secret mounted");
+    assert_eq!(
+        (secret.as_str(), dir.as_str()),
+        ("mine", "/etc/fleetscaler/kubeconfigs")
+    );
 }
 
 #[test]

@@ -48,7 +48,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
 
-{{/* Where fleet.toml and the kubeconfigs are mounted (one projected volume). */}}
+{{/* Where fleet.toml is mounted; the kubeconfigs go in its kubeconfigs/ directory. */}}
 {{- define "fleetscaler.configDir" -}}/etc/fleetscaler{{- end }}
 
 {{/* The kubeconfig Secret's name: the user's, or the one the chart makes ("" for none). */}}
