@@ -25,7 +25,7 @@ use fleetscaler::sim::api::resources::Resource;
 use fleetscaler::sim::fleet::Fleet;
 use fleetscaler::sim::settings::{FleetSettings, Shape};
 use k8s_openapi::api::{apps, core, networking, policy, rbac};
-use rbac_support::{Account, Policy};
+use rbac_support::{Account, Policy, lost_fields};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -86,30 +86,6 @@ fn one<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
     match all(docs, kind).as_slice() {
         [d] => d,
         other => panic!("expected one {kind}, found {}", other.len()),
-    }
-}
-
-/// Every field of `original` must survive a trip through the k8s-openapi type: a field the
-/// type does not know (a typo, a field at the wrong level) is dropped and reported.
-fn lost_fields(original: &Value, round: &Value, path: &str, lost: &mut Vec<String>) {
-    match (original, round) {
-        (Value::Null, _) => {}
-        (Value::Object(o), Value::Object(r)) => {
-            for (k, v) in o {
-                match r.get(k) {
-                    Some(rv) => lost_fields(v, rv, &format!("{path}.{k}"), lost),
-                    None if v.is_null() => {}
-                    None => lost.push(format!("{path}.{k}")),
-                }
-            }
-        }
-        (Value::Array(o), Value::Array(r)) if o.len() == r.len() => {
-            for (i, (ov, rv)) in o.iter().zip(r).enumerate() {
-                lost_fields(ov, rv, &format!("{path}[{i}]"), lost);
-            }
-        }
-        (o, r) if o == r => {}
-        (o, r) => lost.push(format!("{path}: {o} became {r}")),
     }
 }
 

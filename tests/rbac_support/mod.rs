@@ -57,6 +57,16 @@ impl Policy {
             "ClusterRole" => self.cluster_roles.push(typed(doc, origin)),
             "RoleBinding" => self.role_bindings.push(typed(doc, origin)),
             "ClusterRoleBinding" => self.cluster_role_bindings.push(typed(doc, origin)),
+            // Not rules, but checked all the same.
+            "Namespace" => {
+                let _: k8s_openapi::api::core::v1::Namespace = typed(doc, origin);
+            }
+            "ServiceAccount" => {
+                let _: k8s_openapi::api::core::v1::ServiceAccount = typed(doc, origin);
+            }
+            "Secret" => {
+                let _: k8s_openapi::api::core::v1::Secret = typed(doc, origin);
+            }
             _ => {}
         }
     }
@@ -119,11 +129,45 @@ impl Policy {
     }
 }
 
-fn typed<T: serde::de::DeserializeOwned>(doc: Value, origin: &str) -> T {
+/// Parses `doc` into its k8s-openapi type, refusing fields the type does not know: such a
+/// field is silently dropped by the type, and in RBAC a dropped `resourceNames` (say, as
+/// `resourceName`) would widen a rule.
+fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(doc: Value, origin: &str) -> T {
     let name = doc["metadata"]["name"].as_str().unwrap_or("?").to_string();
     let kind = doc["kind"].as_str().unwrap_or("?").to_string();
-    serde_path_to_error::deserialize(doc)
-        .unwrap_or_else(|e| panic!("{origin}: {kind} {name}: {} at {}", e.inner(), e.path()))
+    let value: T = serde_path_to_error::deserialize(doc.clone())
+        .unwrap_or_else(|e| panic!("{origin}: {kind} {name}: {} at {}", e.inner(), e.path()));
+    let mut lost = Vec::new();
+    lost_fields(&doc, &serde_json::to_value(&value).unwrap(), "", &mut lost);
+    assert!(
+        lost.is_empty(),
+        "{origin}: {kind} {name}: unknown fields {lost:?}"
+    );
+    value
+}
+
+/// Every field of `original` must survive a trip through its k8s-openapi type: one the type
+/// does not know (a typo, a field at the wrong level) is dropped, and named in `lost`.
+pub fn lost_fields(original: &Value, round: &Value, path: &str, lost: &mut Vec<String>) {
+    match (original, round) {
+        (Value::Null, _) => {}
+        (Value::Object(o), Value::Object(r)) => {
+            for (k, v) in o {
+                match r.get(k) {
+                    Some(rv) => lost_fields(v, rv, &format!("{path}.{k}"), lost),
+                    None if v.is_null() => {}
+                    None => lost.push(format!("{path}.{k}")),
+                }
+            }
+        }
+        (Value::Array(o), Value::Array(r)) if o.len() == r.len() => {
+            for (i, (ov, rv)) in o.iter().zip(r).enumerate() {
+                lost_fields(ov, rv, &format!("{path}[{i}]"), lost);
+            }
+        }
+        (o, r) if o == r => {}
+        (o, r) => lost.push(format!("{path}: {o} became {r}")),
+    }
 }
 
 fn binds(subjects: Option<&[k8s_openapi::api::rbac::v1::Subject]>, account: &Account) -> bool {
