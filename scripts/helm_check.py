@@ -34,6 +34,10 @@ current-context: prod-east
 """
 
 
+# A context name with everything a TOML string must escape.
+EDGE_CONTEXT = 'a "quoted" \\ context\twith\nnewline, <ü> & #hash'
+
+
 def example(chart: Path, name: str) -> dict:
     return helm.values_from_yaml((chart / "examples" / name).read_text())
 
@@ -50,6 +54,20 @@ def cases(chart: Path) -> dict[str, dict]:
         "config-toml": {
             "configToml": '[[clusters]]\nname = "prod-east"\n',
             "kubeconfigs": {"existingSecret": "mine"},
+        },
+        # Strings and numbers the TOML writer must carry exactly.
+        "toml-edge": {
+            "fleet": {
+                "defaults": {
+                    "pod_priority_threshold": -10,
+                    "max_nodes_total": 7,
+                    "scale_down_utilization_threshold": 0.65,
+                    "balancing_ignored_labels": ["topology.ebs.csi.aws.com/zone"],
+                    "priorities": {"5": [".*\\.spot$"]},
+                    "gpus": [],
+                },
+                "clusters": [{"name": "edge", "context": EDGE_CONTEXT}],
+            },
         },
         "single": {
             "replicaCount": 1,

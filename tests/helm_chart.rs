@@ -32,11 +32,12 @@ use serde_json::{Value, json};
 
 /// The release namespace and name scripts/helm_check.py renders with.
 const NAMESPACE: &str = "fleetscaler";
-const CASES: [&str; 5] = [
+const CASES: [&str; 6] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
     "config-toml",
+    "toml-edge",
     "single",
 ];
 
@@ -395,8 +396,41 @@ fn the_multi_cluster_example_mounts_every_kubeconfig_and_passes_check_config() {
 }
 
 #[test]
+fn the_toml_writer_carries_strings_and_numbers_exactly() {
+    let docs = docs("toml-edge");
+    let config = check_config("toml-edge", &docs);
+    assert_eq!(
+        config["clusters"][0]["context"],
+        "a \"quoted\" \\ context\twith\nnewline, <ü> & #hash"
+    );
+    let settings = &config["clusters"][0]["settings"];
+    assert_eq!(
+        settings["pod_priority_threshold"]["value"], -10,
+        "{settings}"
+    );
+    assert_eq!(settings["max_nodes_total"]["value"], 7);
+    assert_eq!(settings["max_nodes_total"]["source"], "fleetDefaults");
+    assert_eq!(settings["scale_down_utilization_threshold"]["value"], 0.65);
+    assert_eq!(
+        settings["balancing_ignored_labels"]["value"],
+        json!(["topology.ebs.csi.aws.com/zone"])
+    );
+    assert_eq!(
+        settings["priorities"]["value"],
+        json!({"5": [".*\\.spot$"]}),
+        "{settings}"
+    );
+}
+
+#[test]
 fn the_service_monitor_is_rendered_only_when_enabled() {
-    for case in ["default", "kubeconfig-files", "config-toml", "single"] {
+    for case in [
+        "default",
+        "kubeconfig-files",
+        "config-toml",
+        "toml-edge",
+        "single",
+    ] {
         assert!(all(&docs(case), "ServiceMonitor").is_empty(), "{case}");
     }
     assert_eq!(all(&docs("multi-cluster"), "ServiceMonitor").len(), 1);
