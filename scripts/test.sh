@@ -22,4 +22,6 @@ need_debian promtool prometheus
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+# The Helm chart: lint and render with real Helm (tests/helm_chart.rs checks the output).
+scripts/helm-check.sh
 cargo test --all-targets --locked
