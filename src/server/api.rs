@@ -35,6 +35,9 @@ pub(super) fn route(view: &FleetView, req: &Request<Incoming>) -> Response<Full<
     if req.method() != Method::GET {
         return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n");
     }
+    if let Some(page) = super::dashboard::route(req.uri().path()) {
+        return page;
+    }
     let path = req.uri().path().trim_end_matches('/');
     match path.split('/').collect::<Vec<_>>().as_slice() {
         ["", "healthz"] | ["", "readyz"] | ["", "livez"] => text(StatusCode::OK, "ok\n"),

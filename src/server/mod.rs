@@ -1,7 +1,8 @@
 //! The hub's HTTP endpoints: health probes and the fleet's JSON API (`api`), read-only views
-//! of the runners' reports.
+//! of the runners' reports, and the dashboard page that reads that API (`dashboard`).
 
 mod api;
+mod dashboard;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
