@@ -157,8 +157,7 @@ export function sparkline(history, key, what, {zero = false, width = 120, height
 function sparkLabel(points, what) {
   if (points.length === 0) return `${what}: no passes yet`;
   const vs = points.map((p) => p.v);
-  const minutes = Math.max(1, Math.round((points[points.length - 1].t - points[0].t) / 60000));
-  return `${what} over the last ${plural(points.length, "pass", "passes")} (about ` +
-    `${plural(minutes, "minute")}): from ${vs[0]} to ${vs[vs.length - 1]}, ` +
-    `between ${Math.min(...vs)} and ${Math.max(...vs)}`;
+  const took = span(points[points.length - 1].t - points[0].t);
+  return `${what} over the last ${plural(points.length, "pass", "passes")} (${took}): ` +
+    `from ${vs[0]} to ${vs[vs.length - 1]}, between ${Math.min(...vs)} and ${Math.max(...vs)}`;
 }

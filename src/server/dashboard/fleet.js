@@ -41,11 +41,17 @@ function summary(fleet, clusters) {
 const COLUMNS = ["Cluster", "Health", "Nodes ready / total", "Unready nodes", "Pods pending / stuck",
   "Node groups", "Last action", "Restarts", "Nodes, recent passes", "Pending pods, recent passes"];
 
+const HINTS = {
+  "Nodes ready / total": "Total counts every node: ready, starting, unready and being removed",
+  "Unready nodes": "Nodes that stopped being ready (nodes still starting are not counted)",
+  "Pods pending / stuck": "Pods waiting for a node; stuck: no scale-up can help them now",
+};
+
 function table(clusters, now) {
   return h("div", {class: "scroll"},
     h("table", {class: "clusters", id: "clusters"},
       h("caption", {}, "Clusters"),
-      h("thead", {}, h("tr", {}, COLUMNS.map((c) => h("th", {scope: "col"}, c)))),
+      h("thead", {}, h("tr", {}, COLUMNS.map((c) => h("th", {scope: "col", title: HINTS[c]}, c)))),
       h("tbody", {}, clusters.map((c) => row(c, now)))));
 }
 
