@@ -2,12 +2,16 @@
 //! headless Chromium loading the page. What is checked is what a person would see: every
 //! cluster in a row with its node counts (as the API says them), a health word and two
 //! sparklines; then one cluster's page with its node groups by name and its pending pods
-//! with why they wait.
+//! with why they wait. A second test drives the page through the DevTools protocol: the
+//! keyboard to a cluster, the back button to the fleet, a collapsed section that stays
+//! open across refreshes, and the stale-data warning once the hub stops answering.
 //!
 //! Needs Chromium (`apt-get install chromium`; `scripts/test.sh` installs it under CI), or
 //! `FLEETSCALER_CHROMIUM=/path/to/chrome`. Without it the test fails and says so.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "dashboard_support/cdp.rs"]
+mod cdp;
 mod e2e_support;
 
 use std::path::PathBuf;
@@ -340,5 +344,89 @@ async fn the_fleet_and_cluster_pages_show_what_the_api_says() {
         "{}",
         text(&dom)
     );
+    s.stop().await;
+}
+
+const STEP: Duration = Duration::from_secs(20);
+const PAGE: &str = "document.body.innerText";
+
+/// The keyboard's way to a link: Tab until it has focus.
+fn tab_to(b: &mut cdp::Browser, href: &str) {
+    let focused = "document.activeElement && document.activeElement.getAttribute('href')";
+    for _ in 0..40 {
+        if b.eval(focused) == href {
+            return;
+        }
+        b.press("Tab", 9, None);
+    }
+    panic!("Tab never reached the link to {href}: {}", b.eval(PAGE));
+}
+
+fn browse(base: &str, server: CancellationToken) {
+    let profile = TempDir::new("dashboard-cdp");
+    let mut b = cdp::Browser::start(&chromium(), profile.path());
+    b.navigate(&format!("{base}/"));
+    let fleet_page = "document.querySelector('main h2')?.textContent === 'Fleet' \
+                      && document.querySelectorAll('#clusters tbody tr').length === 2";
+    b.wait_for(STEP, "the fleet page", fleet_page, PAGE);
+
+    // Keyboard only: Tab to sim-2's link, Enter.
+    tab_to(&mut b, "#/clusters/sim-2");
+    b.press("Enter", 13, Some("\r"));
+    let cluster_page = "location.hash === '#/clusters/sim-2' \
+                        && document.querySelector('main h2')?.textContent.startsWith('sim-2') \
+                        && document.querySelector('table.pending') !== null";
+    b.wait_for(STEP, "sim-2's page", cluster_page, PAGE);
+    let pending = b.eval("document.querySelector('table.pending').innerText");
+    let pending = pending.as_str().unwrap_or_default();
+    assert!(pending.contains("default/huge-0"), "{pending}");
+    assert_eq!(b.eval("document.title"), "sim-2 · fleetscaler");
+
+    // The settings, opened, stay open across the next refreshes.
+    b.eval("document.querySelector('details[data-key=settings] summary').click()");
+    let updated = b.eval("document.getElementById('refresh').textContent");
+    let refreshed = format!(
+        "document.getElementById('refresh').textContent !== {updated} \
+         && !document.body.classList.contains('stale')"
+    );
+    b.wait_for(STEP, "a refresh", &refreshed, PAGE);
+    assert_eq!(
+        b.eval("document.querySelector('details[data-key=settings]').open"),
+        true,
+        "the settings closed on refresh"
+    );
+    let settings = b.eval("document.querySelector('table.settings').innerText");
+    assert!(
+        settings
+            .as_str()
+            .unwrap_or_default()
+            .contains("scale_down_unneeded_time"),
+        "{settings}"
+    );
+
+    // The browser's back button returns to the fleet.
+    b.back();
+    b.wait_for(STEP, "the fleet page after Back", fleet_page, PAGE);
+    assert_eq!(b.eval("location.hash"), "");
+
+    // The hub stops answering: the page says its data is stale, and keeps it.
+    server.cancel();
+    let stale = "document.body.classList.contains('stale') \
+                 && document.getElementById('refresh').textContent.startsWith('Stale')";
+    b.wait_for(STEP, "the stale-data warning", stale, PAGE);
+    assert_eq!(
+        b.eval("document.querySelectorAll('#clusters tbody tr').length"),
+        2,
+        "the last data stays on screen"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keyboard_back_button_and_a_stale_warning_work_in_the_browser() {
+    let s = setup().await;
+    let (base, server) = (s.base.clone(), s.server.clone());
+    tokio::task::spawn_blocking(move || browse(&base, server))
+        .await
+        .unwrap();
     s.stop().await;
 }
