@@ -121,23 +121,23 @@ function renderBanner() {
     f.scaleDownPaused ? h("span", {class: "note"}, " Scale-down is paused across the fleet.") : null);
 }
 
+// The state of the data (live, paused, stale) in a live region, announced when it changes;
+// the time of the data beside it, not announced at every poll.
 function renderRefresh(now) {
-  const el = document.getElementById("refresh");
   document.body.classList.toggle("stale", Boolean(state.error));
-  let text;
-  if (state.error && state.okAt) {
-    text = `Stale: cannot reach the hub (${state.error}). Showing data from ` +
-      `${clock(state.okAt)}, ${span(now - state.okAt)} old; retrying.`;
-  } else if (state.error) {
-    text = `Cannot reach the hub (${state.error}); retrying.`;
-  } else if (document.hidden) {
-    text = `Updated ${clock(state.okAt)}; paused while the tab is hidden.`;
+  document.getElementById("refresh").classList.toggle("error", Boolean(state.error));
+  let said;
+  let time;
+  if (state.error) {
+    said = `${state.okAt ? "Stale: c" : "C"}annot reach the hub (${state.error}); retrying.`;
+    time = state.okAt ? `Showing data from ${clock(state.okAt)}, ${span(now - state.okAt)} old.` : "";
   } else {
-    text = `Updated ${clock(state.okAt)}`;
+    said = document.hidden ? "Paused while the tab is hidden." : "";
+    time = `Updated ${clock(state.okAt)}`;
   }
-  // Only write on change, so screen readers announce news rather than every poll.
-  if (el.textContent !== text) el.textContent = text;
-  el.classList.toggle("error", Boolean(state.error));
+  const live = document.getElementById("refresh-state");
+  if (live.textContent !== said) live.textContent = said;
+  document.getElementById("refresh-time").textContent = time;
 }
 
 // Open <details>, by key, kept across refreshes.

@@ -31,19 +31,19 @@ export function renderCluster({name, body, missing, now, open}) {
 function facts(c, now) {
   const pass = c.lastPass;
   const rows = [
-    ["Phase", [c.phase, " since ", ago(c.since, now)]],
-    ["Nodes ready / total", `${c.readyNodes} / ${c.nodes} (${c.unreadyNodes} unready)`],
-    ["Pending pods", `${c.pendingPods}, of which ${c.stuckPods} stuck (no scale-up helps)`],
+    ["Phase", [c.phase, ", since ", ago(c.since, now)]],
+    ["Nodes ready / total", `${c.readyNodes} / ${c.nodes}, ${c.unreadyNodes} unready`],
+    ["Pods pending / stuck", `${c.pendingPods} / ${c.stuckPods}`],
     ["Node groups", `${c.nodeGroups} autoscaled`],
-    ["Last pass", pass ? [ago(pass.at, now), `, took ${pass.tookMs.toFixed(1)} ms ` +
-      `(engine ${pass.engineMs.toFixed(1)} ms)`, pass.skipped ? `; skipped: ${pass.skipped}` : ""]
-      : "none yet"],
+    ["Last pass", pass ? [ago(pass.at, now), `, ${pass.tookMs.toFixed(1)} ms ` +
+      `(engine ${pass.engineMs.toFixed(1)} ms)`] : "none yet"],
     ["Restarts", String(c.restarts)],
   ];
+  if (pass && pass.skipped) rows.push(["Pass skipped", pass.skipped]);
   if (c.cache) {
     const k = c.cache;
     rows.push(["Cache", `${k.nodes} nodes, ${k.pods} pods, ${k.machines} machines, ` +
-      `${k.nodeGroups} node groups, ${k.other} other objects`]);
+      `${k.nodeGroups} groups, ${k.other} other`]);
   }
   return h("dl", {class: "facts"}, rows.map(([k, v]) => h("div", {}, h("dt", {}, k), h("dd", {}, v))));
 }
@@ -106,12 +106,17 @@ const OUTCOMES = {
   belowPriorityCutoff: ["idle", "below the priority cutoff"],
 };
 
+const RANK = {noScaleUp: 0, scaleUp: 1, fitsUpcoming: 2, fitsExisting: 3, belowPriorityCutoff: 4};
+
 function pending(c) {
   const list = c.pending || [];
   const title = list.length < c.pendingPods
     ? `Pending pods (${list.length} of ${c.pendingPods} shown)` : `Pending pods (${list.length})`;
   if (list.length === 0) return section("pending", title, h("p", {class: "muted"}, "No pod is waiting for a node."));
-  const rows = list.map((p) => {
+  // Stuck pods first: they are the ones a person has to do something about.
+  const rank = (p) => RANK[p.outcome] ?? Object.keys(RANK).length;
+  const sorted = [...list].sort((a, b) => rank(a) - rank(b));
+  const rows = sorted.map((p) => {
     const [level, text] = OUTCOMES[p.outcome] || ["idle", String(p.outcome)];
     const where = p.node ? `node ${p.node}` : p.nodeGroup ? `group ${groupName(p.nodeGroup)}` : null;
     return h("tr", {},
