@@ -362,6 +362,16 @@ fn tab_to(b: &mut cdp::Browser, href: &str) {
     panic!("Tab never reached the link to {href}: {}", b.eval(PAGE));
 }
 
+/// Waits for the page's next successful poll (its "Updated" time changes).
+fn next_refresh(b: &mut cdp::Browser) {
+    let updated = b.eval("document.getElementById('refresh-time').textContent");
+    let refreshed = format!(
+        "document.getElementById('refresh-time').textContent !== {updated} \
+         && !document.body.classList.contains('stale')"
+    );
+    b.wait_for(STEP, "a refresh", &refreshed, PAGE);
+}
+
 fn browse(base: &str, server: CancellationToken) {
     let profile = TempDir::new("dashboard-cdp");
     let mut b = cdp::Browser::start(&chromium(), profile.path());
@@ -370,8 +380,14 @@ fn browse(base: &str, server: CancellationToken) {
                       && document.querySelectorAll('#clusters tbody tr').length === 2";
     b.wait_for(STEP, "the fleet page", fleet_page, PAGE);
 
-    // Keyboard only: Tab to sim-2's link, Enter.
+    // Keyboard only: Tab to sim-2's link (which keeps the focus across a refresh), Enter.
     tab_to(&mut b, "#/clusters/sim-2");
+    next_refresh(&mut b);
+    assert_eq!(
+        b.eval("document.activeElement.getAttribute('href')"),
+        "#/clusters/sim-2",
+        "a refresh moved the keyboard focus"
+    );
     b.press("Enter", 13, Some("\r"));
     let cluster_page = "location.hash === '#/clusters/sim-2' \
                         && document.querySelector('main h2')?.textContent.startsWith('sim-2') \
@@ -384,12 +400,7 @@ fn browse(base: &str, server: CancellationToken) {
 
     // The settings, opened, stay open across the next refreshes.
     b.eval("document.querySelector('details[data-key=settings] summary').click()");
-    let updated = b.eval("document.getElementById('refresh').textContent");
-    let refreshed = format!(
-        "document.getElementById('refresh').textContent !== {updated} \
-         && !document.body.classList.contains('stale')"
-    );
-    b.wait_for(STEP, "a refresh", &refreshed, PAGE);
+    next_refresh(&mut b);
     assert_eq!(
         b.eval("document.querySelector('details[data-key=settings]').open"),
         true,

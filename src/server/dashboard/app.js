@@ -48,14 +48,13 @@ async function refresh() {
   const timeout = setTimeout(() => ctl.abort(), TIMEOUT_MS);
   const r = route();
   try {
-    const fleet = getJson("/api/v1/fleet", ctl.signal);
-    const cluster = r.page === "cluster"
-      ? getJson(`/api/v1/clusters/${encodeURIComponent(r.name)}`, ctl.signal) : null;
-    const f = await fleet;
+    const [f, c] = await Promise.all([
+      getJson("/api/v1/fleet", ctl.signal),
+      r.page === "cluster" ? getJson(`/api/v1/clusters/${encodeURIComponent(r.name)}`, ctl.signal) : null,
+    ]);
     if (f.missing) throw new Error("/api/v1/fleet answered HTTP 404");
     state.fleet = f.body;
-    if (cluster) {
-      const c = await cluster;
+    if (c) {
       state.cluster = c.body || null;
       state.clusterName = r.name;
       state.missing = c.missing ? r.name : null;
@@ -155,12 +154,11 @@ function renderPage(now) {
   } else {
     content = renderFleet(state.fleet, now);
   }
-  // Keep keyboard focus on the same link across a refresh.
-  const focused = document.activeElement && main.contains(document.activeElement)
-    ? document.activeElement.getAttribute("href") : null;
+  // Keep keyboard focus where it was across a refresh (the same link, toggle or heading).
+  const focused = main.contains(document.activeElement) ? focusKey(document.activeElement) : null;
   main.replaceChildren(...content);
   if (focused) {
-    const again = [...main.querySelectorAll("a[href]")].find((a) => a.getAttribute("href") === focused);
+    const again = [...main.querySelectorAll("a[href], summary, h2")].find((e) => focusKey(e) === focused);
     if (again) again.focus({preventScroll: true});
   }
   for (const d of main.querySelectorAll("details[data-key]")) {
@@ -169,6 +167,13 @@ function renderPage(now) {
       else open.delete(d.dataset.key);
     });
   }
+}
+
+function focusKey(el) {
+  if (el.tagName === "A") return `a ${el.getAttribute("href")}`;
+  if (el.tagName === "SUMMARY") return `summary ${el.parentElement.dataset.key}`;
+  if (el.tagName === "H2") return "h2";
+  return null;
 }
 
 function navigated() {
