@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages some tests run: promtool (package prometheus) checks /metrics.
+# Debian packages some tests run: promtool (package prometheus) checks /metrics;
+# tests/dashboard.rs drives headless Chromium.
 need_debian() {
     local tool=$1 package=$2
     command -v "$tool" >/dev/null && return
@@ -19,6 +20,7 @@ need_debian() {
     fi
 }
 need_debian promtool prometheus
+need_debian chromium chromium
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings

@@ -34,8 +34,12 @@ async fn serve(hub: &Hub) -> (SocketAddr, CancellationToken) {
 
 /// A plain HTTP/1.0 GET: status code and body.
 async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    request(addr, "GET", path).await
+}
+
+async fn request(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.0\r\nHost: test\r\n\r\n");
+    let request = format!("{method} {path} HTTP/1.0\r\nHost: test\r\n\r\n");
     tcp.write_all(request.as_bytes()).await.unwrap();
     let mut raw = String::new();
     tcp.read_to_string(&mut raw).await.unwrap();
@@ -171,7 +175,13 @@ async fn metrics_api_and_probes_describe_the_fleet() {
     }
     for probe in ["/livez", "/readyz", "/healthz"] {
         assert_eq!(get(addr, probe).await, (200, "ok\n".to_string()), "{probe}");
+        assert_eq!(
+            request(addr, "HEAD", probe).await,
+            (200, String::new()),
+            "{probe}"
+        );
     }
+    assert_eq!(request(addr, "POST", "/readyz").await.0, 405);
     stop_http.cancel();
     hub.stop().await;
     fleet.shutdown().await;

@@ -37,8 +37,15 @@ struct ClusterBody<'a> {
 }
 
 pub(super) fn route(view: &FleetView, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    if req.method() != Method::GET {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n");
+    // hyper leaves the body out of a response to HEAD.
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and HEAD are served\n",
+        );
+    }
+    if let Some(page) = super::dashboard::route(req.uri().path()) {
+        return page;
     }
     let path = req.uri().path().trim_end_matches('/');
     match path.split('/').collect::<Vec<_>>().as_slice() {
