@@ -63,15 +63,8 @@ async fn dump_dom(url: &str) -> String {
 fn dump_dom_blocking(url: &str) -> String {
     let profile = TempDir::new("dashboard-chromium");
     let mut child = Command::new(chromium())
+        .args(cdp::HEADLESS)
         .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-background-networking",
-            "--no-first-run",
-            "--disable-component-update",
-            "--disable-sync",
-            "--window-size=1280,900",
             // Virtual time runs the page's timers without waiting; fetches still complete.
             "--virtual-time-budget=4000",
             "--dump-dom",

@@ -375,11 +375,7 @@ async fn the_charts_role_allows_exactly_the_hubs_lease_calls() {
     let used = management.cluster.requests.records();
     fleet.shutdown().await;
 
-    let denied: Vec<String> = used
-        .iter()
-        .filter(|r| !grants.allows(r))
-        .map(|r| r.to_string())
-        .collect();
+    let denied = grants.denied(&used);
     assert!(denied.is_empty(), "the chart's Role denies: {denied:?}");
     let unused: Vec<String> = grants
         .permissions(&used)

@@ -25,21 +25,25 @@ impl Drop for Browser {
     }
 }
 
+/// How the tests start Chromium: headless, no sandbox (root in CI), and none of the
+/// background connections a closed network refuses.
+pub const HEADLESS: [&str; 8] = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,900",
+];
+
 impl Browser {
     /// Starts `chromium` headless on about:blank and connects to its page.
     pub fn start(chromium: &Path, profile: &Path) -> Browser {
         let mut child = Command::new(chromium)
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--no-first-run",
-                "--disable-component-update",
-                "--disable-sync",
-                "--window-size=1280,900",
-                "--remote-debugging-port=0",
-            ])
+            .args(HEADLESS)
+            .arg("--remote-debugging-port=0")
             .arg(format!("--user-data-dir={}", profile.display()))
             .arg("about:blank")
             .stdout(Stdio::null())

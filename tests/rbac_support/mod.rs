@@ -233,6 +233,14 @@ impl Grants {
             .any(|(scope, rule)| allows(scope.as_deref(), rule, r))
     }
 
+    /// The requests of `used` these rules refuse, named.
+    pub fn denied(&self, used: &[RequestRecord]) -> Vec<String> {
+        used.iter()
+            .filter(|r| !self.allows(r))
+            .map(|r| r.to_string())
+            .collect()
+    }
+
     /// Each single permission the rules grant, named as `verb group/resource[ named x][ in
     /// ns]` or `verb <url>`, with whether one of `used` exercises it.
     pub fn permissions(&self, used: &[RequestRecord]) -> Vec<(String, bool)> {
