@@ -25,7 +25,7 @@ use fleetscaler::engine::settings::SettingsPatch;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::json;
 use support::{env, rss_mib};
@@ -95,6 +95,7 @@ fn fleet_config(kubeconfig: &Path, clusters: usize) -> FleetConfig {
             kubeconfigs: vec![kubeconfig.to_path_buf()],
             ..HubConfig::default()
         },
+        fleet: Default::default(),
         defaults: SettingsPatch::default(),
         clusters: (1..=clusters)
             .map(|i| ClusterConfig::named(&format!("sim-{i}")))
@@ -114,7 +115,8 @@ async fn watch_cluster(client: Client, cluster: usize, seen: Arc<Mutex<Seen>>) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let cfg = watcher::Config::default().labels("bench=hub");
     let seen_pods = seen.clone();
-    let pod_events = watcher(pods, cfg).for_each(move |e| {
+    // With backoff: a watch whose server is gone must wait between retries, not spin.
+    let pod_events = watcher(pods, cfg).default_backoff().for_each(move |e| {
         if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = e {
             let unschedulable = p
                 .status
@@ -142,23 +144,25 @@ async fn watch_cluster(client: Client, cluster: usize, seen: Arc<Mutex<Seen>>) {
         &ApiResource::from_gvk_with_plural(&gvk, "machinesets"),
     );
     let mut replicas: HashMap<String, i64> = HashMap::new();
-    let set_events = watcher(sets, watcher::Config::default()).for_each(move |e| {
-        if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = e {
-            let name = o.metadata.name.clone().unwrap_or_default();
-            let now = o.data["spec"]["replicas"].as_i64().unwrap_or(0);
-            if let Some(before) = replicas.insert(name, now)
-                && now > before
-            {
-                seen.lock()
-                    .unwrap()
-                    .raised
-                    .entry(cluster)
-                    .or_default()
-                    .push(Instant::now());
+    let set_events = watcher(sets, watcher::Config::default())
+        .default_backoff()
+        .for_each(move |e| {
+            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = e {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                let now = o.data["spec"]["replicas"].as_i64().unwrap_or(0);
+                if let Some(before) = replicas.insert(name, now)
+                    && now > before
+                {
+                    seen.lock()
+                        .unwrap()
+                        .raised
+                        .entry(cluster)
+                        .or_default()
+                        .push(Instant::now());
+                }
             }
-        }
-        async {}
-    });
+            async {}
+        });
     futures::join!(pod_events, set_events);
 }
 
@@ -180,6 +184,8 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(bench());
+    // Tasks still running must not hold the process up once the figures are out.
+    runtime.shutdown_timeout(Duration::from_secs(5));
 }
 
 async fn bench() {
@@ -239,6 +245,7 @@ async fn bench() {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let kubeconfig = kube::config::Kubeconfig::read_from(&sim.kubeconfig).unwrap();
     let mut clients = Vec::new();
+    let mut watches = Vec::new();
     for i in 1..=clusters {
         let opts = kube::config::KubeConfigOptions {
             context: Some(format!("sim-{i}")),
@@ -248,7 +255,7 @@ async fn bench() {
             .await
             .unwrap();
         let client = Client::try_from(config).unwrap();
-        tokio::spawn(watch_cluster(client.clone(), i, seen.clone()));
+        watches.push(tokio::spawn(watch_cluster(client.clone(), i, seen.clone())));
         clients.push(client);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -301,6 +308,9 @@ async fn bench() {
             "  traces on: {:.0} KiB of OTLP/HTTP received",
             received.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1024.0
         );
+    }
+    for w in &watches {
+        w.abort();
     }
     drop(sim);
 }

@@ -1,7 +1,29 @@
 #!/usr/bin/env bash
 # Everything CI checks: formatting, lints (warnings are errors) and every test.
+# Under CI (CI=true), the outside tools the tests need are installed first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Debian packages some tests run: promtool (package prometheus) checks /metrics;
+# tests/dashboard.rs drives headless Chromium.
+need_debian() {
+    local tool=$1 package=$2
+    command -v "$tool" >/dev/null && return
+    if [ "${CI:-}" = "true" ]; then
+        echo "installing $package (for $tool)"
+        local sudo=""
+        [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$package" >/dev/null
+    else
+        echo "note: $tool is missing; the tests that need it will fail (apt-get install $package)" >&2
+    fi
+}
+need_debian promtool prometheus
+need_debian chromium chromium
+
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
+# The Helm chart: lint and render with real Helm (tests/helm_chart.rs checks the output).
+scripts/helm-check.sh
 cargo test --all-targets --locked

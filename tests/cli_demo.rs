@@ -63,6 +63,13 @@ fn demo_serves_its_fleet_and_stops_cleanly_on_sigterm() {
         std::thread::sleep(Duration::from_millis(200));
     }
     assert!(get(&addr, "/healthz").unwrap().contains("ok"));
+    // The dashboard and the metrics, as a person and Prometheus would fetch them.
+    assert!(get(&addr, "/").unwrap().contains("<title>"));
+    assert!(
+        get(&addr, "/metrics")
+            .unwrap()
+            .contains("cluster_autoscaler_nodes_count{cluster=\"sim-1\",state=\"ready\"}")
+    );
     assert!(
         get(&addr, "/api/v1/clusters/sim-1/plan")
             .unwrap()

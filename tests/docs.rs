@@ -21,10 +21,14 @@ fn fleet_toml_example_documents_every_setting_and_hub_key() {
         .unwrap();
     let hub_keys = serde_json::to_value(fleetscaler::config::HubConfig::default()).unwrap();
     let hub_keys = hub_keys.as_object().unwrap().keys().cloned();
+    let fleet_keys =
+        serde_json::to_value(fleetscaler::config::FleetHealthConfig::default()).unwrap();
+    let fleet_keys = fleet_keys.as_object().unwrap().keys().cloned();
     let missing: Vec<String> = fleetscaler::engine::settings::SETTING_KEYS
         .iter()
         .map(|k| k.to_string())
         .chain(hub_keys)
+        .chain(fleet_keys)
         .filter(|k| !text.contains(&format!("{k} =")) && !text.contains(&format!("[hub.{k}]")))
         .collect();
     assert!(

@@ -578,7 +578,10 @@ fn check_config_shows_the_effective_tracing_and_names_bad_variables() {
     let bad = check_config(
         dir.path(),
         "",
-        &[("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318"),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ],
         false,
     );
     let err = String::from_utf8_lossy(&bad.stderr);

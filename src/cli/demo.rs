@@ -71,10 +71,10 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
         .canonicalize()
         .unwrap_or_else(|_| args.kubeconfig_out.clone());
     let config = demo_config(&args, &kubeconfig);
+    let addr = server::local_addr(&listener).map_or(args.listen.clone(), |a| a.to_string());
     println!(
-        "fleetscaler demo: {} simulated clusters, hub API on http://{}/api/v1/fleet",
+        "fleetscaler demo: {} simulated clusters; dashboard on http://{addr}/ (API /api/v1/fleet, metrics /metrics)",
         fleet.clusters().len(),
-        server::local_addr(&listener).map_or(args.listen.clone(), |a| a.to_string())
     );
     println!(
         "  kubectl: export KUBECONFIG={}; kubectl --context sim-1 get nodes,machinesets -A",
@@ -138,6 +138,7 @@ pub fn demo_config(args: &DemoArgs, kubeconfig: &std::path::Path) -> FleetConfig
             dry_run: args.dry_run,
             ..HubConfig::default()
         },
+        fleet: Default::default(),
         defaults: SettingsPatch::default(),
         clusters: (1..=args.clusters)
             .map(|i| ClusterConfig {

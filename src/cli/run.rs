@@ -1,7 +1,6 @@
 //! `fleetscaler run`: the hub, on fleet.toml, until Ctrl-C or SIGTERM.
 
 use std::path::PathBuf;
-
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -42,7 +41,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let listener = server::bind(&listen).await?;
     let bound = server::local_addr(&listener).map_or(listen, |a| a.to_string());
     tracing::info!(
-        "fleetscaler {} serving http://{bound}/api/v1/fleet; {} cluster(s) in {}",
+        "fleetscaler {} serving http://{bound}/ (dashboard; API /api/v1/fleet, metrics /metrics); {} cluster(s) in {}",
         env!("CARGO_PKG_VERSION"),
         config.clusters.len(),
         args.config.display()

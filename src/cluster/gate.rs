@@ -34,6 +34,28 @@ impl WriteGate {
     }
 }
 
+/// Why scale-down is held back in every cluster (a degraded fleet), while it is. The hub
+/// sets it; each runner reads it at the start of a pass.
+#[derive(Clone, Debug)]
+pub struct ScaleDownHold(watch::Receiver<Option<String>>);
+
+/// A hold and the handle that sets and lifts it (held by the hub).
+pub fn hold_channel() -> (watch::Sender<Option<String>>, ScaleDownHold) {
+    let (tx, rx) = watch::channel(None);
+    (tx, ScaleDownHold(rx))
+}
+
+impl ScaleDownHold {
+    /// A hold that never holds anything back.
+    pub fn never() -> Self {
+        hold_channel().1
+    }
+
+    pub fn reason(&self) -> Option<String> {
+        self.0.borrow().clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +70,16 @@ mod tests {
         tx.send_replace(false);
         assert!(!gate.is_open());
         assert!(WriteGate::always_open().is_open());
+    }
+
+    #[test]
+    fn a_hold_says_why_until_lifted() {
+        let (tx, hold) = hold_channel();
+        assert_eq!(hold.reason(), None);
+        tx.send_replace(Some("the fleet is degraded".into()));
+        assert_eq!(hold.reason().as_deref(), Some("the fleet is degraded"));
+        tx.send_replace(None);
+        assert_eq!(hold.reason(), None);
+        assert_eq!(ScaleDownHold::never().reason(), None);
     }
 }

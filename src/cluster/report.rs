@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::ClusterName;
 use super::cache::CacheStats;
+use super::metrics::Counters;
 use super::outcome::{Action, Entry, MachineDeletionKind, Outcome};
 use crate::engine::nodegroups::NodeGroupId;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
@@ -77,6 +78,9 @@ pub struct ClusterReport {
     /// The effective settings of the last pass, each with its source.
     #[serde(skip)]
     pub settings: Option<Arc<serde_json::Value>>,
+    /// Running totals for `/metrics`.
+    #[serde(skip)]
+    pub counters: Counters,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -166,6 +170,7 @@ impl ClusterReport {
             actions_total: 0,
             plan: None,
             settings: None,
+            counters: Counters::default(),
         }
     }
 
@@ -209,6 +214,7 @@ impl ClusterReport {
     /// Remembers actions that did something or failed (skips are in the plan already).
     pub fn record_entries(&mut self, entries: &[Entry], now: Timestamp) {
         for entry in entries {
+            self.counters.record_entry(entry, now);
             if let Outcome::Failed { error, .. } = &entry.outcome {
                 let message = format!("{}: {error}", describe_action(&entry.action));
                 self.record_error(message, now);

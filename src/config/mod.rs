@@ -14,9 +14,11 @@ use serde::{Deserialize, Serialize};
 use crate::engine::settings::{SETTING_KEYS, SettingWarning, Settings, SettingsPatch};
 use crate::model::autoscaler::ClusterAutoscalerSpec;
 
+pub mod fleet;
 pub mod hub;
 pub mod tracing;
 
+pub use fleet::FleetHealthConfig;
 pub use hub::{HubConfig, LeaderElection};
 
 /// The file as written.
@@ -25,6 +27,9 @@ pub use hub::{HubConfig, LeaderElection};
 pub struct FleetConfig {
     #[serde(default)]
     pub hub: HubConfig,
+    /// When the fleet as a whole is degraded, and what then pauses.
+    #[serde(default)]
+    pub fleet: FleetHealthConfig,
     /// Settings for every cluster, below each cluster's own.
     #[serde(default)]
     pub defaults: SettingsPatch,
@@ -167,6 +172,7 @@ impl FleetConfig {
     pub fn validate(&self) -> Vec<ConfigIssue> {
         let mut issues = Vec::new();
         self.hub.validate(&mut issues);
+        self.fleet.validate(&mut issues);
         check_patch(&self.defaults, "defaults", &mut issues);
         let mut seen = HashSet::new();
         for (i, c) in self.clusters.iter().enumerate() {

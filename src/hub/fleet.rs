@@ -14,12 +14,13 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::health::{self, FleetHealth, FleetState};
 use super::supervise::{Connection, Supervised, TimingKey, supervise};
 use crate::cluster::ClusterName;
-use crate::cluster::gate::WriteGate;
+use crate::cluster::gate::{ScaleDownHold, WriteGate, hold_channel};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::RunnerSpec;
-use crate::config::{ClusterConfig, FleetConfig, LeaderElection};
+use crate::config::{ClusterConfig, FleetConfig, FleetHealthConfig, LeaderElection};
 
 type Reports = BTreeMap<ClusterName, watch::Receiver<ClusterReport>>;
 
@@ -57,9 +58,15 @@ pub struct FleetView {
     hub: watch::Receiver<HubStatus>,
     gate: WriteGate,
     leader: Option<watch::Receiver<super::leader::LeaderState>>,
+    health: watch::Receiver<FleetHealth>,
 }
 
 impl FleetView {
+    /// The fleet's health as last worked out (every second), and what it holds back.
+    pub fn health(&self) -> FleetHealth {
+        self.health.borrow().clone()
+    }
+
     /// Every cluster's latest report, by name.
     pub fn reports(&self) -> Vec<ClusterReport> {
         let clusters = self.clusters.borrow().clone();
@@ -128,6 +135,11 @@ pub struct Fleet {
     instance: String,
     clusters: watch::Sender<Arc<Reports>>,
     pub(super) hub: watch::Sender<HubStatus>,
+    health_config: FleetHealthConfig,
+    health: watch::Sender<FleetHealth>,
+    /// Sets the scale-down hold every runner reads.
+    hold: watch::Sender<Option<String>>,
+    hold_rx: ScaleDownHold,
 }
 
 impl Fleet {
@@ -139,11 +151,14 @@ impl Fleet {
     ) -> (Fleet, FleetView) {
         let (clusters, clusters_rx) = watch::channel(Arc::new(Reports::new()));
         let (hub, hub_rx) = watch::channel(status);
+        let (health, health_rx) = watch::channel(FleetHealth::starting(Timestamp::now()));
+        let (hold, hold_rx) = hold_channel();
         let view = FleetView {
             clusters: clusters_rx,
             hub: hub_rx,
             gate: gate.clone(),
             leader,
+            health: health_rx,
         };
         let fleet = Fleet {
             slots: BTreeMap::new(),
@@ -152,12 +167,17 @@ impl Fleet {
             instance,
             clusters,
             hub,
+            health_config: FleetHealthConfig::default(),
+            health,
+            hold,
+            hold_rx,
         };
         (fleet, view)
     }
 
     /// Brings the running clusters in line with `config`.
     pub async fn apply(&mut self, config: &FleetConfig) -> Changes {
+        self.health_config = config.fleet.clone();
         let mut changes = Changes::default();
         let wanted: BTreeMap<&str, &ClusterConfig> = config
             .clusters
@@ -233,6 +253,7 @@ impl Fleet {
                     name,
                     connection: connection.clone(),
                     gate: self.gate.clone(),
+                    hold: self.hold_rx.clone(),
                     instance: self.instance.clone(),
                     spec: spec_rx,
                     report: report_tx,
@@ -282,6 +303,34 @@ impl Fleet {
                 changed.join(" and ")
             )
         })
+    }
+
+    /// Works out the fleet's health from the latest reports, and sets or lifts the
+    /// scale-down hold to match.
+    pub fn assess_health(&self) {
+        let reports: Vec<ClusterReport> = self
+            .clusters
+            .borrow()
+            .values()
+            .map(|r| r.borrow().clone())
+            .collect();
+        let previous = self.health.borrow().clone();
+        let next = health::assess(&reports, &self.health_config, &previous, Timestamp::now());
+        if next.state != previous.state {
+            match next.state {
+                FleetState::Degraded => tracing::warn!("the fleet is degraded: {}", next.reason),
+                FleetState::Healthy => {
+                    tracing::info!("the fleet is healthy again: {}", next.reason)
+                }
+            }
+        }
+        let hold = next.hold();
+        self.hold.send_if_modified(|h| {
+            let changed = *h != hold;
+            *h = hold;
+            changed
+        });
+        self.health.send_replace(next);
     }
 
     /// Stops every cluster, each undoing what it had under way.

@@ -5,6 +5,7 @@
 //! runner with backoff, `reload` notices a changed fleet.toml.
 
 pub mod fleet;
+pub mod health;
 pub mod leader;
 pub mod reload;
 mod supervise;
@@ -141,13 +142,21 @@ impl Election {
     }
 }
 
+/// How often the fleet's health is worked out (cheap: it reads the clusters' reports).
+const HEALTH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 async fn serve(mut fleet: Fleet, path: Option<PathBuf>, cancel: CancellationToken) {
     let mut file = path.as_deref().map(FileWatch::new);
     let mut hangup = path.as_ref().and_then(|_| hangup_signal());
     let mut poll = tokio::time::interval(reload::POLL);
+    let mut health = tokio::time::interval(HEALTH_EVERY);
     loop {
         let why = tokio::select! {
             _ = cancel.cancelled() => break,
+            _ = health.tick() => {
+                fleet.assess_health();
+                continue;
+            }
             Some(()) = recv(&mut hangup) => "SIGHUP",
             _ = poll.tick() => {
                 if !file.as_mut().is_some_and(FileWatch::changed) {

@@ -15,7 +15,7 @@ use tracing::Instrument;
 
 use crate::cluster::ClusterName;
 use crate::cluster::client::{connect, load_kubeconfig};
-use crate::cluster::gate::WriteGate;
+use crate::cluster::gate::{ScaleDownHold, WriteGate};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::{self, Context, RunnerError, RunnerSpec, Timing};
 
@@ -49,6 +49,7 @@ pub struct Supervised {
     pub name: ClusterName,
     pub connection: Connection,
     pub gate: WriteGate,
+    pub hold: ScaleDownHold,
     /// This hub replica's name (on events).
     pub instance: String,
     pub spec: watch::Receiver<Arc<RunnerSpec>>,
@@ -118,6 +119,7 @@ where
         name: s.name.clone(),
         client,
         gate: s.gate.clone(),
+        hold: s.hold.clone(),
         timing: Timing {
             scan_interval: c.timing.scan_interval,
             debounce: c.timing.debounce,
@@ -195,6 +197,7 @@ contexts:
                 status_namespace: "ns".into(),
             },
             gate: WriteGate::always_open(),
+            hold: ScaleDownHold::never(),
             instance: "test".into(),
             spec: spec_rx,
             report,

@@ -1,5 +1,6 @@
-//! The routes: probes, `/api/v1/fleet`, `/api/v1/clusters/<name>` (with its pending pods and
-//! why they wait, and its effective settings with their sources) and its last plan.
+//! The routes: probes, `/metrics`, `/api/v1/fleet` (the fleet's health and every cluster),
+//! `/api/v1/clusters/<name>` (with its pending pods and why they wait, and its effective
+//! settings with their sources) and its last plan.
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -9,15 +10,19 @@ use serde::Serialize;
 
 use crate::cluster::report::ClusterReport;
 use crate::engine::plan::PodExplanation;
+use crate::hub::health::FleetHealth;
 use crate::hub::{FleetView, HubStatus};
 
-/// Pending pods listed per cluster (the plan has them all).
+/// Pending pods listed per cluster (the plan has them all; `pendingPods` counts them).
 const PENDING_SHOWN: usize = 500;
+/// The same, in the fleet-wide answer.
+const FLEET_PENDING_SHOWN: usize = 50;
 
 #[derive(Serialize)]
-struct FleetBody {
+struct FleetBody<'a> {
     hub: HubStatus,
-    clusters: Vec<ClusterReport>,
+    fleet: FleetHealth,
+    clusters: Vec<ClusterBody<'a>>,
 }
 
 #[derive(Serialize)]
@@ -32,18 +37,38 @@ struct ClusterBody<'a> {
 }
 
 pub(super) fn route(view: &FleetView, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    if req.method() != Method::GET {
-        return text(StatusCode::METHOD_NOT_ALLOWED, "only GET is served\n");
+    // hyper leaves the body out of a response to HEAD.
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "only GET and HEAD are served\n",
+        );
+    }
+    if let Some(page) = super::dashboard::route(req.uri().path()) {
+        return page;
     }
     let path = req.uri().path().trim_end_matches('/');
     match path.split('/').collect::<Vec<_>>().as_slice() {
-        ["", "healthz"] | ["", "readyz"] | ["", "livez"] => text(StatusCode::OK, "ok\n"),
-        ["", "api", "v1", "fleet"] => json(&FleetBody {
-            hub: view.hub(),
-            clusters: view.reports(),
-        }),
+        ["", "healthz"] | ["", "livez"] => probe(super::probes::live(view)),
+        ["", "readyz"] => probe(super::probes::ready(view)),
+        ["", "metrics"] => respond(
+            StatusCode::OK,
+            crate::telemetry::metrics::CONTENT_TYPE,
+            super::metrics::render(view).into_bytes(),
+        ),
+        ["", "api", "v1", "fleet"] => {
+            let reports = view.reports();
+            json(&FleetBody {
+                hub: view.hub(),
+                fleet: view.health(),
+                clusters: reports
+                    .iter()
+                    .map(|r| cluster_body(r, FLEET_PENDING_SHOWN))
+                    .collect(),
+            })
+        }
         ["", "api", "v1", "clusters", name] => match view.report(name) {
-            Some(r) => json(&cluster_body(&r)),
+            Some(r) => json(&cluster_body(&r, PENDING_SHOWN)),
             None => not_found(name),
         },
         ["", "api", "v1", "clusters", name, "plan"] => match view.report(name) {
@@ -55,19 +80,26 @@ pub(super) fn route(view: &FleetView, req: &Request<Incoming>) -> Response<Full<
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found; try /api/v1/fleet, /api/v1/clusters/<name>[/plan], /healthz\n",
+            "not found; try /api/v1/fleet, /api/v1/clusters/<name>[/plan], /metrics, /readyz\n",
         ),
     }
 }
 
-fn cluster_body(r: &ClusterReport) -> ClusterBody<'_> {
+fn probe(result: Result<String, String>) -> Response<Full<Bytes>> {
+    match result {
+        Ok(body) => text(StatusCode::OK, &body),
+        Err(body) => text(StatusCode::SERVICE_UNAVAILABLE, &body),
+    }
+}
+
+fn cluster_body(r: &ClusterReport, shown: usize) -> ClusterBody<'_> {
     ClusterBody {
         report: r,
         pending: r
             .plan
             .iter()
             .flat_map(|p| p.pending_pods.iter())
-            .take(PENDING_SHOWN)
+            .take(shown)
             .collect(),
         settings: r.settings.as_deref(),
     }

@@ -1,7 +1,11 @@
-//! The hub's HTTP endpoints: health probes and the fleet's JSON API (`api`), read-only views
-//! of the runners' reports.
+//! The hub's HTTP endpoints: health probes (`probes`), Prometheus metrics (`metrics`), the
+//! fleet's JSON API (`api`), read-only views of the runners' reports, and the dashboard page
+//! that reads that API (`dashboard`).
 
 mod api;
+mod dashboard;
+mod metrics;
+mod probes;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;

@@ -3,6 +3,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
+use crate::sim::api::audit::RequestLog;
 use crate::sim::faults::FaultSwitch;
 use crate::sim::registry::State;
 use crate::sim::rng::Rng;
@@ -18,6 +19,8 @@ pub struct Cluster {
     pub faults: FaultSwitch,
     /// The bearer token clients must present.
     pub token: String,
+    /// The requests answered, once recording is enabled (tests check RBAC rules with it).
+    pub requests: RequestLog,
     state: Mutex<State>,
     /// Fault rolls draw from their own source so they do not disturb the state's sequence.
     fault_rng: Mutex<Rng>,
@@ -38,6 +41,7 @@ impl Cluster {
             timing,
             faults: FaultSwitch::default(),
             token,
+            requests: RequestLog::default(),
             state: Mutex::new(state),
             fault_rng: Mutex::new(Rng::new(seed ^ 0x5eed_fa17)),
         }

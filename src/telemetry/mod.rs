@@ -3,6 +3,7 @@
 //! command. Traces: spans with the target [`TRACES`], sent over OTLP when `[hub.tracing]`
 //! or the `OTEL_*` variables turn them on (`otel`, docs/tracing.md); never printed as logs.
 
+pub mod metrics;
 pub mod otel;
 
 use std::io::IsTerminal;

@@ -104,6 +104,7 @@ pub fn fleet_config(fleet: &Fleet, dir: &Path, defaults: SettingsPatch) -> Fleet
             kubeconfigs: vec![kubeconfig],
             ..HubConfig::default()
         },
+        fleet: Default::default(),
         defaults,
         clusters: fleet
             .clusters()

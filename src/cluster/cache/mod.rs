@@ -11,7 +11,7 @@ mod table;
 pub mod update;
 pub mod watch;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use kube::api::DynamicObject;
@@ -22,6 +22,7 @@ use self::table::Table;
 pub use self::update::{Change, Kind, Object, Update, WatchError};
 use crate::model::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
 use crate::model::meta::key_of;
+use crate::model::pod::PodId;
 use crate::model::snapshot::{PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
 use crate::model::workload::{DaemonSet, Namespace, PodDisruptionBudget};
 use crate::model::{
@@ -89,6 +90,8 @@ pub struct Cache {
     /// Objects that could not be read, by `<kind> <key>`, with why.
     problems: BTreeMap<String, String>,
     deletions: usize,
+    /// When each pod was first seen unschedulable, for the scale-up latency metric.
+    pending_since: HashMap<ObjectKey, Instant>,
 }
 
 impl Cache {
@@ -119,10 +122,10 @@ impl Cache {
                 true
             }
             Change::InitApply(object) => {
-                self.upsert(kind, object);
+                self.upsert(kind, object, now);
                 false
             }
-            Change::Apply(object) => self.upsert(kind, object),
+            Change::Apply(object) => self.upsert(kind, object, now),
             Change::Delete(object) => self.delete(kind, object),
             Change::Error(error) => {
                 let failing = &mut self.kinds.entry(kind).or_default().failing;
@@ -206,6 +209,18 @@ impl Cache {
             .map(|(what, why)| format!("{what}: {why}"))
     }
 
+    /// Since when the pod has been unschedulable, as far as this cache knows; forgotten
+    /// once taken (a pod's latency is measured once) or when the pod is no longer pending.
+    pub fn take_pending_since(&mut self, pod: &PodId) -> Option<Instant> {
+        self.pending_since.remove(&pod_key(pod))
+    }
+
+    /// Forgets pods that are no longer pending (gone while a list was being redone, say).
+    pub fn keep_pending_since<'a>(&mut self, pending: impl Iterator<Item = &'a PodId>) {
+        let keep: std::collections::HashSet<ObjectKey> = pending.map(pod_key).collect();
+        self.pending_since.retain(|k, _| keep.contains(k));
+    }
+
     pub fn stats(&self) -> CacheStats {
         let s = &self.snapshot;
         CacheStats {
@@ -268,9 +283,9 @@ impl Cache {
     }
 
     /// Projects and stores one object; true when the change should wake the runner.
-    fn upsert(&mut self, kind: Kind, object: Object) -> bool {
+    fn upsert(&mut self, kind: Kind, object: Object, now: Instant) -> bool {
         let what = describe(kind, &object);
-        match self.project_and_store(kind, object) {
+        match self.project_and_store(kind, object, now) {
             Ok(wake) => {
                 self.problems.remove(&what);
                 wake
@@ -289,7 +304,12 @@ impl Cache {
         }
     }
 
-    fn project_and_store(&mut self, kind: Kind, object: Object) -> Result<bool, FieldError> {
+    fn project_and_store(
+        &mut self,
+        kind: Kind,
+        object: Object,
+        now: Instant,
+    ) -> Result<bool, FieldError> {
         let p = &mut self.projector;
         let s = &mut self.snapshot;
         match (kind, object) {
@@ -310,8 +330,13 @@ impl Cache {
                 };
                 let key = ObjectKey::new(&pod.id.namespace, &pod.id.name);
                 let now_unschedulable = pod.unschedulable;
-                let old = self.pods.upsert(&mut s.pods, key, pod);
+                let old = self.pods.upsert(&mut s.pods, key.clone(), pod);
                 let wake = now_unschedulable && old.is_none_or(|o| !o.unschedulable);
+                if !now_unschedulable {
+                    self.pending_since.remove(&key);
+                } else if wake {
+                    self.pending_since.entry(key).or_insert(now);
+                }
                 problem.map_or(Ok(wake), Err)
             }
             (Kind::Namespace, Object::Namespace(ns)) => {
@@ -417,7 +442,10 @@ impl Cache {
         let s = &mut self.snapshot;
         let removed = match kind {
             Kind::Node => self.nodes.remove(&mut s.nodes, key).is_some(),
-            Kind::Pod => self.pods.remove(&mut s.pods, key).is_some(),
+            Kind::Pod => {
+                self.pending_since.remove(key);
+                self.pods.remove(&mut s.pods, key).is_some()
+            }
             Kind::Namespace => self.namespaces.remove(&mut s.namespaces, key).is_some(),
             Kind::PodDisruptionBudget => self.pdbs.remove(&mut s.pdbs, key).is_some(),
             Kind::DaemonSet => self.daemonsets.remove(&mut s.daemonsets, key).is_some(),
@@ -439,6 +467,13 @@ impl Cache {
 }
 
 /// Kinds kept apart from the snapshot and copied into it when they change.
+fn pod_key(pod: &PodId) -> ObjectKey {
+    ObjectKey {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+    }
+}
+
 fn is_small(kind: Kind) -> bool {
     matches!(
         kind,

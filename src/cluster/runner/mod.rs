@@ -26,7 +26,7 @@ use super::cache::{Cache, Change, Update, watch as watches};
 use super::error::CallError;
 use super::events::{EventRecorder, RecorderSettings};
 use super::executor::Executor;
-use super::gate::WriteGate;
+use super::gate::{ScaleDownHold, WriteGate};
 use super::outcome::Entry;
 use super::report::{ClusterReport, Phase};
 use super::status::{StatusSettings, StatusWriter};
@@ -78,6 +78,8 @@ pub struct Context {
     pub name: ClusterName,
     pub client: kube::Client,
     pub gate: WriteGate,
+    /// Why scale-down is held back fleet-wide, while it is.
+    pub hold: ScaleDownHold,
     pub timing: Timing,
     pub status_namespace: String,
     /// This hub replica's name, on the events it writes.

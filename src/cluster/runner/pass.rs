@@ -13,7 +13,7 @@ use crate::cluster::events::events_for;
 use crate::cluster::outcome::{Action, Entry, Outcome};
 use crate::cluster::report::{PassSummary, Phase};
 use crate::config::{EffectiveSettings, Layers, effective_settings};
-use crate::engine::plan::Plan;
+use crate::engine::plan::{Outcome as PodOutcome, Plan};
 use crate::engine::settings::Settings;
 use crate::engine::state::EngineState;
 use crate::model::ClusterSnapshot;
@@ -68,9 +68,12 @@ impl Runner {
                 .map(|w| format!("setting {w}"))
                 .chain(problems.iter().map(|p| format!("unreadable object: {p}"))),
         );
-        let execution = executor
+        let held = hold_scale_down(&mut plan, self.ctx.hold.reason());
+        let mut execution = executor
             .execute(&plan, snapshot, &settings, &self.in_flight)
             .await;
+        let written_at = Instant::now();
+        execution.entries.extend(held);
         feed_back(&mut self.state, &execution.entries, &settings, now);
         before.restore_unless_done(&mut self.state, &execution.entries);
         // Status first: events about the ConfigMap need its uid.
@@ -78,7 +81,10 @@ impl Runner {
             tracing::warn!(k8s.cluster.name = %self.ctx.name, category = e.category().as_str(),
                 "cannot write the status ConfigMap: {e}");
             let message = format!("writing the status ConfigMap: {e}");
-            self.ctx.publish(|r| r.record_error(message, now));
+            self.ctx.publish(|r| {
+                r.counters.record_error(e.category());
+                r.record_error(message, now);
+            });
         }
         let status_ref = self.status.object_ref();
         self.events
@@ -86,6 +92,7 @@ impl Runner {
         for removal in execution.removals {
             self.start_removal(removal);
         }
+        let latencies = self.scale_up_latencies(&plan, &execution.entries, written_at);
         let summary = PassSummary {
             at: now,
             took_ms: started.elapsed().as_secs_f64() * 1e3,
@@ -96,13 +103,35 @@ impl Runner {
         };
         record_outcome(&span, &plan, &execution.entries);
         log_entries(&self.ctx.name, &execution.entries);
-        self.publish_pass(
-            Arc::new(plan),
-            with_sources,
-            &execution.entries,
+        let done = Done {
+            entries: &execution.entries,
             summary,
-            now,
-        );
+            latencies,
+        };
+        self.publish_pass(Arc::new(plan), with_sources, done, now);
+    }
+
+    /// For each pod a written scale-up is for: how long since the cache saw it unschedulable.
+    fn scale_up_latencies(&mut self, plan: &Plan, entries: &[Entry], at: Instant) -> Vec<f64> {
+        let mut latencies = Vec::new();
+        for entry in entries {
+            let (Action::ScaleUp { group, .. }, Outcome::Done { .. }) =
+                (&entry.action, &entry.outcome)
+            else {
+                continue;
+            };
+            let helped = plan.pending_pods.iter().filter(|p| {
+                p.outcome == PodOutcome::ScaleUp && p.node_group.as_ref() == Some(group)
+            });
+            for pod in helped {
+                if let Some(since) = self.cache.take_pending_since(&pod.pod) {
+                    latencies.push(at.saturating_duration_since(since).as_secs_f64());
+                }
+            }
+        }
+        self.cache
+            .keep_pending_since(plan.pending_pods.iter().map(|p| &p.pod));
+        latencies
     }
 
     fn skip_pass(&self, why: String, now: Timestamp) {
@@ -134,8 +163,7 @@ impl Runner {
         &mut self,
         plan: Arc<Plan>,
         settings: Arc<serde_json::Value>,
-        entries: &[Entry],
-        summary: PassSummary,
+        done: Done<'_>,
         now: Timestamp,
     ) {
         self.last_plan = Some(plan.clone());
@@ -143,12 +171,27 @@ impl Runner {
         self.ctx.publish(|r| {
             r.record_plan(plan);
             r.settings = Some(settings);
-            r.record_entries(entries, now);
+            r.record_entries(done.entries, now);
             r.cache = stats;
-            r.last_pass = Some(summary);
+            let c = &mut r.counters;
+            c.observe_duration("main", done.summary.took_ms / 1e3);
+            c.observe_duration("autoscaling", done.summary.engine_ms / 1e3);
+            c.last_activity.insert("main", now);
+            for seconds in done.latencies {
+                c.scale_up_latency.observe(seconds);
+            }
+            r.last_pass = Some(done.summary);
             r.set_phase(Phase::Running, None, now);
         });
     }
+}
+
+/// What a pass did, for its report.
+struct Done<'a> {
+    entries: &'a [Entry],
+    summary: PassSummary,
+    /// Seconds from pods seen unschedulable to their scale-up written.
+    latencies: Vec<f64>,
 }
 
 /// The engine starts its cooldowns as if its plan is carried out. A scale-up or removal
@@ -180,6 +223,26 @@ impl Cooldowns {
             state.last_scale_down_delete = self.last_scale_down_delete;
         }
     }
+}
+
+/// A degraded fleet holds scale-down back: the plan's removals become skipped actions (so
+/// the engine's cooldowns are put back as for a dry run) and the plan says why.
+fn hold_scale_down(plan: &mut Plan, hold: Option<String>) -> Vec<Entry> {
+    let Some(why) = hold else {
+        return Vec::new();
+    };
+    let held = std::mem::take(&mut plan.scale_down);
+    plan.scale_down_paused = Some(why.clone());
+    held.into_iter()
+        .map(|d| {
+            let action = Action::MarkNode {
+                group: d.node_group,
+                node: d.node,
+                empty: d.empty,
+            };
+            Entry::skipped(action, why.clone())
+        })
+        .collect()
 }
 
 /// Fleet defaults, then the cluster's own ClusterAutoscaler (when allowed), then its overrides.

@@ -53,6 +53,7 @@ fn object(code: u16, stored: &Stored) -> Reply {
 
 /// Handles one API request against `cluster`.
 pub fn handle(cluster: &Arc<Cluster>, req: ApiRequest) -> Reply {
+    cluster.requests.record(&req.method, &req.path, &req.query);
     dispatch(cluster, &req).unwrap_or_else(Reply::from)
 }
 

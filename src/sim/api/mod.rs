@@ -1,6 +1,7 @@
 //! The simulated cluster's HTTPS API: routing, discovery, the handlers for reads, writes,
 //! patches, subresources and watches, and the wire forms of errors.
 
+pub mod audit;
 pub mod discovery;
 pub mod handler;
 pub mod openapi;

@@ -1,0 +1,185 @@
+{{/* Names and labels, as `helm create` makes them. */}}
+{{- define "fleetscaler.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "fleetscaler.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "fleetscaler.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "fleetscaler.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "fleetscaler.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "fleetscaler.labels" -}}
+helm.sh/chart: {{ include "fleetscaler.chart" . }}
+{{ include "fleetscaler.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "fleetscaler.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "fleetscaler.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "fleetscaler.leaseName" -}}
+{{- default (include "fleetscaler.fullname" .) .Values.leaderElection.leaseName }}
+{{- end }}
+
+{{- define "fleetscaler.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/* Where fleet.toml is mounted; the kubeconfigs go in its kubeconfigs/ directory. */}}
+{{- define "fleetscaler.configDir" -}}/etc/fleetscaler{{- end }}
+
+{{/* The kubeconfig Secret's name: the user's, or the one the chart makes ("" for none). */}}
+{{- define "fleetscaler.kubeconfigSecret" -}}
+{{- if .Values.kubeconfigs.existingSecret }}
+{{- .Values.kubeconfigs.existingSecret }}
+{{- else if .Values.kubeconfigs.files }}
+{{- printf "%s-kubeconfigs" (include "fleetscaler.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* The keys of the kubeconfig Secret, as a JSON list (the files, in order). */}}
+{{- define "fleetscaler.kubeconfigKeys" -}}
+{{- if .Values.kubeconfigs.existingSecret }}
+{{- toJson .Values.kubeconfigs.keys }}
+{{- else }}
+{{- toJson (keys .Values.kubeconfigs.files | sortAlpha) }}
+{{- end }}
+{{- end }}
+
+{{/* The listen address the chart gives the hub. */}}
+{{- define "fleetscaler.listen" -}}
+{{- if contains ":" .Values.listenAddress }}
+{{- printf "[%s]:%d" .Values.listenAddress (int .Values.containerPort) }}
+{{- else }}
+{{- printf "%s:%d" .Values.listenAddress (int .Values.containerPort) }}
+{{- end }}
+{{- end }}
+
+{{/*
+The fleet values tree with what the chart decides: listen address, leader election, and the
+mounted kubeconfig files unless fleet.hub.kubeconfigs names some.
+*/}}
+{{- define "fleetscaler.fleet" -}}
+{{- $fleet := deepCopy .Values.fleet }}
+{{- $hub := default (dict) $fleet.hub }}
+{{- $_ := set $fleet "hub" $hub }}
+{{- $_ := set $hub "listen" (include "fleetscaler.listen" .) }}
+{{- $le := default (dict) (get $hub "leader_election") }}
+{{- $_ := set $hub "leader_election" $le }}
+{{- $_ := set $le "enabled" .Values.leaderElection.enabled }}
+{{- $_ := set $le "namespace" .Release.Namespace }}
+{{- $_ := set $le "lease_name" (include "fleetscaler.leaseName" .) }}
+{{- if not (get $hub "kubeconfigs") }}
+{{- $files := list }}
+{{- range $key := include "fleetscaler.kubeconfigKeys" . | fromJsonArray }}
+{{- $files = append $files (printf "%s/kubeconfigs/%s" (include "fleetscaler.configDir" $) $key) }}
+{{- end }}
+{{- $_ := set $hub "kubeconfigs" $files }}
+{{- end }}
+# Written by the fleetscaler Helm chart from its `fleet` values.
+{{- $plain := include "fleetscaler.toml.table" (dict "table" $fleet "path" "" "only" "plain") | trim }}
+{{- if $plain }}
+{{ $plain }}
+{{- end }}
+{{- range $part := list (pick $fleet "hub") (omit $fleet "hub" "defaults" "clusters") (pick $fleet "defaults") (pick $fleet "clusters") }}
+{{- $text := include "fleetscaler.toml.table" (dict "table" $part "path" "" "only" "tables") | trim }}
+{{- if $text }}
+
+{{ $text }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* fleet.toml as mounted: configToml verbatim, or the fleet tree written as TOML. */}}
+{{- define "fleetscaler.fleetToml" -}}
+{{- if .Values.configToml }}
+{{- .Values.configToml }}
+{{- else }}
+{{- include "fleetscaler.fleet" . }}
+{{- end }}
+{{- end }}
+
+{{/*
+A minimal TOML writer, since Helm's toToml writes every number as a float (values are
+parsed as JSON numbers): integral numbers are written as integers, everything else as
+TOML has it. A table is written as its plain keys first, then its sub-tables ([a.b]), then
+its arrays of tables ([[a.c]], for lists whose items are all maps), so that each key lands in
+the table it belongs to. Keys with nulls are left out.
+*/}}
+{{- define "fleetscaler.toml.table" -}}
+{{- $table := .table }}
+{{- $path := .path }}
+{{- $only := default "" .only }}
+{{- if ne $only "tables" }}
+{{- range $k := keys $table | sortAlpha }}
+{{- $v := index $table $k }}
+{{- if not (or (kindIs "invalid" $v) (kindIs "map" $v) (eq (include "fleetscaler.toml.isTableArray" $v) "true")) }}
+{{ include "fleetscaler.toml.key" $k }} = {{ include "fleetscaler.toml.value" $v }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if ne $only "plain" }}
+{{- range $k := keys $table | sortAlpha }}
+{{- $v := index $table $k }}
+{{- $sub := include "fleetscaler.toml.key" $k }}
+{{- if $path }}{{ $sub = printf "%s.%s" $path $sub }}{{ end }}
+{{- if kindIs "map" $v }}
+
+[{{ $sub }}]
+{{- include "fleetscaler.toml.table" (dict "table" $v "path" $sub) }}
+{{- else if eq (include "fleetscaler.toml.isTableArray" $v) "true" }}
+{{- range $item := $v }}
+
+[[{{ $sub }}]]
+{{- include "fleetscaler.toml.table" (dict "table" $item "path" $sub) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "fleetscaler.toml.isTableArray" -}}
+{{- $all := and (kindIs "slice" .) (gt (len .) 0) }}
+{{- if $all }}{{ range $item := . }}{{ if not (kindIs "map" $item) }}{{ $all = false }}{{ end }}{{ end }}{{ end }}
+{{- $all }}
+{{- end }}
+
+{{- define "fleetscaler.toml.key" -}}
+{{- if regexMatch "^[A-Za-z0-9_-]+$" . }}{{ . }}{{ else }}{{ toJson . }}{{ end }}
+{{- end }}
+
+{{- define "fleetscaler.toml.value" -}}
+{{- $v := . }}
+{{- if kindIs "string" $v }}{{ toJson $v }}
+{{- else if kindIs "bool" $v }}{{ $v }}
+{{- else if kindIs "float64" $v }}
+{{- if and (eq $v (floor $v)) (lt (float64 $v) 1e15) (gt (float64 $v) -1e15) }}{{ int64 $v }}{{ else }}{{ $v }}{{ end }}
+{{- else if or (kindIs "int" $v) (kindIs "int64" $v) }}{{ $v }}
+{{- else if kindIs "slice" $v }}[{{ range $i, $e := $v }}{{ if $i }}, {{ end }}{{ include "fleetscaler.toml.value" $e }}{{ end }}]
+{{- else if kindIs "map" $v }}{ {{- range $i, $k := keys $v | sortAlpha }}{{ if $i }},{{ end }} {{ include "fleetscaler.toml.key" $k }} = {{ include "fleetscaler.toml.value" (index $v $k) }}{{ end }} }
+{{- else }}{{ fail (printf "fleet: %v (%s) has no TOML form" $v (kindOf $v)) }}
+{{- end }}
+{{- end }}

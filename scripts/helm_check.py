@@ -1,0 +1,171 @@
+"""Lints and renders the fleetscaler chart with Helm's own Go SDK (helm-python-sdk).
+
+Usage: helm_check.py CHART_DIR OUT_DIR
+
+- `helm lint --strict` (Kubernetes v1.32) for the default values and every file in
+  CHART_DIR/examples: any error or warning fails; info messages are printed.
+- Renders each case below into OUT_DIR/<case>.yaml (every manifest, `---` between them),
+  which tests/helm_chart.rs parses and checks.
+- Renders values that must be refused (schema violations, unsafe combinations) and fails if
+  one renders.
+
+Exits non-zero with every problem listed.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import helm_python as helm
+
+RELEASE = "fleetscaler"
+NAMESPACE = "fleetscaler"
+KUBE_VERSION = "v1.32.0"
+
+KUBECONFIG = """apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://api.example.com:6443"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: prod-east, context: {cluster: c, user: u}}]
+current-context: prod-east
+"""
+
+
+# A context name with everything a TOML string must escape.
+EDGE_CONTEXT = 'a "quoted" \\ context\twith\nnewline, <ü> & #hash'
+
+
+def example(chart: Path, name: str) -> dict:
+    return helm.values_from_yaml((chart / "examples" / name).read_text())
+
+
+def cases(chart: Path) -> dict[str, dict]:
+    """The renders tests/helm_chart.rs checks, by name."""
+    return {
+        "default": {},
+        "multi-cluster": example(chart, "multi-cluster.yaml"),
+        "kubeconfig-files": {
+            "kubeconfigs": {"files": {"prod-east.yaml": KUBECONFIG}},
+            "fleet": {"clusters": [{"name": "prod-east"}]},
+        },
+        "config-toml": {
+            "configToml": '[[clusters]]\nname = "prod-east"\n',
+            "kubeconfigs": {"existingSecret": "mine"},
+        },
+        # Strings and numbers the TOML writer must carry exactly.
+        "toml-edge": {
+            "fleet": {
+                "defaults": {
+                    "pod_priority_threshold": -10,
+                    "max_nodes_total": 7,
+                    "scale_down_utilization_threshold": 0.65,
+                    "balancing_ignored_labels": ["topology.ebs.csi.aws.com/zone"],
+                    "priorities": {"5": [".*\\.spot$"]},
+                    "gpus": [],
+                },
+                "clusters": [{"name": "edge", "context": EDGE_CONTEXT}],
+            },
+        },
+        "single": {
+            "replicaCount": 1,
+            "leaderElection": {"enabled": False},
+            "networkPolicy": {
+                "enabled": True,
+                "egress": {
+                    "allowAll": False,
+                    "rules": [{"to": [{"ipBlock": {"cidr": "10.0.0.1/32"}}],
+                               "ports": [{"port": 6443, "protocol": "TCP"}]}],
+                },
+            },
+        },
+    }
+
+
+# Values that must not render, with a word the error must contain.
+REFUSED = {
+    "unknown top-level key": ({"replicas": 2}, "replicas"),
+    "replicaCount of the wrong type": ({"replicaCount": "two"}, "replicaCount"),
+    "a cluster name that YAML read as a boolean": (
+        {"fleet": {"clusters": [{"name": True}]}}, "name"),
+    "a cluster without a name": ({"fleet": {"clusters": [{"context": "x"}]}}, "name"),
+    "a bad duration": ({"fleet": {"hub": {"scan_interval": "10"}}}, "scan_interval"),
+    "hub.listen, which the chart sets": ({"fleet": {"hub": {"listen": "0.0.0.0:1"}}}, "listen"),
+    "a misspelt image key": ({"image": {"repo": "x"}}, "repo"),
+    "two replicas without leader election": (
+        {"leaderElection": {"enabled": False}}, "leaderElection.enabled"),
+    "a kubeconfig key that is no file name": (
+        {"kubeconfigs": {"files": {"a/b": "x"}}}, "a/b"),
+}
+
+
+def lint(chart: Path, label: str, values: dict, problems: list[str]) -> float:
+    started = time.monotonic()
+    report = helm.lint(chart, values, strict=True, namespace=NAMESPACE,
+                       kube_version=KUBE_VERSION)
+    took = time.monotonic() - started
+    for message in report.get("messages", []):
+        severity = message.get("severity", 0)
+        line = f"lint {label}: [{severity}] {message.get('path')}: {message.get('error')}"
+        print(line)
+        if severity >= 2:
+            problems.append(line)
+    for error in report.get("errors", []) or []:
+        problems.append(f"lint {label}: {error}")
+    return took
+
+
+def render(chart_handle: helm.Chart, values: dict) -> str:
+    manifests = chart_handle.render(values, name=RELEASE, namespace=NAMESPACE,
+                                    is_install=True)
+    docs = []
+    for path in sorted(manifests):
+        if path.endswith("NOTES.txt"):
+            continue
+        text = manifests[path].strip()
+        if text:
+            docs.append(f"# Source: {path}\n{text}\n")
+    return "---\n".join(docs)
+
+
+def main() -> int:
+    chart = Path(sys.argv[1]).resolve()
+    out = Path(sys.argv[2])
+    out.mkdir(parents=True, exist_ok=True)
+    problems: list[str] = []
+    print(f"helm-python-sdk {helm.__version__}, Helm {helm.helm_sdk_version()}")
+
+    lint_time = lint(chart, "default values", {}, problems)
+    for name in sorted(os.listdir(chart / "examples")):
+        lint_time += lint(chart, f"examples/{name}", example(chart, name), problems)
+
+    render_time = 0.0
+    with helm.Chart.load(chart) as handle:
+        for name, values in cases(chart).items():
+            started = time.monotonic()
+            try:
+                text = render(handle, values)
+            except helm.HelmError as error:
+                problems.append(f"render {name}: {error}")
+                continue
+            render_time += time.monotonic() - started
+            (out / f"{name}.yaml").write_text(text)
+        for what, (values, word) in REFUSED.items():
+            try:
+                render(handle, values)
+                problems.append(f"rendered, but must be refused: {what} ({values})")
+            except helm.HelmError as error:
+                if word not in str(error):
+                    problems.append(f"refused for another reason: {what}: {error}")
+
+    print(f"lint: {lint_time:.2f} s; {len(cases(chart))} renders: {render_time:.2f} s; "
+          f"{len(REFUSED)} bad values refused; manifests in {out}")
+    for p in problems:
+        print(f"FAIL {p}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

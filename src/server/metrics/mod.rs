@@ -1,0 +1,120 @@
+//! `/metrics`: the upstream autoscaler's metrics per cluster (`cluster`), then the fleet's own
+//! (`fleetscaler_*`). Everything is read off the reports when scraped, so a removed cluster's
+//! series go with it.
+
+mod cluster;
+
+use crate::cluster::report::ClusterReport;
+use crate::hub::FleetView;
+use crate::hub::health::{ClusterState, FleetHealth, FleetState};
+use crate::telemetry::metrics::{Exposition, Type};
+
+use self::cluster::bool_value;
+
+/// The whole exposition.
+pub fn render(view: &FleetView) -> String {
+    let mut reports = view.reports();
+    reports.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut e = Exposition::new();
+    cluster::write(&mut e, &reports);
+    fleet(&mut e, &reports, &view.health());
+    hub(&mut e, view);
+    e.finish()
+}
+
+fn fleet(e: &mut Exposition, reports: &[ClusterReport], health: &FleetHealth) {
+    e.family(
+        "fleetscaler_clusters",
+        Type::Gauge,
+        "Clusters of the fleet, by state.",
+    );
+    for state in ClusterState::ALL {
+        let n = reports
+            .iter()
+            .filter(|r| ClusterState::of(r) == state)
+            .count();
+        e.sample(&[("state", state.as_str())], n as f64);
+    }
+    e.family(
+        "fleetscaler_cluster_state",
+        Type::Gauge,
+        "The state of each cluster: 1 for its current state, 0 for the others.",
+    );
+    for r in reports {
+        let current = ClusterState::of(r);
+        for state in ClusterState::ALL {
+            let labels = [("cluster", r.name.as_str()), ("state", state.as_str())];
+            e.sample(&labels, bool_value(state == current));
+        }
+    }
+    e.family(
+        "fleetscaler_fleet_degraded",
+        Type::Gauge,
+        "Whether the fleet is degraded ([fleet] thresholds of fleet.toml): 1 if it is.",
+    )
+    .sample(&[], bool_value(health.state == FleetState::Degraded));
+    e.family(
+        "fleetscaler_fleet_scale_down_paused",
+        Type::Gauge,
+        "Whether scale-down is held back in every cluster because the fleet is degraded.",
+    )
+    .sample(&[], bool_value(health.scale_down_paused));
+    e.family(
+        "fleetscaler_fleet_unready_ratio",
+        Type::Gauge,
+        "Unready nodes over all nodes of the fleet.",
+    )
+    .sample(&[], health.unready_ratio);
+    e.family(
+        "fleetscaler_runner_restarts_total",
+        Type::Counter,
+        "Times the hub restarted a cluster's runner after it failed.",
+    );
+    for r in reports {
+        e.sample(&[("cluster", r.name.as_str())], f64::from(r.restarts));
+    }
+    e.family(
+        "fleetscaler_scale_up_latency_seconds",
+        Type::Histogram,
+        "Time from the hub seeing a pod unschedulable to the scale-up for it being written.",
+    );
+    for r in reports {
+        let h = &r.counters.scale_up_latency;
+        e.histogram(
+            &[("cluster", r.name.as_str())],
+            h.cumulative(),
+            h.sum,
+            h.count,
+        );
+    }
+}
+
+fn hub(e: &mut Exposition, view: &FleetView) {
+    let status = view.hub();
+    e.family(
+        "fleetscaler_leader",
+        Type::Gauge,
+        "Whether this replica may write to the clusters (holds the lease, or no leader election).",
+    )
+    .sample(&[], bool_value(status.leading));
+    e.family(
+        "fleetscaler_dry_run",
+        Type::Gauge,
+        "Whether hub.dry_run is on for the whole fleet.",
+    )
+    .sample(&[], bool_value(status.dry_run));
+    if let Some(reload) = &status.last_reload {
+        e.family(
+            "fleetscaler_config_last_reload_successful",
+            Type::Gauge,
+            "Whether the last reload of fleet.toml succeeded.",
+        )
+        .sample(&[], bool_value(reload.ok));
+    }
+    e.family(
+        "fleetscaler_build_info",
+        Type::Gauge,
+        "The running version, in its label.",
+    )
+    .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
+}

@@ -1,0 +1,396 @@
+//! The Helm chart (charts/fleetscaler), as real Helm renders it: scripts/helm-check.sh lints
+//! it and renders the default values, the multi-cluster example and a few variants with
+//! Helm v4's Go SDK (the PyPI package helm-python-sdk, installed into target/helm-venv), and
+//! checks that bad values are refused. This test then reads the manifests: every object must
+//! be a valid Kubernetes object of its kind (no unknown or misplaced field), the rendered
+//! fleet.toml must pass `fleetscaler check-config`, and what matters is asserted: two
+//! replicas with leader election, the locked-down pod, the read-only kubeconfig mount, the
+//! ServiceMonitor only when asked for, and a Role that allows exactly the hub's Lease calls.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod chart_support;
+mod e2e_support;
+mod rbac_support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use base64::Engine as _;
+use chart_support::*;
+use e2e_support::{Hub, TempDir, eventually};
+use fleetscaler::config::FleetConfig;
+use fleetscaler::config::hub::{HubConfig, LeaderElection};
+use fleetscaler::sim::api::resources::Resource;
+use fleetscaler::sim::fleet::Fleet;
+use fleetscaler::sim::settings::{FleetSettings, Shape};
+use rbac_support::{Account, Policy};
+use serde_json::{Value, json};
+
+#[test]
+fn every_rendered_object_is_a_valid_kubernetes_object() {
+    let mut problems = Vec::new();
+    for case in CASES {
+        for doc in docs(case) {
+            problems.extend(
+                check_object(&doc)
+                    .into_iter()
+                    .map(|p| format!("{case}: {p}")),
+            );
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn default_values_run_two_replicas_with_leader_election_in_a_locked_down_pod() {
+    let docs = docs("default");
+    let deployment = one(&docs, "Deployment");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let pod = pod_spec(&docs);
+    let c = container(&docs);
+    assert_eq!(
+        c["args"],
+        json!(["run", "--config", "/etc/fleetscaler/fleet.toml"])
+    );
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
+    assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
+    assert_eq!(
+        c["livenessProbe"]["httpGet"],
+        json!({"path": "/livez", "port": "http"})
+    );
+    assert_eq!(
+        c["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "http"})
+    );
+    assert_eq!(
+        c["ports"],
+        json!([{"name": "http", "containerPort": 8080, "protocol": "TCP"}])
+    );
+    assert!(c["resources"]["requests"]["cpu"].is_string());
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    // The identity in the Lease comes from the pod's name.
+    let env = c["env"].as_array().unwrap();
+    assert!(
+        env.iter().any(|e| e["name"] == "POD_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"),
+        "{env:?}"
+    );
+    assert_eq!(pod["automountServiceAccountToken"], true);
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"][0];
+    assert_eq!(
+        anti["podAffinityTerm"]["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    let checksum = deployment["spec"]["template"]["metadata"]["annotations"]["checksum/config"]
+        .as_str()
+        .expect("a checksum of the config on the pod template");
+    assert_eq!(checksum.len(), 64);
+
+    let service = one(&docs, "Service");
+    assert_eq!(
+        service["spec"]["ports"],
+        json!([{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}])
+    );
+    assert_eq!(
+        service["spec"]["selector"],
+        deployment["spec"]["selector"]["matchLabels"]
+    );
+    assert_eq!(one(&docs, "PodDisruptionBudget")["spec"]["minAvailable"], 1);
+    assert!(all(&docs, "NetworkPolicy").is_empty());
+
+    let config = check_config("default", &docs);
+    let le = &config["hub"]["leader_election"];
+    assert_eq!(le["enabled"], true, "{config}");
+    assert_eq!(le["namespace"], NAMESPACE);
+    assert_eq!(le["context"], Value::Null, "in-cluster");
+    assert_eq!(config["hub"]["listen"], "0.0.0.0:8080");
+    let role = one(&docs, "Role");
+    assert_eq!(role["rules"][0]["resourceNames"], json!([le["lease_name"]]));
+}
+
+#[test]
+fn the_multi_cluster_example_mounts_every_kubeconfig_and_passes_check_config() {
+    let docs = docs("multi-cluster");
+    let config = check_config("multi-cluster", &docs);
+    let clusters = config["clusters"].as_array().unwrap();
+    let names: Vec<&str> = clusters
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["prod-east", "prod-west", "lab"]);
+    let dry: Vec<bool> = clusters
+        .iter()
+        .map(|c| c["dryRun"].as_bool().unwrap())
+        .collect();
+    assert_eq!(dry, [false, false, true], "{config}");
+    assert_eq!(config["hub"]["leader_election"]["enabled"], true);
+    // Overrides reach the cluster's effective settings.
+    let east = &clusters[0]["settings"]["max_nodes_total"];
+    assert_eq!(east["value"], 120, "{east}");
+    assert_eq!(east["source"], "clusterOverrides");
+
+    // Every kubeconfig fleet.toml names is in the directory of the user's Secret, read-only.
+    let Mounts { secret, .. } = mounts(&docs);
+    let (secret, dir) = secret.expect("the kubeconfig Secret mounted");
+    assert_eq!(secret, "fleet-kubeconfigs");
+    let mut named: Vec<String> = config["hub"]["kubeconfigs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap().to_string())
+        .collect();
+    named.extend(
+        clusters
+            .iter()
+            .filter_map(|c| c["kubeconfig"].as_str().map(String::from)),
+    );
+    assert_eq!(named.len(), 3);
+    for path in &named {
+        assert!(
+            path.starts_with(&format!("{dir}/")),
+            "{path} is not under {dir}"
+        );
+    }
+    assert!(
+        all(&docs, "Secret").is_empty(),
+        "an existing Secret is not made again"
+    );
+
+    let monitor = one(&docs, "ServiceMonitor");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["path"], "/metrics");
+    assert_eq!(endpoint["port"], "http");
+    let policy = one(&docs, "NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["policyTypes"],
+        json!(["Ingress"]),
+        "egress stays open"
+    );
+    assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], "http");
+    assert_eq!(
+        policy["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+        "monitoring"
+    );
+}
+
+#[test]
+fn the_toml_writer_carries_strings_and_numbers_exactly() {
+    let docs = docs("toml-edge");
+    let config = check_config("toml-edge", &docs);
+    assert_eq!(
+        config["clusters"][0]["context"],
+        "a \"quoted\" \\ context\twith\nnewline, <ü> & #hash"
+    );
+    let settings = &config["clusters"][0]["settings"];
+    assert_eq!(
+        settings["pod_priority_threshold"]["value"], -10,
+        "{settings}"
+    );
+    assert_eq!(settings["max_nodes_total"]["value"], 7);
+    assert_eq!(settings["max_nodes_total"]["source"], "fleetDefaults");
+    assert_eq!(settings["scale_down_utilization_threshold"]["value"], 0.65);
+    assert_eq!(
+        settings["balancing_ignored_labels"]["value"],
+        json!(["topology.ebs.csi.aws.com/zone"])
+    );
+    assert_eq!(
+        settings["priorities"]["value"],
+        json!({"5": [".*\\.spot$"]}),
+        "{settings}"
+    );
+}
+
+#[test]
+fn the_service_monitor_is_rendered_only_when_enabled() {
+    for case in [
+        "default",
+        "kubeconfig-files",
+        "config-toml",
+        "toml-edge",
+        "single",
+    ] {
+        assert!(all(&docs(case), "ServiceMonitor").is_empty(), "{case}");
+    }
+    assert_eq!(all(&docs("multi-cluster"), "ServiceMonitor").len(), 1);
+}
+
+#[test]
+fn kubeconfigs_given_as_values_become_a_mounted_secret() {
+    let docs = docs("kubeconfig-files");
+    let secret = one(&docs, "Secret");
+    let data = secret["data"]["prod-east.yaml"].as_str().unwrap();
+    let text = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
+    assert!(
+        String::from_utf8(text)
+            .unwrap()
+            .contains("server: \"https://api.example.com:6443\"")
+    );
+    let config = check_config("kubeconfig-files", &docs);
+    let file = "/etc/fleetscaler/kubeconfigs/prod-east.yaml";
+    assert_eq!(config["hub"]["kubeconfigs"], json!([file]));
+    assert!(mounts(&docs).files.contains(file), "{file} is not mounted");
+    let annotations = &one(&docs, "Deployment")["spec"]["template"]["metadata"]["annotations"];
+    assert!(
+        annotations["checksum/kubeconfigs"].is_string(),
+        "{annotations}"
+    );
+}
+
+#[test]
+fn config_toml_is_used_verbatim_with_leader_election_from_the_environment() {
+    let docs = docs("config-toml");
+    assert_eq!(fleet_toml(&docs), "[[clusters]]\nname = \"prod-east\"\n");
+    let config = check_config("config-toml", &docs);
+    assert_eq!(
+        config["hub"]["leader_election"]["enabled"], true,
+        "{config}"
+    );
+    assert_eq!(config["hub"]["leader_election"]["namespace"], NAMESPACE);
+    assert_eq!(config["hub"]["listen"], "0.0.0.0:8080");
+    let (secret, dir) = mounts(&docs).secret.expect("the kubeconfig Secret mounted");
+    assert_eq!(
+        (secret.as_str(), dir.as_str()),
+        ("mine", "/etc/fleetscaler/kubeconfigs")
+    );
+}
+
+#[test]
+fn one_replica_without_leader_election_gets_no_role_no_token_and_no_budget() {
+    let docs = docs("single");
+    assert_eq!(one(&docs, "Deployment")["spec"]["replicas"], 1);
+    assert_eq!(pod_spec(&docs)["automountServiceAccountToken"], false);
+    for kind in ["Role", "RoleBinding", "PodDisruptionBudget", "Secret"] {
+        assert!(all(&docs, kind).is_empty(), "{kind}");
+    }
+    assert_eq!(
+        check_config("single", &docs)["hub"]["leader_election"]["enabled"],
+        false
+    );
+    let policy = one(&docs, "NetworkPolicy");
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    let egress = policy["spec"]["egress"].as_array().unwrap();
+    assert_eq!(egress[0]["ports"][0]["port"], 53, "DNS");
+    assert_eq!(egress[1]["to"][0]["ipBlock"]["cidr"], "10.0.0.1/32");
+}
+
+/// The chart's Role against the hub's real Lease calls: a hub with leader election on a
+/// simulated management cluster takes the Lease and releases it on stop, every request
+/// recorded; the rendered Role and RoleBinding must allow each one, and grant nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_charts_role_allows_exactly_the_hubs_lease_calls() {
+    let docs = docs("default");
+    let mut policy = Policy::default();
+    for doc in &docs {
+        policy.add(doc.clone(), "the default render");
+    }
+    let account = one(&docs, "ServiceAccount");
+    let grants = policy.grants(&Account {
+        namespace: NAMESPACE.into(),
+        name: account["metadata"]["name"].as_str().unwrap().into(),
+    });
+    let rendered = check_config("default", &docs);
+    let lease_name = rendered["hub"]["leader_election"]["lease_name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    let fleet = Fleet::start(FleetSettings {
+        shape: Shape {
+            nodes_per_group: 1,
+            pods_per_node: 0,
+            workloads: false,
+            ..Shape::default()
+        },
+        ..FleetSettings::default()
+    })
+    .await
+    .unwrap();
+    let management = &fleet.clusters()[0];
+    management
+        .state()
+        .create(
+            Resource::Namespaces,
+            "",
+            json!({"metadata": {"name": NAMESPACE}}),
+        )
+        .unwrap();
+    management.cluster.requests.enable();
+    let dir = TempDir::new("helm-lease");
+    let kubeconfig = dir.path().join("management.kubeconfig");
+    fleet.write_kubeconfig(&kubeconfig).unwrap();
+    // The rendered election, reached through a context instead of in-cluster, and no
+    // managed cluster: the only requests are the election's.
+    let config = FleetConfig {
+        hub: HubConfig {
+            listen: "127.0.0.1:0".into(),
+            kubeconfigs: vec![kubeconfig],
+            leader_election: LeaderElection {
+                enabled: true,
+                context: Some(management.name().to_string()),
+                namespace: NAMESPACE.into(),
+                lease_name: lease_name.clone(),
+                lease_duration: Duration::from_secs(3),
+                renew_deadline: Duration::from_secs(2),
+                retry_period: Duration::from_millis(200),
+                ..LeaderElection::default()
+            },
+            ..HubConfig::default()
+        },
+        ..FleetConfig::default()
+    };
+    let hub = Hub::start(config).await;
+    let view = hub.view();
+    eventually(Duration::from_secs(20), "the hub leading", || {
+        let leading = view.hub().leading;
+        async move { leading.then_some(()) }
+    })
+    .await;
+    // A renewal (the Lease's renewTime moves), then a clean stop that releases the Lease.
+    let renew_time = || {
+        management
+            .get(Resource::Leases, NAMESPACE, &lease_name)
+            .map(|l| l["spec"]["renewTime"].clone())
+    };
+    let first = renew_time();
+    eventually(Duration::from_secs(5), "a renewal", || {
+        let now = renew_time();
+        let first = first.clone();
+        async move { (now.is_some() && now != first).then_some(()) }
+    })
+    .await;
+    hub.stop().await;
+    let used = management.cluster.requests.records();
+    fleet.shutdown().await;
+
+    let denied = grants.denied(&used);
+    assert!(denied.is_empty(), "the chart's Role denies: {denied:?}");
+    let unused: Vec<String> = grants
+        .permissions(&used)
+        .into_iter()
+        .filter(|(_, hit)| !hit)
+        .map(|(name, _)| name)
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "the chart's Role grants what the hub never used: {unused:?}"
+    );
+    let verbs: BTreeSet<&str> = used.iter().map(|r| r.verb.as_str()).collect();
+    assert_eq!(
+        verbs,
+        BTreeSet::from(["create", "get", "update"]),
+        "{used:?}"
+    );
+}
