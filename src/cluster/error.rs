@@ -273,4 +273,81 @@ mod tests {
         assert_eq!(err.category(), Category::Timeout);
         assert_eq!(err.to_string(), "get node a: no answer within 3s");
     }
+
+    /// The fields a span got, at its creation and later, as text.
+    #[derive(Clone, Default)]
+    struct Fields(std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>);
+
+    impl tracing::field::Visit for Fields {
+        fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+            let text = format!("{value:?}").trim_matches('"').to_string();
+            self.0
+                .lock()
+                .unwrap()
+                .push((field.name().to_string(), text));
+        }
+    }
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Fields {
+        fn on_new_span(
+            &self,
+            attrs: &tracing::span::Attributes<'_>,
+            _: &tracing::span::Id,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            attrs.record(&mut self.clone());
+        }
+
+        fn on_record(
+            &self,
+            _: &tracing::span::Id,
+            values: &tracing::span::Record<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            values.record(&mut self.clone());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failed_write_is_a_client_span_with_its_error() {
+        use tracing_subscriber::layer::SubscriberExt;
+        let fields = Fields::default();
+        let subscriber = tracing_subscriber::Registry::default().with(fields.clone());
+        let _guard = tracing::subscriber::set_default(subscriber);
+        let target = Write {
+            method: "PATCH",
+            kind: "Node",
+            subresource: None,
+            namespace: None,
+            name: "worker-1",
+        };
+        let refused = async { Err::<(), _>(api_error(409)) };
+        let err = write(
+            target,
+            || "taint node worker-1".into(),
+            Duration::from_secs(1),
+            refused,
+        )
+        .await
+        .unwrap_err();
+        assert!(err.is_conflict());
+        let got = fields.0.lock().unwrap().clone();
+        let want = [
+            ("otel.name", "PATCH Node"),
+            ("otel.kind", "client"),
+            ("http.request.method", "PATCH"),
+            ("k8s.node.name", "worker-1"),
+            ("fleetscaler.k8s.kind", "Node"),
+            ("error.type", "conflict"),
+            ("http.response.status_code", "409"),
+            ("otel.status_code", "error"),
+        ];
+        for (key, value) in want {
+            assert!(
+                got.iter().any(|(k, v)| k == key && v == value),
+                "{key} = {value} not in {got:?}"
+            );
+        }
+        assert!(!got.iter().any(|(k, _)| k == "k8s.pod.name"), "{got:?}");
+    }
 }
