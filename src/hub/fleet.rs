@@ -20,7 +20,7 @@ use crate::cluster::ClusterName;
 use crate::cluster::gate::{ScaleDownHold, WriteGate, hold_channel};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::RunnerSpec;
-use crate::config::{ClusterConfig, FleetConfig, FleetHealthConfig, LeaderElection};
+use crate::config::{ClusterConfig, FleetConfig, FleetHealthConfig, HubConfig};
 
 type Reports = BTreeMap<ClusterName, watch::Receiver<ClusterReport>>;
 
@@ -129,7 +129,7 @@ impl Changes {
 pub struct Fleet {
     slots: BTreeMap<String, Slot>,
     /// The hub settings a reload cannot change (read once at start).
-    fixed: Option<(String, LeaderElection)>,
+    fixed: Option<HubConfig>,
     gate: WriteGate,
     /// This replica's name, on the events it writes.
     instance: String,
@@ -281,22 +281,24 @@ impl Fleet {
 
     /// Remembers the hub settings that only a restart changes.
     pub fn started_with(&mut self, config: &FleetConfig) {
-        self.fixed = Some((
-            config.hub.listen.clone(),
-            config.hub.leader_election.clone(),
-        ));
+        self.fixed = Some(config.hub.clone());
     }
 
     /// What a reloaded configuration changes that needs the hub restarted.
     pub fn needs_restart(&self, config: &FleetConfig) -> Option<String> {
-        let (listen, election) = self.fixed.as_ref()?;
-        let mut changed = Vec::new();
-        if *listen != config.hub.listen {
-            changed.push("hub.listen");
-        }
-        if *election != config.hub.leader_election {
-            changed.push("hub.leader_election");
-        }
+        let fixed = self.fixed.as_ref()?;
+        let new = &config.hub;
+        let changed: Vec<&str> = [
+            ("hub.listen", fixed.listen != new.listen),
+            (
+                "hub.leader_election",
+                fixed.leader_election != new.leader_election,
+            ),
+            ("hub.tracing", fixed.tracing != new.tracing),
+        ]
+        .into_iter()
+        .filter_map(|(key, differs)| differs.then_some(key))
+        .collect();
         (!changed.is_empty()).then(|| {
             format!(
                 "{} changed: takes effect when the hub restarts",
@@ -419,6 +421,22 @@ mod tests {
             leader: None,
             dry_run: false,
         }
+    }
+
+    #[test]
+    fn a_reload_names_the_hub_settings_that_wait_for_a_restart() {
+        let (mut fleet, _view) =
+            Fleet::new(WriteGate::always_open(), None, "test".into(), status());
+        let start = FleetConfig::parse("", "test").unwrap();
+        assert_eq!(fleet.needs_restart(&start), None, "nothing to compare yet");
+        fleet.started_with(&start);
+        assert_eq!(fleet.needs_restart(&start), None);
+        let text = "[hub]\nlisten = \"127.0.0.1:9\"\n[hub.tracing]\nendpoint = \"http://c:4317\"\n";
+        let changed = FleetConfig::parse(text, "test").unwrap();
+        assert_eq!(
+            fleet.needs_restart(&changed).as_deref(),
+            Some("hub.listen and hub.tracing changed: takes effect when the hub restarts")
+        );
     }
 
     #[tokio::test]
