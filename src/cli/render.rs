@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use super::plan::PlanReport;
-use crate::engine::plan::{Outcome, PodExplanation};
+use crate::engine::plan::PodExplanation;
 use crate::engine::template::TemplateSource;
 
 pub fn plan(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
@@ -249,16 +249,6 @@ fn scale_up(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-fn outcome_name(o: Outcome) -> &'static str {
-    match o {
-        Outcome::ScaleUp => "scaleUp",
-        Outcome::FitsExisting => "fitsExisting",
-        Outcome::FitsUpcoming => "fitsUpcoming",
-        Outcome::NoScaleUp => "noScaleUp",
-        Outcome::BelowPriorityCutoff => "belowPriorityCutoff",
-    }
-}
-
 /// Pods whose explanations read the same, printed once.
 fn grouped(pods: &[PodExplanation]) -> Vec<(&PodExplanation, Vec<String>)> {
     let mut groups: Vec<(&PodExplanation, Vec<String>)> = Vec::new();
@@ -294,7 +284,7 @@ fn pending(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
             (Some(g), None) => format!(" -> {g}"),
             _ => String::new(),
         };
-        writeln!(out, "  {who}: {}{target}", outcome_name(e.outcome))?;
+        writeln!(out, "  {who}: {}{target}", e.outcome.as_str())?;
         for r in &e.reasons {
             writeln!(out, "      {r}")?;
         }

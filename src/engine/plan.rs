@@ -91,6 +91,19 @@ pub enum Outcome {
     BelowPriorityCutoff,
 }
 
+impl Outcome {
+    /// The name the JSON plan uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::ScaleUp => "scaleUp",
+            Outcome::FitsExisting => "fitsExisting",
+            Outcome::FitsUpcoming => "fitsUpcoming",
+            Outcome::NoScaleUp => "noScaleUp",
+            Outcome::BelowPriorityCutoff => "belowPriorityCutoff",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodExplanation {

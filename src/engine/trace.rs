@@ -129,23 +129,13 @@ fn pod_event(p: &PodExplanation) {
         .collect();
     let more = p.reasons.len().saturating_sub(MAX_REASONS);
     tracing::info!(target: TRACES,
-        outcome = outcome(p.outcome),
+        outcome = p.outcome.as_str(),
         k8s.namespace.name = %p.pod.namespace,
         k8s.pod.name = %p.pod.name,
         node_group = p.node_group.as_ref().map(|g| g.as_str()).unwrap_or_default(),
         reasons = reasons.join("; "),
         more_reasons = int(more),
         "pending pod");
-}
-
-fn outcome(o: Outcome) -> &'static str {
-    match o {
-        Outcome::ScaleUp => "scaleUp",
-        Outcome::FitsExisting => "fitsExisting",
-        Outcome::FitsUpcoming => "fitsUpcoming",
-        Outcome::NoScaleUp => "noScaleUp",
-        Outcome::BelowPriorityCutoff => "belowPriorityCutoff",
-    }
 }
 
 /// Scale-down: each removal with its reason, and why other nodes stay.
