@@ -33,6 +33,19 @@ fn the_example_is_valid_and_every_setting_has_a_source() {
         out.contains("cluster prod-east (context prod-east-admin"),
         "{out}"
     );
+    assert!(
+        out.contains("[fleet]\n  degraded when more than 50% of clusters are unhealthy; scale-down then paused in every cluster"),
+        "{out}"
+    );
+    let with_env = check_config(
+        &["-c", "fleet.toml.example"],
+        &[("FLEETSCALER_FLEET__MAX_UNHEALTHY_CLUSTERS", "2")],
+    );
+    let with_env = String::from_utf8_lossy(&with_env.stdout);
+    assert!(
+        with_env.contains("more than 50% of clusters or more than 2 clusters are unhealthy"),
+        "{with_env}"
+    );
     let r = json(&check_config(
         &["-c", "fleet.toml.example", "-o", "json"],
         &[],

@@ -8,7 +8,9 @@ use serde::Serialize;
 
 use super::plan::{OutputFormat, settings_with_sources};
 use crate::config::tracing::TracingState;
-use crate::config::{ConfigError, FleetConfig, HubConfig, Layers, effective_settings};
+use crate::config::{
+    ConfigError, FleetConfig, FleetHealthConfig, HubConfig, Layers, effective_settings,
+};
 use crate::model::duration::format_go_duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -34,6 +36,7 @@ struct Report {
     hub: HubConfig,
     /// `[hub.tracing]` with the `OTEL_*` variables of this process.
     traces: TracingState,
+    fleet: FleetHealthConfig,
     clusters: Vec<ClusterReport>,
 }
 
@@ -87,6 +90,7 @@ pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConf
     let report = Report {
         hub: cfg.hub.clone(),
         traces,
+        fleet: cfg.fleet.clone(),
         clusters,
     };
     match args.output {
@@ -97,6 +101,27 @@ pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConf
         OutputFormat::Text => text(&args.config.display().to_string(), &report, out)?,
     }
     Ok(())
+}
+
+/// `degraded when more than 50% of clusters are unhealthy; scale-down then paused fleet-wide`.
+fn describe_fleet(f: &FleetHealthConfig) -> String {
+    let mut when = vec![format!(
+        "more than {}% of clusters",
+        f.max_unhealthy_percentage
+    )];
+    if let Some(n) = f.max_unhealthy_clusters {
+        when.push(format!("more than {n} clusters"));
+    }
+    let mut line = format!("degraded when {} are unhealthy", when.join(" or "));
+    if let Some(p) = f.max_unready_nodes_percentage {
+        line.push_str(&format!(", or more than {p}% of all nodes unready"));
+    }
+    let then = if f.pause_scale_down_when_degraded {
+        "scale-down then paused in every cluster"
+    } else {
+        "nothing paused then (pause_scale_down_when_degraded = false)"
+    };
+    format!("{line}; {then}")
 }
 
 fn text(name: &str, r: &Report, out: &mut impl Write) -> std::io::Result<()> {
@@ -138,6 +163,7 @@ fn text(name: &str, r: &Report, out: &mut impl Write) -> std::io::Result<()> {
         writeln!(out, "  leader election: off")?;
     }
     writeln!(out, "  traces: {}", r.traces.describe())?;
+    writeln!(out, "\n[fleet]\n  {}", describe_fleet(&r.fleet))?;
     for c in &r.clusters {
         let kc = c.kubeconfig.as_deref().unwrap_or("the hub's kubeconfigs");
         let state = if c.enabled { "enabled" } else { "DISABLED" };
