@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::health::{self, FleetHealth, FleetState};
+use super::health::{self, FleetHealth, FleetState, Glance};
 use super::supervise::{Connection, Supervised, TimingKey, supervise};
 use crate::cluster::ClusterName;
 use crate::cluster::gate::{ScaleDownHold, WriteGate, hold_channel};
@@ -62,6 +62,12 @@ pub struct FleetView {
 }
 
 impl FleetView {
+    /// What the fleet's health is worked out from, per cluster, without copying reports.
+    pub fn glances(&self) -> Vec<Glance> {
+        let clusters = self.clusters.borrow().clone();
+        clusters.values().map(|r| Glance::of(&r.borrow())).collect()
+    }
+
     /// The fleet's health as last worked out (every second), and what it holds back.
     pub fn health(&self) -> FleetHealth {
         self.health.borrow().clone()
@@ -310,14 +316,14 @@ impl Fleet {
     /// Works out the fleet's health from the latest reports, and sets or lifts the
     /// scale-down hold to match.
     pub fn assess_health(&self) {
-        let reports: Vec<ClusterReport> = self
+        let glances: Vec<Glance> = self
             .clusters
             .borrow()
             .values()
-            .map(|r| r.borrow().clone())
+            .map(|r| Glance::of(&r.borrow()))
             .collect();
         let previous = self.health.borrow().clone();
-        let next = health::assess(&reports, &self.health_config, &previous, Timestamp::now());
+        let next = health::assess(&glances, &self.health_config, &previous, Timestamp::now());
         if next.state != previous.state {
             match next.state {
                 FleetState::Degraded => tracing::warn!("the fleet is degraded: {}", next.reason),

@@ -5,6 +5,7 @@
 use jiff::Timestamp;
 use serde::Serialize;
 
+use crate::cluster::ClusterName;
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::config::FleetHealthConfig;
 
@@ -65,6 +66,27 @@ impl ClusterState {
     }
 }
 
+/// What the fleet's judgement needs of one cluster: read while the report is borrowed, so
+/// the every-second assessment copies no history, actions or plans.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Glance {
+    pub name: ClusterName,
+    pub state: ClusterState,
+    pub nodes: u64,
+    pub unready_nodes: u64,
+}
+
+impl Glance {
+    pub fn of(r: &ClusterReport) -> Self {
+        Glance {
+            name: r.name.clone(),
+            state: ClusterState::of(r),
+            nodes: r.nodes,
+            unready_nodes: r.unready_nodes,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum FleetState {
@@ -118,25 +140,24 @@ impl FleetHealth {
     }
 }
 
-/// Judges the fleet from its clusters' reports.
+/// Judges the fleet from a glance at each of its clusters.
 pub fn assess(
-    reports: &[ClusterReport],
+    clusters: &[Glance],
     config: &FleetHealthConfig,
     previous: &FleetHealth,
     now: Timestamp,
 ) -> FleetHealth {
-    let counted: Vec<(&ClusterReport, ClusterState)> = reports
+    let counted: Vec<&Glance> = clusters
         .iter()
-        .map(|r| (r, ClusterState::of(r)))
-        .filter(|(_, s)| *s != ClusterState::Stopped)
+        .filter(|g| g.state != ClusterState::Stopped)
         .collect();
     let at_fault: Vec<String> = counted
         .iter()
-        .filter(|(_, s)| s.counts_against())
-        .map(|(r, s)| format!("{} ({})", r.name, s.as_str()))
+        .filter(|g| g.state.counts_against())
+        .map(|g| format!("{} ({})", g.name, g.state.as_str()))
         .collect();
-    let nodes: u64 = counted.iter().map(|(r, _)| r.nodes).sum();
-    let unready: u64 = counted.iter().map(|(r, _)| r.unready_nodes).sum();
+    let nodes: u64 = counted.iter().map(|g| g.nodes).sum();
+    let unready: u64 = counted.iter().map(|g| g.unready_nodes).sum();
     let unready_ratio = if nodes == 0 {
         0.0
     } else {
@@ -155,7 +176,7 @@ pub fn assess(
         unhealthy_clusters: at_fault.len(),
         starting_clusters: counted
             .iter()
-            .filter(|(_, s)| *s == ClusterState::Starting)
+            .filter(|g| g.state == ClusterState::Starting)
             .count(),
         nodes,
         unready_nodes: unready,
@@ -216,7 +237,6 @@ fn describe(breach: Option<String>, clusters: usize, at_fault: &[String]) -> Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cluster::ClusterName;
     use crate::cluster::report::PassSummary;
 
     fn report(name: &str, phase: Phase, healthy: bool, nodes: u64, unready: u64) -> ClusterReport {
@@ -237,9 +257,13 @@ mod tests {
         r
     }
 
+    fn glances(reports: &[ClusterReport]) -> Vec<Glance> {
+        reports.iter().map(Glance::of).collect()
+    }
+
     fn judge(reports: &[ClusterReport], config: &FleetHealthConfig) -> FleetHealth {
         let start = FleetHealth::starting(Timestamp::UNIX_EPOCH);
-        assess(reports, config, &start, Timestamp::UNIX_EPOCH)
+        assess(&glances(reports), config, &start, Timestamp::UNIX_EPOCH)
     }
 
     #[test]
@@ -323,7 +347,7 @@ mod tests {
         let config = FleetHealthConfig::default();
         let first = judge(std::slice::from_ref(&r), &config);
         let later = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(5);
-        let again = assess(std::slice::from_ref(&r), &config, &first, later);
+        let again = assess(&glances(std::slice::from_ref(&r)), &config, &first, later);
         assert_eq!(again.since, first.since);
         assert_eq!(again.at, later);
     }

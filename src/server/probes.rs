@@ -42,10 +42,10 @@ fn live_at(view: &FleetView, now: Timestamp) -> Result<String, String> {
 fn ready_at(view: &FleetView, now: Timestamp) -> Result<String, String> {
     live_at(view, now)?;
     let starting: Vec<String> = view
-        .reports()
+        .glances()
         .iter()
-        .filter(|r| ClusterState::of(r) == ClusterState::Starting)
-        .map(|r| r.name.to_string())
+        .filter(|g| g.state == ClusterState::Starting)
+        .map(|g| g.name.to_string())
         .collect();
     let up_for = age(view.hub().started, now);
     if starting.is_empty() || up_for > READY_GRACE {

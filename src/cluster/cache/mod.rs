@@ -217,6 +217,10 @@ impl Cache {
 
     /// Forgets pods that are no longer pending (gone while a list was being redone, say).
     pub fn keep_pending_since<'a>(&mut self, pending: impl Iterator<Item = &'a PodId>) {
+        // The usual case on every pass: nothing left to measure, no set to build.
+        if self.pending_since.is_empty() {
+            return;
+        }
         let keep: std::collections::HashSet<ObjectKey> = pending.map(pod_key).collect();
         self.pending_since.retain(|k, _| keep.contains(k));
     }
