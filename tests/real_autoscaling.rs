@@ -61,7 +61,13 @@ fn ready_nodes(cp: &ControlPlane) -> usize {
 }
 
 fn events_with_reason(cp: &ControlPlane, namespace: &str, reason: &str) -> Vec<Value> {
-    cp.items(&["events", "-n", namespace, "--field-selector", &format!("reason={reason}")])
+    cp.items(&[
+        "events",
+        "-n",
+        namespace,
+        "--field-selector",
+        &format!("reason={reason}"),
+    ])
 }
 
 struct Group {
@@ -92,15 +98,31 @@ fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
     let (ocp, capi) = (&cps[0], &cps[1]);
     // One 4-CPU worker each (3.5 CPU allocatable: two pods of 1500m).
     ocp.apply(&openshift_machine_set("ocp", OCP_GROUP.name, 1, 1, 6, 4));
-    capi.apply(&capi_machine_deployment("capi", CAPI_GROUP.name, 1, 1, 6, 4));
+    capi.apply(&capi_machine_deployment(
+        "capi",
+        CAPI_GROUP.name,
+        1,
+        1,
+        6,
+        4,
+    ));
     for cp in &cps {
-        eventually(LONG, "the first worker Ready", || (ready_nodes(cp) == 1).then_some(()));
+        eventually(LONG, "the first worker Ready", || {
+            (ready_nodes(cp) == 1).then_some(())
+        });
     }
     let dir = TempDir::new("real-hub");
-    let kubeconfigs = [dir.path().join("ocp.kubeconfig"), dir.path().join("capi.kubeconfig")];
+    let kubeconfigs = [
+        dir.path().join("ocp.kubeconfig"),
+        dir.path().join("capi.kubeconfig"),
+    ];
     managed_kubeconfig(ocp, &kubeconfigs[0]);
     managed_kubeconfig(capi, &kubeconfigs[1]);
-    let hub = HubProcess::start(dir.path(), "hub", &fleet_toml(&kubeconfigs[0], &kubeconfigs[1]));
+    let hub = HubProcess::start(
+        dir.path(),
+        "hub",
+        &fleet_toml(&kubeconfigs[0], &kubeconfigs[1]),
+    );
 
     // Scale-up: six pods of 1500m need three workers.
     for cp in &cps {
@@ -119,7 +141,11 @@ fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
             cp.name
         );
         let message = triggered[0]["message"].as_str().unwrap_or_default();
-        assert!(message.contains(g.name), "{}: event says {message}", cp.name);
+        assert!(
+            message.contains(g.name),
+            "{}: event says {message}",
+            cp.name
+        );
     }
 
     // Scale-down through a budget: two pods left, at most one of them away at a time.
@@ -128,7 +154,14 @@ fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
             "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web, namespace: default}\n\
              spec: {minAvailable: 1, selector: {matchLabels: {app: web}}}\n",
         );
-        cp.kubectl(&["scale", "deployment/web", "-n", "default", "--replicas", "2"]);
+        cp.kubectl(&[
+            "scale",
+            "deployment/web",
+            "-n",
+            "default",
+            "--replicas",
+            "2",
+        ]);
     }
     for (cp, g) in [(ocp, &OCP_GROUP), (capi, &CAPI_GROUP)] {
         eventually(LONG, "the group back at its minimum", || {
@@ -169,11 +202,20 @@ fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
             "jsonpath={.data.status}",
         ]);
         assert!(status.contains("autoscalerStatus: Running"), "{status}");
-        assert!(status.contains(g.name), "{}: status lacks the group: {status}", cp.name);
+        assert!(
+            status.contains(g.name),
+            "{}: status lacks the group: {status}",
+            cp.name
+        );
     }
     for cp in &cps {
         assert!(hub_requests(cp) > 0, "{}: the hub made no request", cp.name);
-        assert_eq!(refused_hub_requests(cp), Vec::<String>::new(), "{}: refused", cp.name);
+        assert_eq!(
+            refused_hub_requests(cp),
+            Vec::<String>::new(),
+            "{}: refused",
+            cp.name
+        );
     }
     let fleet = hub.api("/api/v1/fleet");
     for c in fleet["clusters"].as_array().unwrap() {
@@ -182,8 +224,15 @@ fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
     assert!(hub.stop().success());
     // A clean stop removes the status ConfigMap it wrote.
     for cp in &cps {
-        assert!(cp
-            .try_kubectl(&["get", "configmap", "cluster-autoscaler-status", "-n", "openshift-machine-api"])
-            .is_err());
+        assert!(
+            cp.try_kubectl(&[
+                "get",
+                "configmap",
+                "cluster-autoscaler-status",
+                "-n",
+                "openshift-machine-api"
+            ])
+            .is_err()
+        );
     }
 }

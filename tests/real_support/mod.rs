@@ -138,7 +138,10 @@ impl ControlPlane {
 
     /// The items of `kubectl get ARGS -o json`.
     pub fn items(&self, args: &[&str]) -> Vec<Value> {
-        self.get(args)["items"].as_array().cloned().unwrap_or_default()
+        self.get(args)["items"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// `kubectl apply --server-side` of a YAML text.
@@ -330,13 +333,22 @@ pub fn is_ready(node: &Value) -> bool {
 pub fn running_pods(cp: &ControlPlane, app: &str) -> usize {
     cp.items(&["pods", "-n", "default", "-l", &format!("app={app}")])
         .iter()
-        .filter(|p| p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null())
+        .filter(|p| {
+            p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null()
+        })
         .count()
 }
 
 /// An OpenShift MachineSet of `cpu`-CPU workers (capacity from the scale-from-zero
 /// annotations, which the test-bed machine controller also reads) between min and max.
-pub fn openshift_machine_set(cluster: &str, name: &str, replicas: u32, min: u32, max: u32, cpu: u32) -> String {
+pub fn openshift_machine_set(
+    cluster: &str,
+    name: &str,
+    replicas: u32,
+    min: u32,
+    max: u32,
+    cpu: u32,
+) -> String {
     format!(
         r#"apiVersion: machine.openshift.io/v1beta1
 kind: MachineSet
@@ -380,7 +392,14 @@ spec:
 }
 
 /// A Cluster API (v1beta2) MachineDeployment of `cpu`-CPU workers between min and max.
-pub fn capi_machine_deployment(cluster: &str, name: &str, replicas: u32, min: u32, max: u32, cpu: u32) -> String {
+pub fn capi_machine_deployment(
+    cluster: &str,
+    name: &str,
+    replicas: u32,
+    min: u32,
+    max: u32,
+    cpu: u32,
+) -> String {
     format!(
         r#"apiVersion: cluster.x-k8s.io/v1beta2
 kind: MachineDeployment
@@ -479,13 +498,16 @@ pub const HUB_USER: &str = "system:serviceaccount:fleetscaler:fleetscaler-hub";
 pub fn managed_kubeconfig(cp: &ControlPlane, path: &Path) {
     let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/managed-cluster-rbac.yaml");
     cp.kubectl(&["apply", "-f", &rbac.to_string_lossy()]);
-    let token = eventually(Duration::from_secs(30), "the ServiceAccount's token", || {
-        let secret = cp.get(&["secret", "-n", "fleetscaler", "fleetscaler-hub-token"]);
-        secret["data"]["token"].as_str().map(str::to_string)
-    });
-    let view = |path: &str| {
-        cp.kubectl(&["config", "view", "--raw", "-o", &format!("jsonpath={path}")])
-    };
+    let token = eventually(
+        Duration::from_secs(30),
+        "the ServiceAccount's token",
+        || {
+            let secret = cp.get(&["secret", "-n", "fleetscaler", "fleetscaler-hub-token"]);
+            secret["data"]["token"].as_str().map(str::to_string)
+        },
+    );
+    let view =
+        |path: &str| cp.kubectl(&["config", "view", "--raw", "-o", &format!("jsonpath={path}")]);
     let server = view("{.clusters[0].cluster.server}");
     let ca = view("{.clusters[0].cluster.certificate-authority-data}");
     let token = String::from_utf8(base64_decode(&token)).unwrap();
