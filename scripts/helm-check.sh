@@ -4,7 +4,9 @@
 # bad values are refused (scripts/helm_check.py says what exactly). The rendered manifests go
 # to OUT_DIR (default target/helm-render), where tests/helm_chart.rs checks them.
 #
-# The SDK is installed once into a virtualenv under target/helm-venv.
+# The SDK is installed once into a virtualenv under target/helm-venv. `helm-check.sh
+# --python` only makes sure of that and prints the virtualenv's interpreter (for
+# scripts/helm_install.py, which tests/real_helm.rs runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-target/helm-render}
@@ -42,4 +44,8 @@ make_venv() {
 }
 
 have_sdk || make_venv
+if [ "$out" = --python ]; then
+    echo "$PWD/$venv/bin/python"
+    exit 0
+fi
 exec "$venv/bin/python" scripts/helm_check.py charts/fleetscaler "$out"
