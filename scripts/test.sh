@@ -21,9 +21,16 @@ need_debian() {
 }
 need_debian promtool prometheus
 need_debian chromium chromium
+# scripts/real-cluster.sh makes certificates with openssl and probes health with curl.
+need_debian openssl openssl
+need_debian curl curl
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
 # The Helm chart: lint and render with real Helm (tests/helm_chart.rs checks the output).
 scripts/helm-check.sh
+# Real Kubernetes (tests/real_*.rs, the versus-upstream bench): kube-apiserver, etcd,
+# controller-manager, scheduler, kubectl, kwok and upstream cluster-autoscaler, built from
+# their Go modules once per machine (cached under ~/.cache/fleetscaler).
+scripts/real-cluster.sh build --upstream >/dev/null
 cargo test --all-targets --locked
