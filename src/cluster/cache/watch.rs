@@ -12,7 +12,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
-pub use super::discovery::{Served, discover};
+use super::discovery::Served;
 use super::update::{Kind, Object, Update};
 use crate::model::snapshot::PRIORITY_EXPANDER_CONFIGMAP;
 

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ClusterName;
-use super::cache::{Cache, Change, Update, watch as watches};
+use super::cache::{Cache, Change, Update, discovery, watch as watches};
 use super::error::CallError;
 use super::events::{EventRecorder, RecorderSettings};
 use super::executor::Executor;
@@ -118,10 +118,10 @@ pub async fn run(
         Phase::Connecting,
         Some("asking what the cluster serves".into()),
     );
-    let discovery = watches::discover(&ctx.client, ctx.timing.request_timeout);
+    let discovered = discovery::discover(&ctx.client, ctx.timing.request_timeout);
     let served = tokio::select! {
         _ = cancel.cancelled() => return Ok(()),
-        served = discovery => served.map_err(RunnerError::Discovery)?,
+        served = discovered => served.map_err(RunnerError::Discovery)?,
     };
     for warning in &served.warnings {
         tracing::warn!(k8s.cluster.name = %ctx.name, "{warning}");

@@ -3,7 +3,9 @@
 //! Machines and Nodes to them.
 //!
 //! Unlike upstream, where one mis-annotated resource hides every group, a group with invalid
-//! bounds is set aside with its reason and the others are unaffected.
+//! bounds is set aside with its reason and the others are unaffected. `id` names groups
+//! (`<Kind>.<API group>/<namespace>/<name>`, so the two Machine APIs never collide) and
+//! reads the names people write; `bounds` is what claims a resource and with which min/max.
 
 mod bounds;
 mod id;
