@@ -53,7 +53,7 @@ pub(super) fn configured_by_target<'a>(
                 "fleet.toml names node group {named}, which is not in the cluster"
             )),
             Err(e) => warnings.push(format!(
-                "fleet.toml node_groups: {e} (set api_group); the entry is not applied"
+                "fleet.toml node_groups: {e}; set api_group to say which (the entry is not applied)"
             )),
         }
     }

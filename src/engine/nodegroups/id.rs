@@ -111,7 +111,7 @@ impl GroupRef {
     }
 
     /// The one of `candidates` (api group, kind, key, item) this names. `Ok(None)`: none;
-    /// an error when an unqualified name fits one of each API group.
+    /// an error naming both when an unqualified name fits one of each API group.
     pub fn find<'a, T>(
         &self,
         candidates: impl IntoIterator<Item = (MachineApiGroup, ScalableKind, &'a ObjectKey, T)>,
@@ -127,9 +127,8 @@ impl GroupRef {
                 .map(|(api, _)| NodeGroupId::new(*api, self.kind, &self.key).to_string())
                 .collect();
             return Err(format!(
-                "{self} is ambiguous: both {} exist; name the API group ({})",
-                ids.join(" and "),
-                ids.join(" or ")
+                "{self} is ambiguous: both {} exist",
+                ids.join(" and ")
             ));
         }
         Ok(found.pop().map(|(_, item)| item))
@@ -212,8 +211,7 @@ mod tests {
         assert_eq!(
             err,
             "MachineSet/ns/a is ambiguous: both MachineSet.machine.openshift.io/ns/a and \
-             MachineSet.cluster.x-k8s.io/ns/a exist; name the API group \
-             (MachineSet.machine.openshift.io/ns/a or MachineSet.cluster.x-k8s.io/ns/a)"
+             MachineSet.cluster.x-k8s.io/ns/a exist"
         );
         let qualified = GroupRef::parse("MachineSet.cluster.x-k8s.io/ns/a").unwrap();
         assert_eq!(qualified.find(both), Ok(Some(2)));
