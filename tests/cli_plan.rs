@@ -37,7 +37,7 @@ fn text_output_reads_like_a_report() {
     let text = stdout(&out);
     for want in [
         "NODE GROUPS",
-        "MachineSet/openshift-machine-api/gpu-us-east-1a: 0 -> 1 for 1 pod(s)",
+        "MachineSet.machine.openshift.io/openshift-machine-api/gpu-us-east-1a: 0 -> 1 for 1 pod(s)",
         "batch/report-0, batch/report-1, batch/report-2: belowPriorityCutoff",
         "finance/ledger-0: noScaleUp",
         "nodeSelector disktype=nvme does not match",
@@ -310,4 +310,31 @@ fn the_state_file_is_written_read_back_and_checked() {
         &["plan", "-s", EXAMPLE, "--state", &state_arg],
         &["state file", "not a fleetscaler state file"],
     );
+}
+
+#[test]
+fn a_state_file_with_upstreams_unqualified_group_names_gives_the_same_plan() {
+    let scenario = "tests/scenarios/upcoming-and-existing-nodes";
+    let dir = tempdir("old-state");
+    let old = dir.join("old-state.json");
+    let current = std::fs::read_to_string(root().join(scenario).join("state.json")).unwrap();
+    assert!(current.contains("MachineSet.machine.openshift.io/"));
+    std::fs::write(
+        &old,
+        current.replace("MachineSet.machine.openshift.io/", "MachineSet/"),
+    )
+    .unwrap();
+    let plan = |state: &str| -> Value {
+        let dump = format!("{scenario}/dump.yaml");
+        let out = fleetscaler(&[
+            "plan", "-s", &dump, "--now", NOW, "-o", "json", "--state", state,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let with_new = plan(&format!("{scenario}/state.json"));
+    let with_old = plan(&old.display().to_string());
+    assert_eq!(with_old["scaleUp"], with_new["scaleUp"]);
+    assert_eq!(with_old["nodeGroups"], with_new["nodeGroups"]);
+    assert!(with_new["nodeGroups"][0]["upcoming"].as_u64().unwrap() > 0);
 }

@@ -6,7 +6,7 @@ mod sim_support;
 
 use std::time::Duration;
 
-use fleetscaler::cluster::cache::{Cache, Kind, watch};
+use fleetscaler::cluster::cache::{Cache, Kind, discovery, watch};
 use fleetscaler::cluster::client;
 use fleetscaler::model::{MachineApiGroup, ScalableKind};
 use fleetscaler::sim::settings::Flavor;
@@ -36,7 +36,7 @@ async fn lists_what_each_flavour_serves_and_follows_changes() {
         let sim = &fleet.clusters()[0];
         let config = sim.kube_config().await.unwrap();
         let kube = client::from_config(config, "sim-1", Duration::from_secs(5)).unwrap();
-        let served = watch::discover(&kube, Duration::from_secs(5))
+        let served = discovery::discover(&kube, Duration::from_secs(5))
             .await
             .unwrap();
         let api = match flavor {
@@ -48,6 +48,12 @@ async fn lists_what_each_flavour_serves_and_follows_changes() {
             "{:?}",
             served.kinds
         );
+        assert!(
+            served.machine_apis.get(api).is_some(),
+            "{:?}",
+            served.machine_apis
+        );
+        assert!(served.warnings.is_empty(), "{:?}", served.warnings);
         assert!(
             served
                 .kinds

@@ -31,13 +31,14 @@ use serde_json::json;
 
 const LIMIT: Duration = Duration::from_secs(10);
 
-fn executor(client: &Client, gate: WriteGate, dry_run: bool) -> Executor {
+async fn executor(client: &Client, gate: WriteGate, dry_run: bool) -> Executor {
     Executor::new(
         client.clone(),
         ExecutorConfig {
             request_timeout: Duration::from_secs(5),
             dry_run,
             gate,
+            apis: machine_apis(client).await,
         },
     )
     .with_drain_timing(DrainTiming {
@@ -155,6 +156,7 @@ async fn assert_clean(client: &Client, node: &str) {
 /// Asserts a machine carries none of the executor's marks.
 async fn assert_unmarked(client: &Client, flavor: Flavor, machine: &str) {
     let m = machine_api(client, flavor, "Machine")
+        .await
         .get(machine)
         .await
         .unwrap();
@@ -177,7 +179,7 @@ async fn scale_up_raises_replicas_once_and_never_writes_a_stale_plan() {
     let settings = settings();
     let snap = snapshot(&c, flavor).await;
     let group = worker_group(cluster, flavor, 'a');
-    let exec = executor(&c, WriteGate::always_open(), false);
+    let exec = executor(&c, WriteGate::always_open(), false).await;
 
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_up = vec![scale_up(&group, 1, 2)];
@@ -192,7 +194,7 @@ async fn scale_up_raises_replicas_once_and_never_writes_a_stale_plan() {
 
     // The same plan again: the group has moved on, nothing is written.
     let (_, _, name) = parts(&group);
-    let sets = machine_api(&c, flavor, "MachineSet");
+    let sets = machine_api(&c, flavor, "MachineSet").await;
     // The controllers write the status; only a write of the spec bumps the generation.
     let generation = sets.get(&name).await.unwrap().metadata.generation;
     let again = exec.execute(&plan, &snap, &settings, &none()).await;
@@ -253,8 +255,11 @@ async fn a_dry_run_and_a_closed_gate_write_nothing() {
 
     let (tx, closed) = gate::channel(false);
     for (exec, why) in [
-        (executor(&c, WriteGate::always_open(), true), "dry run"),
-        (executor(&c, closed, false), "not the leader"),
+        (
+            executor(&c, WriteGate::always_open(), true).await,
+            "dry run",
+        ),
+        (executor(&c, closed, false).await, "not the leader"),
     ] {
         let run = exec.execute(&plan, &snap, &settings, &none()).await;
         assert_eq!(run.entries.len(), 3);
@@ -271,7 +276,7 @@ async fn a_dry_run_and_a_closed_gate_write_nothing() {
     // taint for the next leader's recovery.
     tx.send_replace(true);
     let (tx2, gate2) = gate::channel(true);
-    let exec = executor(&c, gate2, false);
+    let exec = executor(&c, gate2, false).await;
     plan.scale_up.clear();
     plan.delete_failed_machines.clear();
     let mut run = exec.execute(&plan, &snap, &settings, &none()).await;
@@ -301,7 +306,7 @@ async fn machine_deletions_mark_and_lower_and_exactly_that_machine_goes() {
     let c = client(cluster).await;
     let settings = settings();
     let snap = snapshot(&c, flavor).await;
-    let exec = executor(&c, WriteGate::always_open(), false);
+    let exec = executor(&c, WriteGate::always_open(), false).await;
     let group = worker_group(cluster, flavor, 'a');
     let (_, machines) = members(&snap, &settings, &group);
     assert_eq!(machines.len(), 2);
@@ -330,7 +335,7 @@ async fn machine_deletions_mark_and_lower_and_exactly_that_machine_goes() {
     ));
     assert_eq!(replicas(&c, flavor, &group).await, 1);
 
-    let ms = machine_api(&c, flavor, "Machine");
+    let ms = machine_api(&c, flavor, "Machine").await;
     let left = eventually(LIMIT, "the marked machines replaced or gone", || async {
         let names: BTreeSet<String> = ms
             .list(&ListParams::default())
@@ -388,7 +393,7 @@ async fn a_node_removal_drains_marks_lowers_and_the_node_goes() {
     } = bed(flavor, true, 2, 'a').await;
     let node = nodes[0].clone();
     let machine = machine_of(&snap, &node);
-    let exec = executor(&c, WriteGate::always_open(), false);
+    let exec = executor(&c, WriteGate::always_open(), false).await;
     let before = replica_pods(&c).await;
 
     let mut plan = empty_plan(&snap, &settings);
@@ -486,7 +491,7 @@ async fn a_refusing_disruption_budget_fails_the_removal_and_everything_is_rolled
     })
     .await;
 
-    let exec = executor(&c, WriteGate::always_open(), false);
+    let exec = executor(&c, WriteGate::always_open(), false).await;
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_down = vec![scale_down(&group, &node, false)];
     let mut run = exec.execute(&plan, &snap, &settings, &none()).await;
@@ -521,7 +526,7 @@ async fn a_removal_from_a_group_at_min_fails_and_rolls_back() {
         nodes,
     } = bed(flavor, false, 1, 'a').await;
     let machine = machine_of(&snap, &nodes[0]);
-    let exec = executor(&c, WriteGate::always_open(), false);
+    let exec = executor(&c, WriteGate::always_open(), false).await;
 
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_down = vec![scale_down(&group, &nodes[0], true)];
@@ -560,7 +565,7 @@ async fn an_empty_node_that_gained_pods_is_not_removed() {
         group,
         nodes,
     } = bed(flavor, false, 2, 'b').await;
-    let exec = executor(&c, WriteGate::always_open(), false);
+    let exec = executor(&c, WriteGate::always_open(), false).await;
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_down = vec![scale_down(&group, &nodes[0], true)];
     let mut run = exec.execute(&plan, &snap, &settings, &none()).await;
@@ -594,7 +599,7 @@ async fn recovery_finishes_an_interrupted_decrement_and_clears_a_stale_taint() {
     let c = client(cluster).await;
     let settings = settings();
     let snap = snapshot(&c, flavor).await;
-    let ms = machine_api(&c, flavor, "Machine");
+    let ms = machine_api(&c, flavor, "Machine").await;
     let nodes_api = Api::<Node>::all(c.clone());
     let taint = json!({"key": TO_BE_DELETED_TAINT, "value": "1700000000", "effect": "NoSchedule"});
 
@@ -646,12 +651,15 @@ async fn recovery_finishes_an_interrupted_decrement_and_clears_a_stale_taint() {
     .unwrap();
 
     // A dry run reports without writing.
-    let dry = executor(&c, WriteGate::always_open(), true).recover().await;
+    let dry = executor(&c, WriteGate::always_open(), true)
+        .await
+        .recover()
+        .await;
     assert_eq!(dry.len(), 2, "{dry:?}");
     assert!(dry.iter().all(|e| skipped(e) == "dry run"));
     assert_eq!(replicas(&c, flavor, &a).await, 2);
 
-    let exec = executor(&c, WriteGate::always_open(), false);
+    let exec = executor(&c, WriteGate::always_open(), false).await;
     let entries = exec.recover().await;
     assert_eq!(entries.len(), 2, "{entries:?}");
     assert_eq!(
@@ -696,7 +704,7 @@ async fn parallel_removals_in_one_group_each_lower_it_by_one() {
         group,
         nodes,
     } = bed(flavor, false, 3, 'c').await;
-    let exec = executor(&c, WriteGate::always_open(), false);
+    let exec = executor(&c, WriteGate::always_open(), false).await;
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_down = vec![
         scale_down(&group, &nodes[0], true),
@@ -741,7 +749,7 @@ async fn a_pod_that_arrived_after_the_plan_and_must_stay_stops_the_drain() {
         group,
         nodes,
     } = bed(flavor, true, 2, 'a').await;
-    let exec = executor(&c, WriteGate::always_open(), false);
+    let exec = executor(&c, WriteGate::always_open(), false).await;
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_down = vec![scale_down(&group, &nodes[0], false)];
     let mut run = exec.execute(&plan, &snap, &settings, &none()).await;

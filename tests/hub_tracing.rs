@@ -436,7 +436,7 @@ fn check_pass(pass: &Got, children: &[Got], all: &[Got]) {
             "the reason names the pods: {a:?}"
         );
         assert!(
-            a["node_group"].starts_with("MachineSet/openshift-machine-api/"),
+            a["node_group"].starts_with("MachineSet.machine.openshift.io/openshift-machine-api/"),
             "{a:?}"
         );
         assert!(a["to"].parse::<u64>().unwrap() > a["from"].parse::<u64>().unwrap());

@@ -170,8 +170,12 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
             source,
         })?;
     }
-    plan.warnings
-        .splice(0..0, effective.warnings.iter().map(|w| w.to_string()));
+    let first = dump
+        .warnings
+        .iter()
+        .cloned()
+        .chain(effective.warnings.iter().map(|w| w.to_string()));
+    plan.warnings.splice(0..0, first);
     Ok(PlanReport {
         plan,
         settings: settings_with_sources(&effective),

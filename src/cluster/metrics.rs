@@ -163,10 +163,14 @@ mod tests {
     use super::*;
     use crate::engine::nodegroups::NodeGroupId;
     use crate::model::pod::PodId;
-    use crate::model::{ObjectKey, ScalableKind};
+    use crate::model::{MachineApiGroup, ObjectKey, ScalableKind};
 
     fn group() -> NodeGroupId {
-        NodeGroupId::new(ScalableKind::MachineSet, &ObjectKey::new("ns", "a"))
+        NodeGroupId::new(
+            MachineApiGroup::OpenShift,
+            ScalableKind::MachineSet,
+            &ObjectKey::new("ns", "a"),
+        )
     }
 
     #[test]

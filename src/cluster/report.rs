@@ -65,6 +65,10 @@ pub struct ClusterReport {
     pub history: VecDeque<Sample>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_pass: Option<PassSummary>,
+    /// What the hub found wrong with the cluster when it connected (a Machine API served
+    /// only in versions it cannot read): it holds until the hub connects again.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// The last failed call or action, and when: what a user should look at first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<TimedMessage>,
@@ -165,6 +169,7 @@ impl ClusterReport {
             groups: Vec::new(),
             history: VecDeque::new(),
             last_pass: None,
+            warnings: Vec::new(),
             last_error: None,
             recent: VecDeque::new(),
             actions_total: 0,
@@ -270,7 +275,7 @@ fn group_summaries(plan: &Plan) -> Vec<GroupSummary> {
         .collect()
 }
 
-/// One line for an action: `scale up MachineSet/ns/a 2 -> 3`.
+/// One line for an action: `scale up MachineSet.machine.openshift.io/ns/a 2 -> 3`.
 pub fn describe_action(action: &Action) -> String {
     match action {
         Action::ScaleUp { group, from, to } => format!("scale up {group} {from} -> {to}"),

@@ -22,7 +22,10 @@ pub struct OptionView<'a> {
     pub node_capacity: &'a Resources,
 }
 
-/// A compiled priority expander configuration: `priority → [regex]` on node group ids.
+/// A compiled priority expander configuration: `priority → [regex]` on node group ids. A
+/// regex matches a group when it matches its id or upstream's unqualified form of it
+/// (`MachineSet/ns/name`), so a ConfigMap written for upstream's autoscaler (or an earlier
+/// fleetscaler) means the same here.
 #[derive(Debug, Default)]
 pub struct Priorities {
     tiers: Vec<(i32, Vec<Regex>)>,
@@ -67,9 +70,13 @@ impl Priorities {
     }
 
     fn priority_of(&self, id: &NodeGroupId) -> Option<i32> {
+        let unqualified = id.unqualified();
         self.tiers
             .iter()
-            .find(|(_, res)| res.iter().any(|r| r.is_match(id.as_str())))
+            .find(|(_, res)| {
+                res.iter()
+                    .any(|r| r.is_match(id.as_str()) || r.is_match(&unqualified))
+            })
             .map(|(p, _)| *p)
     }
 }
@@ -196,10 +203,14 @@ fn best_by(left: &[usize], score: impl Fn(usize) -> f64) -> Vec<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ObjectKey, ScalableKind};
+    use crate::model::{MachineApiGroup, ObjectKey, ScalableKind};
 
     fn id(name: &str) -> NodeGroupId {
-        NodeGroupId::new(ScalableKind::MachineSet, &ObjectKey::new("ns", name))
+        NodeGroupId::new(
+            MachineApiGroup::OpenShift,
+            ScalableKind::MachineSet,
+            &ObjectKey::new("ns", name),
+        )
     }
 
     #[test]
@@ -296,5 +307,26 @@ mod tests {
             &mut SeededRng::new(1),
         );
         assert_eq!(options[i].pod_count, 2);
+    }
+
+    #[test]
+    fn priorities_written_for_upstream_ids_still_match() {
+        let mut warnings = vec![];
+        let prio = Priorities::parse_configmap(
+            "10:\n  - ^MachineSet/ns/a$\n20:\n  - ^MachineSet\\.cluster\\.x-k8s\\.io/ns/a$\n",
+            &mut warnings,
+        )
+        .unwrap();
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let key = ObjectKey::new("ns", "a");
+        let os = NodeGroupId::new(MachineApiGroup::OpenShift, ScalableKind::MachineSet, &key);
+        let capi = NodeGroupId::new(MachineApiGroup::ClusterApi, ScalableKind::MachineSet, &key);
+        assert_eq!(prio.priority_of(&os), Some(10), "upstream's form");
+        assert_eq!(
+            prio.priority_of(&capi),
+            Some(20),
+            "the id, which tells the groups apart"
+        );
+        assert_eq!(prio.priority_of(&id("b")), None);
     }
 }

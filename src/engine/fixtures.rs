@@ -217,9 +217,32 @@ impl MachineSetBuilder {
         self.0["spec"]["template"]["spec"]["metadata"]["labels"][k] = json!(v);
         self
     }
+    /// The same MachineSet in Cluster API v1beta2 (its annotations in that group).
+    pub fn cluster_api(mut self) -> Self {
+        self.0["apiVersion"] = json!("cluster.x-k8s.io/v1beta2");
+        if let Some(a) = self.0["metadata"]["annotations"].as_object_mut() {
+            *a = a
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.replace("machine.openshift.io/", "cluster.x-k8s.io/"),
+                        v.clone(),
+                    )
+                })
+                .collect();
+        }
+        self
+    }
     pub fn json(self) -> Value {
         self.0
     }
+}
+
+/// A Machine as Cluster API v1beta2 has it (owned by a Cluster API MachineSet).
+pub fn cluster_api_machine(mut machine: Value) -> Value {
+    machine["apiVersion"] = json!("cluster.x-k8s.io/v1beta2");
+    machine["metadata"]["ownerReferences"][0]["apiVersion"] = json!("cluster.x-k8s.io/v1beta2");
+    machine
 }
 
 /// A Machine of a MachineSet, linked to a node by providerID.

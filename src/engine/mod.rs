@@ -44,9 +44,10 @@ pub fn run_once(
     now: Timestamp,
 ) -> Plan {
     let groups = nodegroups::discover(snapshot, &settings.node_groups);
+    let mut warnings = groups.warnings.clone();
+    warnings.extend(state.adopt_unqualified_ids(&groups));
     let templates = template::build_all(snapshot, &groups.groups);
     let cluster = trace::health(|| cluster_state::assess(snapshot, &groups, state, settings, now));
-    let mut warnings = groups.warnings.clone();
     warnings.extend(cluster.warnings.iter().cloned());
     let priorities = priorities(snapshot, settings, &mut warnings);
     let mut rng = SeededRng::new(settings.seed);

@@ -11,6 +11,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use super::nodegroups::{GroupRef, NodeGroupId, NodeGroups};
 use super::settings::{Settings, duration_serde};
 
 /// The version of the state format this build reads and writes.
@@ -189,6 +190,66 @@ impl EngineState {
     }
 }
 
+impl EngineState {
+    /// Re-keys what a state file remembers under upstream's unqualified group names
+    /// (`MachineSet/ns/name`, written before ids carried the API group) to the id of the
+    /// group of `groups` it names. An unqualified name that fits a group of each Machine API
+    /// is dropped with a warning (returned); one that fits none is left alone.
+    pub fn adopt_unqualified_ids(&mut self, groups: &NodeGroups) -> Vec<String> {
+        let unqualified = |k: &String| GroupRef::parse(k).is_ok_and(|r| r.api.is_none());
+        if !self
+            .scale_ups
+            .keys()
+            .chain(self.backoff.keys())
+            .any(unqualified)
+        {
+            return Vec::new();
+        }
+        let known: Vec<(GroupRef, &NodeGroupId)> = groups
+            .groups
+            .iter()
+            .map(|g| &g.id)
+            .chain(groups.ineligible.iter().map(|g| &g.id))
+            .filter_map(|id| GroupRef::parse(id.as_str()).ok().map(|r| (r, id)))
+            .filter(|(r, _)| r.api.is_some())
+            .collect();
+        let mut warnings = Vec::new();
+        adopt(&mut self.scale_ups, &known, "scale-ups", &mut warnings);
+        adopt(&mut self.backoff, &known, "backoff", &mut warnings);
+        warnings
+    }
+}
+
+fn adopt<T>(
+    map: &mut BTreeMap<String, T>,
+    known: &[(GroupRef, &NodeGroupId)],
+    what: &str,
+    warnings: &mut Vec<String>,
+) {
+    let unqualified: Vec<(String, GroupRef)> = map
+        .keys()
+        .filter_map(|k| GroupRef::parse(k).ok().map(|r| (k.clone(), r)))
+        .filter(|(_, r)| r.api.is_none())
+        .collect();
+    for (old, named) in unqualified {
+        let candidates = known
+            .iter()
+            .filter_map(|(r, id)| Some((r.api?, r.kind, &r.key, *id)));
+        match named.find(candidates) {
+            Ok(Some(id)) => {
+                if let Some(v) = map.remove(&old) {
+                    map.entry(id.to_string()).or_insert(v);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => {
+                map.remove(&old);
+                warnings.push(format!("state: {what} of {e}; forgotten"));
+            }
+        }
+    }
+}
+
 /// Removes `nodes` from the newest increments (a scale-up that did not happen).
 fn consume_newest(increments: &mut Vec<ScaleUpIncrement>, mut nodes: u64) {
     while nodes > 0 {
@@ -256,7 +317,7 @@ mod tests {
     #[test]
     fn round_trips_and_refuses_other_versions() {
         let mut st = EngineState::default();
-        st.record_scale_up("MachineSet/ns/a", 2, at(1));
+        st.record_scale_up("MachineSet.machine.openshift.io/ns/a", 2, at(1));
         st.unneeded_since.insert("node-1".into(), at(0));
         let back = EngineState::from_json(&st.to_json()).unwrap();
         assert_eq!(back, st);
@@ -311,5 +372,46 @@ mod tests {
         );
         st.back_off("g", at(1), "again".into(), &s);
         assert_eq!(st.backoff["g"].duration, s.max_node_group_backoff);
+    }
+
+    #[test]
+    fn unqualified_group_names_of_an_older_state_are_adopted_unless_ambiguous() {
+        use crate::engine::fixtures::{machineset, snapshot};
+        use crate::model::{MachineApiGroup, ObjectKey, ScalableKind};
+        let s = snapshot([
+            machineset("only", 1, 3, 1).json(),
+            machineset("both", 1, 3, 1).json(),
+            machineset("both", 1, 3, 1).cluster_api().json(),
+        ]);
+        let groups = crate::engine::nodegroups::discover(&s, &[]);
+        assert_eq!(groups.groups.len(), 3, "{:?}", groups.warnings);
+        let mut st = EngineState::default();
+        st.record_scale_up("MachineSet/openshift-machine-api/only", 2, at(0));
+        st.record_scale_up("MachineSet/openshift-machine-api/gone", 1, at(0));
+        st.back_off(
+            "MachineSet/openshift-machine-api/both",
+            at(0),
+            "x".into(),
+            &Settings::default(),
+        );
+        let warnings = st.adopt_unqualified_ids(&groups);
+        let only = NodeGroupId::new(
+            MachineApiGroup::OpenShift,
+            ScalableKind::MachineSet,
+            &ObjectKey::new("openshift-machine-api", "only"),
+        );
+        let keys: Vec<&str> = st.scale_ups.keys().map(String::as_str).collect();
+        assert_eq!(
+            keys,
+            vec![only.as_str(), "MachineSet/openshift-machine-api/gone"]
+        );
+        assert!(st.backoff.is_empty());
+        assert_eq!(warnings.len(), 1);
+        assert!(
+            warnings[0].starts_with(
+                "state: backoff of MachineSet/openshift-machine-api/both is ambiguous"
+            ),
+            "{warnings:?}"
+        );
     }
 }

@@ -12,7 +12,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
-use super::machine::{Machine, MachineApiGroup, ScalableKind, ScalableResource};
+use super::machine::{Machine, ScalableKind, ScalableResource};
+use super::machine_api::MachineApiGroup;
 use super::meta::{FieldError, Projector, key_of};
 use super::node::Node;
 use super::pod::Pod;
@@ -40,11 +41,14 @@ pub enum DumpErrorKind {
     Object,
 }
 
-/// What was read: object counts, and the kinds skipped because the engine does not use them.
+/// What was read: object counts, the kinds skipped because the engine does not use them,
+/// and what a person should know about what was left out (Machine API objects of a version
+/// the hub does not read).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DumpReport {
     pub objects: usize,
     pub skipped: BTreeMap<String, usize>,
+    pub warnings: Vec<String>,
 }
 
 /// Accumulates one or more dumps into one snapshot.
@@ -53,6 +57,8 @@ pub struct SnapshotBuilder {
     snapshot: ClusterSnapshot,
     projector: Projector,
     report: DumpReport,
+    /// Machine API objects of a version the hub does not read: (apiVersion, kind) → count.
+    unsupported: BTreeMap<(String, String), usize>,
 }
 
 impl SnapshotBuilder {
@@ -76,7 +82,24 @@ impl SnapshotBuilder {
         Ok(())
     }
 
-    pub fn finish(self) -> (ClusterSnapshot, DumpReport) {
+    pub fn finish(mut self) -> (ClusterSnapshot, DumpReport) {
+        self.report.warnings = self
+            .unsupported
+            .iter()
+            .map(|((api_version, kind), n)| {
+                let group = MachineApiGroup::from_api_version(api_version);
+                let understood = group
+                    .map(|g| {
+                        let names: Vec<&str> = g.understood().iter().map(|v| v.as_str()).collect();
+                        names.join(" and ")
+                    })
+                    .unwrap_or_default();
+                format!(
+                    "{n} {kind} object(s) of {api_version} left out: fleetscaler reads {} {understood} only",
+                    group.map_or("", MachineApiGroup::domain)
+                )
+            })
+            .collect();
         (self.snapshot, self.report)
     }
 
@@ -163,29 +186,50 @@ impl SnapshotBuilder {
             ("autoscaling.openshift.io", "MachineAutoscaler") => s
                 .machine_autoscalers
                 .push(MachineAutoscaler::from_json(value, p)?),
-            _ => match (MachineApiGroup::from_api_version(api_version), kind) {
-                (Some(api), "MachineSet") => s.scalables.push(ScalableResource::from_json(
-                    api,
-                    ScalableKind::MachineSet,
-                    value,
-                    p,
-                )?),
-                (Some(api), "MachineDeployment") => s.scalables.push(ScalableResource::from_json(
-                    api,
-                    ScalableKind::MachineDeployment,
-                    value,
-                    p,
-                )?),
-                (Some(api), "Machine") => s.machines.push(Machine::from_json(api, value, p)?),
-                _ => {
-                    *self
-                        .report
-                        .skipped
-                        .entry(format!("{kind} ({api_version})"))
-                        .or_default() += 1;
-                    return Ok(());
-                }
-            },
+            _ => return self.add_machine_api_object(api_version, kind, value),
+        }
+        self.report.objects += 1;
+        Ok(())
+    }
+
+    /// MachineSets, MachineDeployments and Machines of a version the hub reads (both
+    /// versions of Cluster API: the projections read the fields where they agree, and the
+    /// moved ones from both places). The same kinds at another version are left out with a
+    /// warning; anything else is counted as skipped.
+    fn add_machine_api_object(
+        &mut self,
+        api_version: &str,
+        kind: &str,
+        value: Value,
+    ) -> Result<(), FieldError> {
+        let scalable = ScalableKind::parse(kind);
+        let group = MachineApiGroup::from_api_version(api_version);
+        let Some(api) = group.filter(|_| scalable.is_some() || kind == "Machine") else {
+            *self
+                .report
+                .skipped
+                .entry(format!("{kind} ({api_version})"))
+                .or_default() += 1;
+            return Ok(());
+        };
+        let version = api_version.rsplit_once('/').map_or("", |(_, v)| v);
+        if api.understands(version).is_none() {
+            *self
+                .unsupported
+                .entry((api_version.to_string(), kind.to_string()))
+                .or_default() += 1;
+            return Ok(());
+        }
+        let p = &mut self.projector;
+        match scalable {
+            Some(k) => self
+                .snapshot
+                .scalables
+                .push(ScalableResource::from_json(api, k, value, p)?),
+            None => self
+                .snapshot
+                .machines
+                .push(Machine::from_json(api, value, p)?),
         }
         self.report.objects += 1;
         Ok(())
@@ -317,6 +361,54 @@ items:
         assert_eq!((s.nodes.len(), s.pods.len(), s.scalables.len()), (1, 1, 1));
         assert_eq!(report.objects, 3);
         assert_eq!(report.skipped.get("Service (v1)"), Some(&1));
+    }
+
+    #[test]
+    fn reads_both_cluster_api_versions_and_leaves_out_unknown_ones_with_a_warning() {
+        let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: cluster.x-k8s.io/v1beta1
+  kind: MachineSet
+  metadata: {name: old, namespace: default}
+  spec: {replicas: 2}
+- apiVersion: cluster.x-k8s.io/v1beta2
+  kind: MachineDeployment
+  metadata: {name: new, namespace: default}
+  spec: {replicas: 3}
+- apiVersion: cluster.x-k8s.io/v1beta2
+  kind: Machine
+  metadata: {name: new-1, namespace: default}
+  status: {nodeRef: {name: node-1}, phase: Running}
+- apiVersion: cluster.x-k8s.io/v1alpha4
+  kind: Machine
+  metadata: {name: ancient-1, namespace: default}
+- apiVersion: cluster.x-k8s.io/v1alpha4
+  kind: Machine
+  metadata: {name: ancient-2, namespace: default}
+- apiVersion: cluster.x-k8s.io/v1beta2
+  kind: MachineHealthCheck
+  metadata: {name: mhc, namespace: default}
+"#;
+        let (s, report) = load(text).unwrap();
+        let replicas: Vec<i64> = s.scalables.iter().map(|r| r.replicas).collect();
+        assert_eq!(replicas, vec![2, 3]);
+        assert_eq!(s.machines[0].node_ref.as_deref(), Some("node-1"));
+        assert_eq!(report.objects, 3);
+        assert_eq!(
+            report
+                .skipped
+                .get("MachineHealthCheck (cluster.x-k8s.io/v1beta2)"),
+            Some(&1)
+        );
+        assert_eq!(
+            report.warnings,
+            vec![
+                "2 Machine object(s) of cluster.x-k8s.io/v1alpha4 left out: fleetscaler reads \
+                 cluster.x-k8s.io v1beta2 and v1beta1 only"
+            ]
+        );
     }
 
     #[test]

@@ -1,9 +1,15 @@
 //! Machine API projections: MachineSets and MachineDeployments (the scalable resources
 //! behind node groups) and Machines, for OpenShift's `machine.openshift.io` and Cluster API's
 //! `cluster.x-k8s.io` alike. The API group is data, so one implementation serves both.
+//!
+//! Both Cluster API versions are read by the same wire shapes: the fields read are where
+//! v1beta1 and v1beta2 agree (`spec.replicas`, the template's labels and taints,
+//! `spec.providerID`, `status.nodeRef.name`, `status.phase`), and the one that moved, the
+//! machine's failure, is read from v1beta1's `status.failure*` and from v1beta2's
+//! `status.deprecated.v1beta1.failure*`. Nothing reads the fields v1beta2 dropped or
+//! reshaped (`infrastructureRef.apiVersion`, `bootstrapReady`, the MachineSet counters).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -12,67 +18,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 use super::labels::Labels;
+use super::machine_api::MachineApiGroup;
 use super::meta::{
     FieldError, ObjectKey, OwnerRef, Projector, controller_of, key_of, taints, timestamp,
 };
 use super::scheduling::{Taint, ZONE_LABEL};
-
-/// Which Machine API a resource belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum MachineApiGroup {
-    /// `machine.openshift.io` (OpenShift Machine API).
-    #[serde(rename = "machine.openshift.io")]
-    OpenShift,
-    /// `cluster.x-k8s.io` (Cluster API).
-    #[serde(rename = "cluster.x-k8s.io")]
-    ClusterApi,
-}
-
-impl MachineApiGroup {
-    pub fn from_api_version(api_version: &str) -> Option<Self> {
-        match api_version.split_once('/')?.0 {
-            "machine.openshift.io" => Some(MachineApiGroup::OpenShift),
-            "cluster.x-k8s.io" => Some(MachineApiGroup::ClusterApi),
-            _ => None,
-        }
-    }
-
-    pub fn domain(self) -> &'static str {
-        match self {
-            MachineApiGroup::OpenShift => "machine.openshift.io",
-            MachineApiGroup::ClusterApi => "cluster.x-k8s.io",
-        }
-    }
-
-    pub fn min_size_annotation(self) -> String {
-        format!(
-            "{}/cluster-api-autoscaler-node-group-min-size",
-            self.domain()
-        )
-    }
-
-    pub fn max_size_annotation(self) -> String {
-        format!(
-            "{}/cluster-api-autoscaler-node-group-max-size",
-            self.domain()
-        )
-    }
-
-    /// The annotation that tells the MachineSet controller which machine to remove first.
-    pub fn delete_machine_annotation(self) -> String {
-        format!("{}/delete-machine", self.domain())
-    }
-
-    pub fn paused_annotation(self) -> String {
-        format!("{}/paused", self.domain())
-    }
-}
-
-impl fmt::Display for MachineApiGroup {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.domain())
-    }
-}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub enum ScalableKind {
@@ -85,6 +35,21 @@ impl ScalableKind {
         match self {
             ScalableKind::MachineSet => "MachineSet",
             ScalableKind::MachineDeployment => "MachineDeployment",
+        }
+    }
+
+    /// The kind named `kind` (`MachineSet`, `MachineDeployment`).
+    pub fn parse(kind: &str) -> Option<Self> {
+        [ScalableKind::MachineSet, ScalableKind::MachineDeployment]
+            .into_iter()
+            .find(|k| k.as_str() == kind)
+    }
+
+    /// The resource's plural, as in its URL.
+    pub fn plural(self) -> &'static str {
+        match self {
+            ScalableKind::MachineSet => "machinesets",
+            ScalableKind::MachineDeployment => "machinedeployments",
         }
     }
 }
@@ -352,98 +317,5 @@ impl Machine {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn machineset_keeps_autoscaler_annotations_labels_taints_and_zone() {
-        let ms = ScalableResource::from_json(
-            MachineApiGroup::OpenShift,
-            ScalableKind::MachineSet,
-            serde_json::json!({
-                "metadata": {"name": "worker-a", "namespace": "openshift-machine-api", "annotations": {
-                    "machine.openshift.io/cluster-api-autoscaler-node-group-max-size": "6",
-                    "kubectl.kubernetes.io/last-applied-configuration": "{}"}},
-                "spec": {"replicas": 2, "template": {"spec": {
-                    "metadata": {"labels": {"node-role.kubernetes.io/worker": ""}},
-                    "taints": [{"key": "dedicated", "value": "infra", "effect": "NoSchedule"}],
-                    "providerSpec": {"value": {"instanceType": "m5.xlarge", "placement": {"availabilityZone": "us-east-1a"}}}}}}
-            }),
-            &mut Projector::default(),
-        )
-        .unwrap();
-        assert_eq!(ms.replicas, 2);
-        assert_eq!(ms.annotations.len(), 1);
-        assert_eq!(ms.template_labels.get(ZONE_LABEL), Some("us-east-1a"));
-        assert_eq!(
-            ms.template_labels.get("node-role.kubernetes.io/worker"),
-            Some("")
-        );
-        assert_eq!(ms.provider_instance_type.as_deref(), Some("m5.xlarge"));
-        assert_eq!(
-            ms.template_taints[0].to_string(),
-            "dedicated=infra:NoSchedule"
-        );
-    }
-
-    #[test]
-    fn capi_template_labels_only_propagate_node_domains() {
-        let md = ScalableResource::from_json(
-            MachineApiGroup::ClusterApi,
-            ScalableKind::MachineDeployment,
-            serde_json::json!({
-                "metadata": {"name": "md", "namespace": "default"},
-                "spec": {"template": {"metadata": {"labels": {
-                    "cluster.x-k8s.io/cluster-name": "c1",
-                    "node-role.kubernetes.io/worker": "",
-                    "tier.node.cluster.x-k8s.io/pool": "a"}}}}
-            }),
-            &mut Projector::default(),
-        )
-        .unwrap();
-        assert_eq!(md.replicas, 1, "the API default");
-        assert!(
-            md.template_labels
-                .get("cluster.x-k8s.io/cluster-name")
-                .is_none()
-        );
-        assert_eq!(md.template_labels.len(), 2);
-    }
-
-    #[test]
-    fn machine_failure_from_either_api_shape() {
-        let m = Machine::from_json(
-            MachineApiGroup::OpenShift,
-            serde_json::json!({"metadata": {"name": "m1", "namespace": "ns",
-                "annotations": {"machine.openshift.io/delete-machine": "2026-01-01"}},
-                "status": {"phase": "Failed", "errorReason": "InvalidConfiguration", "errorMessage": "no capacity"}}),
-            &mut Projector::default(),
-        )
-        .unwrap();
-        assert!(m.has_failed() && m.marked_for_deletion);
-        assert_eq!(
-            m.failure.as_deref(),
-            Some("InvalidConfiguration: no capacity")
-        );
-        let capi = Machine::from_json(
-            MachineApiGroup::ClusterApi,
-            serde_json::json!({"metadata": {"name": "m2"},
-                "status": {"deprecated": {"v1beta1": {"failureMessage": "quota exceeded"}}}}),
-            &mut Projector::default(),
-        )
-        .unwrap();
-        assert_eq!(capi.failure.as_deref(), Some("quota exceeded"));
-    }
-
-    #[test]
-    fn wrong_field_type_names_the_path() {
-        let err = ScalableResource::from_json(
-            MachineApiGroup::OpenShift,
-            ScalableKind::MachineSet,
-            serde_json::json!({"metadata": {"name": "x"}, "spec": {"replicas": "three"}}),
-            &mut Projector::default(),
-        )
-        .unwrap_err();
-        assert_eq!(err.path, "spec.replicas");
-    }
-}
+#[path = "machine_tests.rs"]
+mod tests;

@@ -11,6 +11,7 @@ pub mod dump;
 pub mod duration;
 pub mod labels;
 pub mod machine;
+pub mod machine_api;
 pub mod meta;
 pub mod node;
 pub mod pod;
@@ -22,7 +23,8 @@ pub mod snapshot;
 pub mod workload;
 
 pub use labels::{LabelSelector, Labels};
-pub use machine::{Machine, MachineApiGroup, ScalableKind, ScalableResource};
+pub use machine::{Machine, ScalableKind, ScalableResource};
+pub use machine_api::{MachineApi, MachineApiGroup, MachineApiVersion, MachineApis};
 pub use meta::{FieldError, ObjectKey, Projector};
 pub use node::Node;
 pub use pod::{Pod, PodId, PodSpec};

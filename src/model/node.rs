@@ -7,6 +7,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::core::v1 as corev1;
 
 use super::labels::Labels;
+use super::machine_api::MachineApiGroup;
 use super::meta::{FieldError, ObjectKey, Projector, annotation, resource_list, taints, timestamp};
 use super::resources::Resources;
 use super::scheduling::Taint;
@@ -42,8 +43,9 @@ pub struct Node {
     pub unschedulable: bool,
     pub readiness: Readiness,
     pub provider_id: Option<Arc<str>>,
-    /// The Machine named by the node's `<group>/machine` annotation.
-    pub machine: Option<ObjectKey>,
+    /// The Machine named by the node's `<group>/machine` annotation, with that group (a
+    /// Machine of the other API group may have the same namespace and name).
+    pub machine: Option<(MachineApiGroup, ObjectKey)>,
     pub scale_down_disabled: bool,
     pub created: Option<Timestamp>,
     pub deleting: bool,
@@ -187,20 +189,22 @@ fn readiness(status: Option<&corev1::NodeStatus>, taints: &[Taint]) -> Readiness
 fn machine_annotation(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     p: &mut Projector,
-) -> Option<ObjectKey> {
+) -> Option<(MachineApiGroup, ObjectKey)> {
     if let Some(v) = annotation(meta, "machine.openshift.io/machine") {
         let (ns, name) = v.split_once('/')?;
-        return Some(ObjectKey {
+        let key = ObjectKey {
             namespace: p.str(ns),
             name: p.str(name),
-        });
+        };
+        return Some((MachineApiGroup::OpenShift, key));
     }
     let name = annotation(meta, "cluster.x-k8s.io/machine")?;
     let ns = annotation(meta, "cluster.x-k8s.io/cluster-namespace").unwrap_or("");
-    Some(ObjectKey {
+    let key = ObjectKey {
         namespace: p.str(ns),
         name: p.str(name),
-    })
+    };
+    Some((MachineApiGroup::ClusterApi, key))
 }
 
 /// The part of a providerID that identifies the instance: everything after the last `/`
@@ -233,7 +237,10 @@ mod tests {
         assert_eq!(ready.max_pods, 250);
         assert_eq!(
             ready.machine,
-            Some(ObjectKey::new("openshift-machine-api", "m1"))
+            Some((
+                MachineApiGroup::OpenShift,
+                ObjectKey::new("openshift-machine-api", "m1")
+            ))
         );
         let pressured = node(serde_json::json!({
             "metadata": {"name": "n2"},

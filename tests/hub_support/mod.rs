@@ -15,17 +15,20 @@ pub use sim_support::eventually;
 
 use std::time::Duration;
 
+use fleetscaler::cluster::cache::discovery::{discover, machine_api_resource};
 use fleetscaler::cluster::client::from_config;
-use fleetscaler::engine::nodegroups::{self, NodeGroupId};
+use fleetscaler::engine::nodegroups::{self, GroupRef, NodeGroupId};
 use fleetscaler::engine::plan::Plan;
 use fleetscaler::engine::settings::Settings;
 use fleetscaler::engine::state::EngineState;
 use fleetscaler::model::dump::SnapshotBuilder;
-use fleetscaler::model::{ClusterSnapshot, ObjectKey, ScalableKind};
+use fleetscaler::model::{
+    ClusterSnapshot, MachineApi, MachineApiGroup, MachineApis, ObjectKey, ScalableKind,
+};
 use fleetscaler::sim::fleet::{ClusterHandle, Fleet};
 use fleetscaler::sim::settings::{Flavor, FleetSettings, Shape, Timing};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
 
@@ -75,39 +78,59 @@ pub fn settings() -> Settings {
 /// The node group id of a worker group in zone `zone` (`a`, `b`, `c`).
 pub fn worker_group(cluster: &ClusterHandle, flavor: Flavor, zone: char) -> NodeGroupId {
     let infra = &cluster.infra;
-    let (kind, ns, name) = match flavor {
+    let (api, kind, ns, name) = match flavor {
         Flavor::OpenShift => (
+            MachineApiGroup::OpenShift,
             ScalableKind::MachineSet,
             "openshift-machine-api",
             format!("{infra}-worker-us-east-1{zone}"),
         ),
         Flavor::ClusterApi => (
+            MachineApiGroup::ClusterApi,
             ScalableKind::MachineDeployment,
             "openshift-cluster-api",
             format!("{infra}-md-worker-us-east-1{zone}"),
         ),
     };
-    NodeGroupId::new(kind, &ObjectKey::new(ns, &name))
+    NodeGroupId::new(api, kind, &ObjectKey::new(ns, &name))
 }
 
-/// `(kind, namespace, name)` of a group id.
+/// `(kind, namespace, name)` of a group id (the kind without its API group).
 pub fn parts(id: &NodeGroupId) -> (String, String, String) {
-    let v: Vec<&str> = id.as_str().splitn(3, '/').collect();
-    (v[0].to_string(), v[1].to_string(), v[2].to_string())
+    let r = GroupRef::parse(id.as_str()).unwrap();
+    let (ns, name) = (r.key.namespace.to_string(), r.key.name.to_string());
+    (r.kind.as_str().to_string(), ns, name)
 }
 
-/// The dynamic API of a Machine API kind.
-pub fn machine_api(client: &Client, flavor: Flavor, kind: &str) -> Api<DynamicObject> {
-    let (group, ns) = match flavor {
-        Flavor::OpenShift => ("machine.openshift.io", "openshift-machine-api"),
-        Flavor::ClusterApi => ("cluster.x-k8s.io", "openshift-cluster-api"),
+/// The Machine API versions the cluster serves, as the hub's discovery chooses them.
+pub async fn machine_apis(client: &Client) -> MachineApis {
+    discover(client, Duration::from_secs(5))
+        .await
+        .unwrap()
+        .machine_apis
+}
+
+/// The Machine API group of a flavor, at the version the hub's discovery chose.
+pub async fn flavor_api(client: &Client, flavor: Flavor) -> MachineApi {
+    let group = match flavor {
+        Flavor::OpenShift => MachineApiGroup::OpenShift,
+        Flavor::ClusterApi => MachineApiGroup::ClusterApi,
     };
+    machine_apis(client).await.get(group).unwrap()
+}
+
+/// The dynamic API of a Machine API kind, at the version the cluster is read through.
+pub async fn machine_api(client: &Client, flavor: Flavor, kind: &str) -> Api<DynamicObject> {
+    let ns = match flavor {
+        Flavor::OpenShift => "openshift-machine-api",
+        Flavor::ClusterApi => "openshift-cluster-api",
+    };
+    let api = flavor_api(client, flavor).await;
     let plural = format!("{}s", kind.to_lowercase());
-    let gvk = GroupVersionKind::gvk(group, "v1beta1", kind);
     Api::namespaced_with(
         client.clone(),
         ns,
-        &ApiResource::from_gvk_with_plural(&gvk, &plural),
+        &machine_api_resource(api, kind, &plural),
     )
 }
 
@@ -115,6 +138,7 @@ pub fn machine_api(client: &Client, flavor: Flavor, kind: &str) -> Api<DynamicOb
 pub async fn replicas(client: &Client, flavor: Flavor, group: &NodeGroupId) -> i64 {
     let (kind, _, name) = parts(group);
     let scale = machine_api(client, flavor, &kind)
+        .await
         .get_scale(&name)
         .await
         .unwrap();
@@ -132,23 +156,21 @@ pub async fn snapshot(client: &Client, flavor: Flavor) -> ClusterSnapshot {
     for p in pods.list(&ListParams::default()).await.unwrap().items {
         items.push(serde_json::to_value(p).unwrap());
     }
-    let group = match flavor {
-        Flavor::OpenShift => "machine.openshift.io",
-        Flavor::ClusterApi => "cluster.x-k8s.io",
-    };
+    let api_version = flavor_api(client, flavor).await.api_version();
     let kinds: &[&str] = match flavor {
         Flavor::OpenShift => &["MachineSet", "Machine"],
         Flavor::ClusterApi => &["MachineDeployment", "MachineSet", "Machine"],
     };
     for kind in kinds {
         for o in machine_api(client, flavor, kind)
+            .await
             .list(&ListParams::default())
             .await
             .unwrap()
             .items
         {
             let mut v = serde_json::to_value(o).unwrap();
-            v["apiVersion"] = json!(format!("{group}/v1beta1"));
+            v["apiVersion"] = json!(api_version);
             v["kind"] = json!(kind);
             items.push(v);
         }

@@ -7,6 +7,7 @@
 //! the runner early (a pod that just became unschedulable, a node turning ready, a node
 //! group or machine that changed); the rest waits for the scan interval.
 
+pub mod discovery;
 mod table;
 pub mod update;
 pub mod watch;

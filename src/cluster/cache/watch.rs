@@ -1,10 +1,6 @@
-//! Which of the kinds the cache reads a cluster serves, and the watchers that feed the cache.
-//!
-//! Core kinds are always there. DaemonSets, PodDisruptionBudgets, both Machine APIs and
-//! OpenShift's autoscaling resources are looked up in discovery: a cluster without Cluster
-//! API, or without OpenShift's operator, is still autoscaled with what it has.
+//! The watchers that feed the cache: one per kind the cluster serves (as `discovery` found,
+//! Machine API kinds at the version chosen there), merged into one stream of updates.
 
-use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::time::Duration;
 
@@ -16,141 +12,9 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
 
+use super::discovery::Served;
 use super::update::{Kind, Object, Update};
-use crate::cluster::error::{CallError, call};
 use crate::model::snapshot::PRIORITY_EXPANDER_CONFIGMAP;
-use crate::model::{MachineApiGroup, ScalableKind};
-
-/// The kinds a cluster serves, with how to reach the ones read without generated types.
-#[derive(Clone, Debug, Default)]
-pub struct Served {
-    pub kinds: Vec<Kind>,
-    pub dynamic: BTreeMap<Kind, ApiResource>,
-}
-
-/// A group version and the resources of it the cache wants: (plural, kind, our kind).
-struct Wanted {
-    group_version: &'static str,
-    resources: &'static [(&'static str, &'static str, Kind)],
-}
-
-const OPENSHIFT: MachineApiGroup = MachineApiGroup::OpenShift;
-const CAPI: MachineApiGroup = MachineApiGroup::ClusterApi;
-
-const WANTED: &[Wanted] = &[
-    Wanted {
-        group_version: "apps/v1",
-        resources: &[("daemonsets", "DaemonSet", Kind::DaemonSet)],
-    },
-    Wanted {
-        group_version: "policy/v1",
-        resources: &[(
-            "poddisruptionbudgets",
-            "PodDisruptionBudget",
-            Kind::PodDisruptionBudget,
-        )],
-    },
-    Wanted {
-        group_version: "machine.openshift.io/v1beta1",
-        resources: &[
-            (
-                "machinesets",
-                "MachineSet",
-                Kind::Scalable(OPENSHIFT, ScalableKind::MachineSet),
-            ),
-            ("machines", "Machine", Kind::Machine(OPENSHIFT)),
-        ],
-    },
-    Wanted {
-        group_version: "cluster.x-k8s.io/v1beta1",
-        resources: &[
-            (
-                "machinedeployments",
-                "MachineDeployment",
-                Kind::Scalable(CAPI, ScalableKind::MachineDeployment),
-            ),
-            (
-                "machinesets",
-                "MachineSet",
-                Kind::Scalable(CAPI, ScalableKind::MachineSet),
-            ),
-            ("machines", "Machine", Kind::Machine(CAPI)),
-        ],
-    },
-    Wanted {
-        group_version: "autoscaling.openshift.io/v1",
-        resources: &[(
-            "clusterautoscalers",
-            "ClusterAutoscaler",
-            Kind::ClusterAutoscaler,
-        )],
-    },
-    Wanted {
-        group_version: "autoscaling.openshift.io/v1beta1",
-        resources: &[(
-            "machineautoscalers",
-            "MachineAutoscaler",
-            Kind::MachineAutoscaler,
-        )],
-    },
-];
-
-/// Asks the API server which of the wanted kinds it serves.
-pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, CallError> {
-    let groups = call(
-        || "discovery: list API groups".into(),
-        timeout,
-        client.list_api_groups(),
-    )
-    .await?;
-    let served_versions: Vec<String> = groups
-        .groups
-        .iter()
-        .flat_map(|g| g.versions.iter().map(|v| v.group_version.clone()))
-        .collect();
-    let mut served = Served {
-        kinds: vec![
-            Kind::Node,
-            Kind::Pod,
-            Kind::Namespace,
-            Kind::PriorityConfigMap,
-        ],
-        dynamic: BTreeMap::new(),
-    };
-    for wanted in WANTED {
-        if !served_versions.iter().any(|v| v == wanted.group_version) {
-            continue;
-        }
-        let list = call(
-            || format!("discovery: list resources of {}", wanted.group_version),
-            timeout,
-            client.list_api_group_resources(wanted.group_version),
-        )
-        .await?;
-        for (plural, kind_name, kind) in wanted.resources {
-            if list.resources.iter().any(|r| r.name == *plural) {
-                served.kinds.push(*kind);
-                if !matches!(kind, Kind::DaemonSet | Kind::PodDisruptionBudget) {
-                    served
-                        .dynamic
-                        .insert(*kind, api_resource(wanted.group_version, kind_name, plural));
-                }
-            }
-        }
-    }
-    Ok(served)
-}
-
-fn api_resource(group_version: &str, kind: &str, plural: &str) -> ApiResource {
-    let (group, version) = group_version.split_once('/').unwrap_or(("", group_version));
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: group_version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
 
 /// One merged stream of updates from a watcher per served kind. Each watcher lists, then
 /// watches, re-lists after a 410, and backs off on errors (which it also reports).

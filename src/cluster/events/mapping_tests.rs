@@ -67,6 +67,7 @@ fn status_ref() -> ObjectRef {
 
 fn group(name: &str) -> NodeGroupId {
     NodeGroupId::new(
+        crate::model::MachineApiGroup::OpenShift,
         crate::model::ScalableKind::MachineSet,
         &ObjectKey::new(NS, name),
     )
@@ -258,7 +259,7 @@ fn observations_of_the_engine_are_told_whatever_was_written() {
             ),
             (
                 "ScaleUpTimedOut",
-                "Nodes added to group MachineSet/openshift-machine-api/a failed to register: 2 node(s) asked for since X did not register within 15m",
+                "Nodes added to group MachineSet.machine.openshift.io/openshift-machine-api/a failed to register: 2 node(s) asked for since X did not register within 15m",
                 EventType::Warning
             ),
         ]

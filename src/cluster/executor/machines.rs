@@ -13,22 +13,21 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use kube::Api;
-use kube::api::{
-    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, Preconditions,
-};
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use serde_json::{Value, json};
 
 use super::failure::{Failure, Stop};
-use super::scale::{self, API_VERSION, Observed, ScaleTarget};
+use super::scale::{self, Observed, ScaleTarget};
 use super::{CONFLICT_ATTEMPTS, Context, SCALE_DOWN_FROM_ANNOTATION, SCALE_DOWN_GROUP_ANNOTATION};
+use crate::cluster::cache::discovery::machine_api_resource;
 use crate::cluster::error::{CallError, Write};
 use crate::engine::nodegroups::NodeGroupId;
-use crate::model::{MachineApiGroup, ObjectKey};
+use crate::model::{MachineApi, MachineApiGroup, ObjectKey};
 
-/// A Machine, by API group and key.
+/// A Machine, by API group (at the version the cluster is written through) and key.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct MachineRef {
-    pub api: MachineApiGroup,
+    pub api: MachineApi,
     pub key: ObjectKey,
 }
 
@@ -96,10 +95,9 @@ impl MachineRef {
     }
 }
 
-/// The Machines of one API group.
-pub(super) fn machine_resource(api: MachineApiGroup) -> ApiResource {
-    let gvk = GroupVersionKind::gvk(api.domain(), API_VERSION, "Machine");
-    ApiResource::from_gvk_with_plural(&gvk, "machines")
+/// The Machines of one API group, at the version chosen for it.
+pub(super) fn machine_resource(api: MachineApi) -> ApiResource {
+    machine_api_resource(api, "Machine", "machines")
 }
 
 fn annotations(obj: &DynamicObject) -> Option<&BTreeMap<String, String>> {
@@ -222,7 +220,7 @@ impl MachineDeletion<'_> {
         let seen = scale::read(ctx, t).await.map_err(Unfinished::unmarked)?;
         let obj = m.get_live(ctx).await.map_err(Unfinished::unmarked)?;
         let done_before =
-            recorded_from(&obj).filter(|f| is_marked(&obj, m.api) && seen.replicas < *f);
+            recorded_from(&obj).filter(|f| is_marked(&obj, m.api.group) && seen.replicas < *f);
         if let Some(from) = done_before {
             return Ok(Lowered {
                 group: t.describe(),
@@ -234,7 +232,7 @@ impl MachineDeletion<'_> {
         if seen.replicas <= t.min {
             return Err(Unfinished::unmarked(at_min(t, seen.replicas)));
         }
-        let marked_before = is_marked(&obj, m.api);
+        let marked_before = is_marked(&obj, m.api.group);
         if let Err(stop) = self.mark(ctx, obj, seen.replicas).await {
             // A mark refused or never sent left nothing; one whose answer was lost may be on.
             if !stop.may_have_landed() {
@@ -265,7 +263,7 @@ impl MachineDeletion<'_> {
         let mut attempt = 1;
         loop {
             let rv = obj.metadata.resource_version.as_deref();
-            let patch = mark_patch(m.api, rv, Timestamp::now(), None);
+            let patch = mark_patch(m.api.group, rv, Timestamp::now(), None);
             match m.patch(ctx, "mark", patch).await {
                 Ok(()) => break,
                 Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => {
@@ -305,7 +303,7 @@ impl MachineDeletion<'_> {
         let mut attempt = 1;
         loop {
             let rv = obj.metadata.resource_version.as_deref();
-            let patch = mark_patch(m.api, rv, Timestamp::now(), Some((from, &t.group)));
+            let patch = mark_patch(m.api.group, rv, Timestamp::now(), Some((from, &t.group)));
             match m.patch(ctx, "mark", patch).await {
                 Ok(()) => return Ok(()),
                 Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => {
@@ -394,7 +392,7 @@ impl MachineDeletion<'_> {
             };
         }
         match m
-            .patch(ctx, "unmark", unmark_patch(m.api, marked_before))
+            .patch(ctx, "unmark", unmark_patch(m.api.group, marked_before))
             .await
         {
             Ok(()) => Unfinished {
@@ -439,7 +437,11 @@ mod tests {
 
     #[test]
     fn the_mark_records_the_decrement_under_a_precondition() {
-        let group = NodeGroupId::new(ScalableKind::MachineSet, &ObjectKey::new("ns", "a"));
+        let group = NodeGroupId::new(
+            MachineApiGroup::ClusterApi,
+            ScalableKind::MachineSet,
+            &ObjectKey::new("ns", "a"),
+        );
         let now = Timestamp::from_second(1_700_000_000).unwrap();
         let p = mark_patch(
             MachineApiGroup::ClusterApi,
@@ -452,13 +454,13 @@ mod tests {
             json!({"metadata": {"resourceVersion": "42", "annotations": {
                 "cluster.x-k8s.io/delete-machine": "2023-11-14T22:13:20Z",
                 "fleetscaler.io/scale-down-from": "5",
-                "fleetscaler.io/scale-down-group": "MachineSet/ns/a"}}})
+                "fleetscaler.io/scale-down-group": "MachineSet.cluster.x-k8s.io/ns/a"}}})
         );
         let m = machine(p["metadata"]["annotations"].clone());
         assert!(is_marked(&m, MachineApiGroup::ClusterApi));
         assert!(!is_marked(&m, MachineApiGroup::OpenShift));
         assert_eq!(recorded_from(&m), Some(5));
-        assert_eq!(recorded_group(&m), Some("MachineSet/ns/a"));
+        assert_eq!(recorded_group(&m), Some("MachineSet.cluster.x-k8s.io/ns/a"));
     }
 
     #[test]

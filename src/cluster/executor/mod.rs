@@ -14,6 +14,9 @@
 //! - `recover`: start-up repair of what an interrupted run left behind;
 //! - `resolve`: a plan's group, node and machine names to the objects to write.
 //!
+//! Every Machine API call goes through the version discovery chose for the group
+//! ([`ExecutorConfig::apis`]), never a fixed one.
+//!
 //! Every write checks the [`WriteGate`] immediately before it is sent: a replica that lost
 //! the lease stops at once. Within one executor, changes to one group's replicas are
 //! serialized, so two removals in one group never race on the count they record.
@@ -44,12 +47,14 @@ use crate::engine::nodegroups::NodeGroupId;
 use crate::engine::plan::{Plan, ScaleDownAction};
 use crate::engine::scale_down::DrainCheck;
 use crate::engine::settings::Settings;
-use crate::model::ClusterSnapshot;
+use crate::model::{ClusterSnapshot, MachineApis};
 
 /// On a Machine: the group's replicas when the executor asked to lower them by one for it.
 /// A group still at (or above) this count means the decrement never happened.
 pub const SCALE_DOWN_FROM_ANNOTATION: &str = "fleetscaler.io/scale-down-from";
-/// On a Machine: the node group (`<Kind>/<namespace>/<name>`) whose replicas are lowered for it.
+/// On a Machine: the node group (its id, `<Kind>.<API group>/<namespace>/<name>`) whose
+/// replicas are lowered for it. Recovery also reads upstream's unqualified form, which an
+/// earlier version wrote.
 pub const SCALE_DOWN_GROUP_ANNOTATION: &str = "fleetscaler.io/scale-down-group";
 /// On a Node: the executor cordoned it (so only then does it uncordon it again).
 pub const CORDONED_ANNOTATION: &str = "fleetscaler.io/cordoned-for-scale-down";
@@ -66,6 +71,8 @@ pub struct ExecutorConfig {
     pub dry_run: bool,
     /// Checked immediately before every write.
     pub gate: WriteGate,
+    /// The version of each Machine API group to write through, as discovery chose it.
+    pub apis: MachineApis,
 }
 
 /// The clocks of a drain. The defaults are the upstream autoscaler's; tests shorten them.
@@ -97,6 +104,7 @@ struct Context {
     client: kube::Client,
     timeout: Duration,
     gate: WriteGate,
+    apis: MachineApis,
     timing: DrainTiming,
     locks: GroupLocks,
 }
@@ -165,6 +173,7 @@ impl Executor {
                 client,
                 timeout: config.request_timeout,
                 gate: config.gate,
+                apis: config.apis,
                 timing: DrainTiming::default(),
                 locks: GroupLocks::default(),
             },
@@ -215,7 +224,7 @@ impl Executor {
         settings: &Settings,
         in_flight: &HashSet<Arc<str>>,
     ) -> Execution {
-        let resolver = Resolver::new(snapshot, settings);
+        let resolver = Resolver::new(snapshot, settings, &self.ctx.apis);
         let mut entries = Vec::new();
         let deletions = [
             (&plan.delete_failed_machines, MachineDeletionKind::Failed),
@@ -294,7 +303,7 @@ impl Executor {
         let result = async {
             self.may_act()?;
             let target = resolver.target(&d.node_group)?;
-            let machine = resolver.machine(&d.machine)?;
+            let machine = resolver.machine(&d.machine, &d.node_group)?;
             let deletion = MachineDeletion {
                 target: &target,
                 machine: &machine,

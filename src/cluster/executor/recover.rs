@@ -18,15 +18,14 @@ use kube::api::{DynamicObject, ListParams};
 
 use super::failure::{Stop, entry_of};
 use super::machines::{self, MachineRef};
-use super::scale::{self, API_VERSION, ScaleTarget};
+use super::scale::{self, ScaleTarget};
 use super::{CONFLICT_ATTEMPTS, Context, SCALE_DOWN_FROM_ANNOTATION, nodes};
+use crate::cluster::cache::discovery::machine_api_resource;
 use crate::cluster::error::{CallError, Category};
 use crate::cluster::outcome::{Action, Entry};
-use crate::engine::nodegroups::{self, NodeGroupId};
+use crate::engine::nodegroups::{self, GroupRef, NodeGroupId};
 use crate::model::meta::Projector;
-use crate::model::{ClusterSnapshot, Machine, MachineApiGroup, Node, ObjectKey, ScalableKind};
-
-const APIS: [MachineApiGroup; 2] = [MachineApiGroup::OpenShift, MachineApiGroup::ClusterApi];
+use crate::model::{ClusterSnapshot, Machine, MachineApi, Node, ObjectKey, ScalableKind};
 
 /// A machine whose decrement may not have happened.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,7 +52,7 @@ pub(super) async fn run(
         .await?
         .items;
     let mut listed = Vec::new();
-    for api in APIS {
+    for api in ctx.apis.iter() {
         listed.extend(list_machines(ctx, api).await?);
     }
     let mut entries = Vec::new();
@@ -79,16 +78,17 @@ pub(super) async fn run(
     Ok(entries)
 }
 
-/// The Machines of one API group; none when the cluster does not serve it.
+/// The Machines of one API group (at its chosen version); none when the cluster stopped
+/// serving it or does not let the hub read it.
 async fn list_machines(
     ctx: &Context,
-    api: MachineApiGroup,
-) -> Result<Vec<(MachineApiGroup, DynamicObject)>, CallError> {
+    api: MachineApi,
+) -> Result<Vec<(MachineApi, DynamicObject)>, CallError> {
     let all: Api<DynamicObject> =
         Api::all_with(ctx.client.clone(), &machines::machine_resource(api));
     let listed = ctx
         .call(
-            || format!("list {} machines", api.domain()),
+            || format!("list {api} machines"),
             all.list(&ListParams::default()),
         )
         .await;
@@ -97,30 +97,31 @@ async fn list_machines(
         // Not served, or not ours to read: its machines are unknown, so no decrement is
         // finished for them and their nodes' taints are left alone (no machine, not ours).
         Err(e) if matches!(e.category(), Category::NotFound | Category::Forbidden) => {
-            tracing::debug!(error = %e, "no {} machines to recover", api.domain());
+            tracing::debug!(error = %e, "no {api} machines to recover");
             Ok(Vec::new())
         }
         Err(e) => Err(e),
     }
 }
 
-/// `MachineSet/ns/name` back to its parts.
-fn parse_group(id: &str) -> Option<(ScalableKind, ObjectKey)> {
-    let mut parts = id.splitn(3, '/');
-    let kind = match parts.next()? {
-        "MachineSet" => ScalableKind::MachineSet,
-        "MachineDeployment" => ScalableKind::MachineDeployment,
-        _ => return None,
-    };
-    let (ns, name) = (parts.next()?, parts.next()?);
-    (!ns.is_empty() && !name.is_empty()).then(|| (kind, ObjectKey::new(ns, name)))
+/// The group recorded on a machine of `api`, back to its parts: an id, or the unqualified
+/// `<Kind>/<ns>/<name>` an earlier version wrote (the machine's own API group then). A
+/// group of the other API group cannot be this machine's.
+fn parse_group(id: &str, api: MachineApi) -> Option<(ScalableKind, ObjectKey)> {
+    let named = GroupRef::parse(id).ok()?;
+    named
+        .api
+        .is_none_or(|g| g == api.group)
+        .then_some((named.kind, named.key))
 }
 
 /// Machines marked for deletion with a recorded decrement, not being deleted.
-pub(super) fn pending_decrements(listed: &[(MachineApiGroup, DynamicObject)]) -> Vec<Pending> {
+pub(super) fn pending_decrements(listed: &[(MachineApi, DynamicObject)]) -> Vec<Pending> {
     listed
         .iter()
-        .filter(|(api, m)| machines::is_marked(m, *api) && m.metadata.deletion_timestamp.is_none())
+        .filter(|(api, m)| {
+            machines::is_marked(m, api.group) && m.metadata.deletion_timestamp.is_none()
+        })
         .filter_map(|(api, m)| {
             let from = machines::recorded_from(m)?;
             let owner_set = m
@@ -139,7 +140,7 @@ pub(super) fn pending_decrements(listed: &[(MachineApiGroup, DynamicObject)]) ->
                     ),
                 },
                 from,
-                group: machines::recorded_group(m).and_then(parse_group),
+                group: machines::recorded_group(m).and_then(|g| parse_group(g, *api)),
                 owner_set,
             })
         })
@@ -150,7 +151,7 @@ pub(super) fn pending_decrements(listed: &[(MachineApiGroup, DynamicObject)]) ->
 /// MachineDeployment, else its MachineSet.
 async fn group_of(ctx: &Context, p: &Pending) -> Result<Option<ScaleTarget>, CallError> {
     let target = |kind, key: ObjectKey| ScaleTarget {
-        group: NodeGroupId::new(kind, &key),
+        group: NodeGroupId::new(p.machine.api.group, kind, &key),
         api: p.machine.api,
         kind,
         key,
@@ -166,8 +167,7 @@ async fn group_of(ctx: &Context, p: &Pending) -> Result<Option<ScaleTarget>, Cal
         return Ok(None);
     };
     let ns = &p.machine.key.namespace;
-    let gvk = kube::api::GroupVersionKind::gvk(p.machine.api.domain(), API_VERSION, "MachineSet");
-    let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "machinesets");
+    let ar = machine_api_resource(p.machine.api, "MachineSet", "machinesets");
     let sets: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
     let ms = ctx
         .call(|| format!("get MachineSet {ns}/{set}"), sets.get(set))
@@ -198,6 +198,7 @@ async fn finish_decrement(ctx: &Context, dry_run: bool, p: &Pending) -> Option<E
         }
         Err(e) => {
             let group = NodeGroupId::new(
+                p.machine.api.group,
                 ScalableKind::MachineSet,
                 &ObjectKey::new(
                     &p.machine.key.namespace,
@@ -251,7 +252,7 @@ async fn finish_decrement(ctx: &Context, dry_run: bool, p: &Pending) -> Option<E
 /// deleted.
 pub(super) fn stale_marks(
     k8s_nodes: &[K8sNode],
-    listed: &[(MachineApiGroup, DynamicObject)],
+    listed: &[(MachineApi, DynamicObject)],
 ) -> Vec<String> {
     let mut p = Projector::default();
     let mut snapshot = ClusterSnapshot::default();
@@ -267,7 +268,7 @@ pub(super) fn stale_marks(
         let Ok(value) = serde_json::to_value(m) else {
             continue;
         };
-        if let Ok(machine) = Machine::from_json(*api, value, &mut p) {
+        if let Ok(machine) = Machine::from_json(api.group, value, &mut p) {
             snapshot.machines.push(machine);
         }
     }
@@ -289,13 +290,14 @@ pub(super) fn stale_marks(
 mod tests {
     use super::*;
     use crate::model::node::TO_BE_DELETED_TAINT;
+    use crate::model::{MachineApiGroup, MachineApiVersion};
     use serde_json::json;
 
     fn machine(
         name: &str,
         annotations: serde_json::Value,
         deleting: bool,
-    ) -> (MachineApiGroup, DynamicObject) {
+    ) -> (MachineApi, DynamicObject) {
         let mut v = json!({
             "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
             "metadata": {"name": name, "namespace": "ns", "annotations": annotations,
@@ -305,10 +307,7 @@ mod tests {
         if deleting {
             v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
         }
-        (
-            MachineApiGroup::OpenShift,
-            serde_json::from_value(v).unwrap(),
-        )
+        (OPENSHIFT, serde_json::from_value(v).unwrap())
     }
 
     fn node(name: &str, tainted: bool) -> K8sNode {
@@ -325,13 +324,18 @@ mod tests {
     }
 
     const DELETE: &str = "machine.openshift.io/delete-machine";
+    const GROUP: &str = "fleetscaler.io/scale-down-group";
+    const OPENSHIFT: MachineApi = MachineApi {
+        group: MachineApiGroup::OpenShift,
+        version: MachineApiVersion::V1beta1,
+    };
 
     #[test]
     fn only_marked_machines_with_a_recorded_count_are_pending() {
         let listed = vec![
             machine(
                 "a",
-                json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "3", "fleetscaler.io/scale-down-group": "MachineSet/ns/set"}),
+                json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "3", GROUP: "MachineSet/ns/set"}),
                 false,
             ),
             machine("b", json!({DELETE: "t"}), false),
@@ -343,7 +347,17 @@ mod tests {
             ),
             machine(
                 "e",
-                json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "2", "fleetscaler.io/scale-down-group": "bogus"}),
+                json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "2", GROUP: "bogus"}),
+                false,
+            ),
+            machine(
+                "f",
+                json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "4", GROUP: "MachineDeployment.machine.openshift.io/ns/md"}),
+                false,
+            ),
+            machine(
+                "g",
+                json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "5", GROUP: "MachineSet.cluster.x-k8s.io/ns/set"}),
                 false,
             ),
         ];
@@ -364,6 +378,8 @@ mod tests {
             vec![
                 ("a", 3, Some(ScalableKind::MachineSet), Some("set")),
                 ("e", 2, None, Some("set")),
+                ("f", 4, Some(ScalableKind::MachineDeployment), Some("set")),
+                ("g", 5, None, Some("set")),
             ]
         );
     }
@@ -387,12 +403,21 @@ mod tests {
     }
 
     #[test]
-    fn group_ids_parse_back() {
+    fn recorded_groups_parse_back_in_either_form() {
         assert_eq!(
-            parse_group("MachineDeployment/ns/md"),
+            parse_group("MachineDeployment.machine.openshift.io/ns/md", OPENSHIFT),
             Some((ScalableKind::MachineDeployment, ObjectKey::new("ns", "md")))
         );
-        assert_eq!(parse_group("MachineSet/ns"), None);
-        assert_eq!(parse_group("Pod/ns/x"), None);
+        assert_eq!(
+            parse_group("MachineDeployment/ns/md", OPENSHIFT),
+            Some((ScalableKind::MachineDeployment, ObjectKey::new("ns", "md"))),
+            "the unqualified form an earlier version wrote"
+        );
+        assert_eq!(
+            parse_group("MachineSet.cluster.x-k8s.io/ns/a", OPENSHIFT),
+            None
+        );
+        assert_eq!(parse_group("MachineSet/ns", OPENSHIFT), None);
+        assert_eq!(parse_group("Pod/ns/x", OPENSHIFT), None);
     }
 }

@@ -1,28 +1,51 @@
 //! From the names in a plan to the objects to write: a node group to its MachineSet or
-//! MachineDeployment (with its bounds), a node to its Machine, a Machine to its API group.
-//! A name the snapshot no longer resolves means the plan is stale: the action is skipped
-//! and the next pass plans again.
+//! MachineDeployment (with its bounds), a node to its Machine, a Machine to its API group,
+//! each group at the version discovery chose for it. A name the snapshot no longer resolves
+//! means the plan is stale: the action is skipped and the next pass plans again.
 
 use std::sync::Arc;
 
-use super::failure::Stop;
+use super::failure::{Failure, Stop};
 use super::machines::MachineRef;
 use super::scale::ScaleTarget;
 use crate::engine::nodegroups::{self, NodeGroupId, NodeGroups};
 use crate::engine::settings::Settings;
-use crate::model::{ClusterSnapshot, ObjectKey};
+use crate::model::{ClusterSnapshot, Machine, MachineApi, MachineApiGroup, MachineApis, ObjectKey};
 
 pub(super) struct Resolver<'a> {
     snapshot: &'a ClusterSnapshot,
     groups: NodeGroups,
+    apis: &'a MachineApis,
 }
 
 impl<'a> Resolver<'a> {
-    pub(super) fn new(snapshot: &'a ClusterSnapshot, settings: &Settings) -> Self {
+    pub(super) fn new(
+        snapshot: &'a ClusterSnapshot,
+        settings: &Settings,
+        apis: &'a MachineApis,
+    ) -> Self {
         Resolver {
             snapshot,
             groups: nodegroups::discover(snapshot, &settings.node_groups),
+            apis,
         }
+    }
+
+    /// The version to write a group through. The cache only holds groups discovery found, so
+    /// a miss means the snapshot and the executor disagree about the cluster.
+    fn api(&self, group: MachineApiGroup) -> Result<MachineApi, Stop> {
+        self.apis.get(group).ok_or_else(|| {
+            Stop::Fail(Failure::Invalid(format!(
+                "the cluster serves {group} in no version fleetscaler writes"
+            )))
+        })
+    }
+
+    fn machine_ref(&self, m: &Machine) -> Result<MachineRef, Stop> {
+        Ok(MachineRef {
+            api: self.api(m.api)?,
+            key: m.key.clone(),
+        })
     }
 
     /// The scalable resource behind a group, with its bounds.
@@ -39,7 +62,7 @@ impl<'a> Resolver<'a> {
         })?;
         Ok(ScaleTarget {
             group: g.id.clone(),
-            api: r.api,
+            api: self.api(r.api)?,
             kind: r.kind,
             key: r.key.clone(),
             min: g.min,
@@ -47,17 +70,17 @@ impl<'a> Resolver<'a> {
         })
     }
 
-    /// A machine named by the plan.
-    pub(super) fn machine(&self, key: &ObjectKey) -> Result<MachineRef, Stop> {
-        self.snapshot
+    /// A machine named by the plan, in the API group of the plan's node group (a Machine of
+    /// the other Machine API may have the same namespace and name).
+    pub(super) fn machine(&self, key: &ObjectKey, group: &NodeGroupId) -> Result<MachineRef, Stop> {
+        let api = self.groups.by_id(group).map(|g| g.api);
+        let m = self
+            .snapshot
             .machines
             .iter()
-            .find(|m| &m.key == key)
-            .map(|m| MachineRef {
-                api: m.api,
-                key: m.key.clone(),
-            })
-            .ok_or_else(|| Stop::Skip(format!("machine {key} is not in the snapshot any more")))
+            .find(|m| &m.key == key && api.is_none_or(|a| a == m.api))
+            .ok_or_else(|| Stop::Skip(format!("machine {key} is not in the snapshot any more")))?;
+        self.machine_ref(m)
     }
 
     /// The machine of a node the plan removes, checking that the node is still in `group`.
@@ -80,10 +103,6 @@ impl<'a> Resolver<'a> {
         }
         let mi = self.groups.machine_of_node[ni]
             .ok_or_else(|| Stop::Skip(format!("node {node} has no machine in the snapshot")))?;
-        let m = &self.snapshot.machines[mi];
-        Ok(MachineRef {
-            api: m.api,
-            key: m.key.clone(),
-        })
+        self.machine_ref(&self.snapshot.machines[mi])
     }
 }

@@ -1,5 +1,6 @@
 //! A node group's replicas, through the `scale` subresource (`autoscaling/v1 Scale`) of its
-//! MachineSet or MachineDeployment, for either Machine API group.
+//! MachineSet or MachineDeployment, for either Machine API group, at the version discovery
+//! chose for the group.
 //!
 //! Every write carries the resourceVersion of the Scale just read, so it lands only on the
 //! state it was decided from; a 409 means "read again and decide again". A resize also
@@ -8,22 +9,21 @@
 
 use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec};
 use kube::Api;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{ApiResource, DynamicObject, PostParams};
 
 use super::failure::{Failure, Stop};
 use super::{CONFLICT_ATTEMPTS, Context};
+use crate::cluster::cache::discovery::machine_api_resource;
 use crate::cluster::error::{CallError, Write};
 use crate::engine::nodegroups::NodeGroupId;
-use crate::model::{MachineApiGroup, ObjectKey, ScalableKind};
-
-/// The version of both Machine APIs the executor writes.
-pub(super) const API_VERSION: &str = "v1beta1";
+use crate::model::{MachineApi, ObjectKey, ScalableKind};
 
 /// The MachineSet or MachineDeployment behind a node group, with the group's bounds.
 #[derive(Clone, Debug)]
 pub(super) struct ScaleTarget {
     pub group: NodeGroupId,
-    pub api: MachineApiGroup,
+    /// The Machine API group, at the version the cluster is written through.
+    pub api: MachineApi,
     pub kind: ScalableKind,
     pub key: ObjectKey,
     pub min: u64,
@@ -36,14 +36,13 @@ impl ScaleTarget {
         format!("{} {}", self.kind.as_str(), self.key)
     }
 
+    /// The resource, at the version chosen for its group.
+    pub(super) fn resource(&self) -> ApiResource {
+        machine_api_resource(self.api, self.kind.as_str(), self.kind.plural())
+    }
+
     fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
-        let gvk = GroupVersionKind::gvk(self.api.domain(), API_VERSION, self.kind.as_str());
-        let plural = match self.kind {
-            ScalableKind::MachineSet => "machinesets",
-            ScalableKind::MachineDeployment => "machinedeployments",
-        };
-        let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
-        Api::namespaced_with(client.clone(), &self.key.namespace, &ar)
+        Api::namespaced_with(client.clone(), &self.key.namespace, &self.resource())
     }
 }
 
@@ -190,16 +189,60 @@ pub(super) async fn resize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{MachineApiGroup, MachineApiVersion};
 
     fn target() -> ScaleTarget {
         ScaleTarget {
-            group: NodeGroupId::new(ScalableKind::MachineSet, &ObjectKey::new("ns", "a")),
-            api: MachineApiGroup::OpenShift,
+            group: NodeGroupId::new(
+                MachineApiGroup::OpenShift,
+                ScalableKind::MachineSet,
+                &ObjectKey::new("ns", "a"),
+            ),
+            api: MachineApi {
+                group: MachineApiGroup::OpenShift,
+                version: MachineApiVersion::V1beta1,
+            },
             kind: ScalableKind::MachineSet,
             key: ObjectKey::new("ns", "a"),
             min: 1,
             max: 5,
         }
+    }
+
+    /// The path of the scale subresource the executor reads and writes.
+    fn scale_path(t: &ScaleTarget) -> String {
+        use kube::Resource;
+        let path = DynamicObject::url_path(&t.resource(), Some(&t.key.namespace));
+        let req = kube::core::Request::new(path)
+            .get_subresource("scale", &t.key.name)
+            .unwrap();
+        req.uri().to_string()
+    }
+
+    #[test]
+    fn the_scale_subresource_is_reached_at_the_chosen_version() {
+        let os = target();
+        assert_eq!(
+            scale_path(&os),
+            "/apis/machine.openshift.io/v1beta1/namespaces/ns/machinesets/a/scale"
+        );
+        let capi = |version| ScaleTarget {
+            api: MachineApi {
+                group: MachineApiGroup::ClusterApi,
+                version,
+            },
+            kind: ScalableKind::MachineDeployment,
+            key: ObjectKey::new("default", "md-0"),
+            ..target()
+        };
+        assert_eq!(
+            scale_path(&capi(MachineApiVersion::V1beta2)),
+            "/apis/cluster.x-k8s.io/v1beta2/namespaces/default/machinedeployments/md-0/scale"
+        );
+        assert_eq!(
+            scale_path(&capi(MachineApiVersion::V1beta1)),
+            "/apis/cluster.x-k8s.io/v1beta1/namespaces/default/machinedeployments/md-0/scale"
+        );
     }
 
     #[test]

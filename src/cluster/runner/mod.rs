@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::ClusterName;
-use super::cache::{Cache, Change, Update, watch as watches};
+use super::cache::{Cache, Change, Update, discovery, watch as watches};
 use super::error::CallError;
 use super::events::{EventRecorder, RecorderSettings};
 use super::executor::Executor;
@@ -35,6 +35,7 @@ use crate::engine::nodegroups::NodeGroupId;
 use crate::engine::plan::Plan;
 use crate::engine::settings::SettingsPatch;
 use crate::engine::state::EngineState;
+use crate::model::MachineApis;
 
 /// While leading, leftovers of interrupted removals are looked for this often.
 const RECONCILE_EVERY: Duration = Duration::from_secs(300);
@@ -117,11 +118,16 @@ pub async fn run(
         Phase::Connecting,
         Some("asking what the cluster serves".into()),
     );
-    let discovery = watches::discover(&ctx.client, ctx.timing.request_timeout);
+    let discovered = discovery::discover(&ctx.client, ctx.timing.request_timeout);
     let served = tokio::select! {
         _ = cancel.cancelled() => return Ok(()),
-        served = discovery => served.map_err(RunnerError::Discovery)?,
+        served = discovered => served.map_err(RunnerError::Discovery)?,
     };
+    for warning in &served.warnings {
+        tracing::warn!(k8s.cluster.name = %ctx.name, "{warning}");
+    }
+    let warnings = served.warnings.clone();
+    ctx.publish(|r| r.warnings = warnings);
     let dry_run = spec.borrow().dry_run;
     let status = StatusWriter::new(
         ctx.client.clone(),
@@ -138,6 +144,8 @@ pub async fn run(
     let mut runner = Runner {
         cache: Cache::new(&served.kinds),
         updates: watches::updates(&ctx.client, &served),
+        machine_apis: served.machine_apis,
+        discovery_warnings: served.warnings,
         ctx,
         spec,
         state: EngineState::default(),
@@ -165,6 +173,11 @@ struct Runner {
     spec: watch::Receiver<Arc<RunnerSpec>>,
     cache: Cache,
     updates: SelectAll<BoxStream<'static, Update>>,
+    /// The version of each Machine API group the cluster is read and written through.
+    machine_apis: MachineApis,
+    /// What discovery found wrong (a Machine API in versions the hub cannot read): repeated
+    /// in every plan, as it holds until the hub connects again.
+    discovery_warnings: Vec<String>,
     state: EngineState,
     /// Scale-downs under way (drains), one task each.
     removals: JoinSet<Entry>,

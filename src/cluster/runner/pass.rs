@@ -62,10 +62,10 @@ impl Runner {
         let mut plan = run_engine(snapshot, &mut self.state, &settings, now);
         let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
         plan.warnings.extend(
-            effective
-                .warnings
+            self.discovery_warnings
                 .iter()
-                .map(|w| format!("setting {w}"))
+                .cloned()
+                .chain(effective.warnings.iter().map(|w| format!("setting {w}")))
                 .chain(problems.iter().map(|p| format!("unreadable object: {p}"))),
         );
         let held = hold_scale_down(&mut plan, self.ctx.hold.reason());

@@ -32,6 +32,7 @@ impl Runner {
                         request_timeout: self.ctx.timing.write_timeout,
                         dry_run,
                         gate: self.ctx.gate.clone(),
+                        apis: self.machine_apis.clone(),
                     },
                 );
                 self.executor = Some((executor.clone(), dry_run));

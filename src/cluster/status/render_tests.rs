@@ -71,7 +71,10 @@ fn the_document_has_upstreams_layout() {
     let groups = v["nodeGroups"].as_array().unwrap();
     assert_eq!(groups.len(), 2);
     let a = &groups[0];
-    assert_eq!(a["name"], "MachineSet/openshift-machine-api/a");
+    assert_eq!(
+        a["name"],
+        "MachineSet.machine.openshift.io/openshift-machine-api/a"
+    );
     assert_eq!(a["health"]["cloudProviderTarget"], 2);
     assert_eq!(a["health"]["minSize"], 1);
     assert_eq!(a["health"]["maxSize"], 5);
@@ -272,7 +275,7 @@ clusterWide:
     lastProbeTime: "2026-11-22T10:00:00Z"
     lastTransitionTime: "2026-11-22T10:00:00Z"
 nodeGroups:
-- name: MachineSet/openshift-machine-api/a
+- name: MachineSet.machine.openshift.io/openshift-machine-api/a
   health:
     status: Healthy
 "#;

@@ -145,7 +145,7 @@ fn a_timed_out_scale_up_is_corrected_and_its_pods_go_elsewhere_in_the_same_pass(
     let p0 = run_once(&two_groups(1, vec![]), &mut state, &settings, at(0));
     assert_eq!(
         p0.scale_up[0].node_group.as_str(),
-        "MachineSet/openshift-machine-api/a"
+        "MachineSet.machine.openshift.io/openshift-machine-api/a"
     );
     // 14 minutes on: a's machine is provisioning; the pod waits for it.
     let stuck = || vec![pending_machine("a-new", "a", &ts(0))];
@@ -165,7 +165,7 @@ fn a_timed_out_scale_up_is_corrected_and_its_pods_go_elsewhere_in_the_same_pass(
     assert_eq!(p15.scale_up.len(), 1);
     assert_eq!(
         p15.scale_up[0].node_group.as_str(),
-        "MachineSet/openshift-machine-api/b"
+        "MachineSet.machine.openshift.io/openshift-machine-api/b"
     );
     let reasons = &p15.pending_pods[0].reasons;
     assert!(reasons.is_empty(), "{reasons:?}");
@@ -206,7 +206,7 @@ fn a_failed_machine_backs_off_at_once_and_is_deleted() {
     assert_eq!(p.health.node_groups[0].backoff_until, Some(at(7)));
     assert_eq!(
         p.scale_up[0].node_group.as_str(),
-        "MachineSet/openshift-machine-api/b"
+        "MachineSet.machine.openshift.io/openshift-machine-api/b"
     );
     // Seen again while its deletion is under way: no second backoff.
     let again = run_once(&two_groups(2, failed), &mut state, &settings, at(3));
@@ -223,7 +223,7 @@ fn after_a_restart_nodes_in_flight_are_timed_from_their_machines() {
     assert!(p.health.node_groups[0].backoff_until.is_some());
     assert_eq!(
         p.scale_up[0].node_group.as_str(),
-        "MachineSet/openshift-machine-api/b"
+        "MachineSet.machine.openshift.io/openshift-machine-api/b"
     );
 }
 
@@ -296,7 +296,7 @@ fn an_unhealthy_pass_does_not_delay_a_timeout() {
     assert_eq!(p16.fix_target_size.len(), 1, "{:?}", p16.health);
     assert_eq!(
         p16.scale_up[0].node_group.as_str(),
-        "MachineSet/openshift-machine-api/b"
+        "MachineSet.machine.openshift.io/openshift-machine-api/b"
     );
 }
 
@@ -306,7 +306,11 @@ fn a_target_fix_never_goes_below_min() {
     let mut items = vec![machineset("w", 2, 5, 2).json()];
     items.extend(group_node("w-0", "w", node("w-0")));
     let mut state = EngineState::default();
-    state.record_scale_up("MachineSet/openshift-machine-api/w", 1, at(-20));
+    state.record_scale_up(
+        "MachineSet.machine.openshift.io/openshift-machine-api/w",
+        1,
+        at(-20),
+    );
     let p = pass(&snapshot(items), &mut state, 0);
     assert!(p.fix_target_size.is_empty(), "{:?}", p.fix_target_size);
     assert!(
@@ -335,6 +339,6 @@ fn nodes_that_register_but_never_get_ready_still_time_out() {
     );
     assert_eq!(
         p.scale_up[0].node_group.as_str(),
-        "MachineSet/openshift-machine-api/b"
+        "MachineSet.machine.openshift.io/openshift-machine-api/b"
     );
 }

@@ -166,7 +166,11 @@ fn cluster_min_limits_hold() {
 fn no_scale_down_within_delay_after_add_of_a_scale_up() {
     let settings = Settings::default();
     let mut state = EngineState::default();
-    state.record_scale_up("MachineSet/openshift-machine-api/other", 1, at(5));
+    state.record_scale_up(
+        "MachineSet.machine.openshift.io/openshift-machine-api/other",
+        1,
+        at(5),
+    );
     run(&empty_nodes(3, 0), &mut state, &settings, 0);
     let p = run(&empty_nodes(3, 0), &mut state, &settings, 14);
     assert!(p.scale_down.is_empty());

@@ -43,7 +43,11 @@ fn pending_pods_trigger_a_scale_up_sized_by_binpacking() {
     let a = &p.scale_up[0];
     assert_eq!(
         (a.node_group.as_str(), a.from, a.to),
-        ("MachineSet/openshift-machine-api/workers", 1, 3)
+        (
+            "MachineSet.machine.openshift.io/openshift-machine-api/workers",
+            1,
+            3
+        )
     );
     assert_eq!(a.pods.len(), 6);
     assert!(
@@ -85,7 +89,7 @@ fn pods_that_fit_upcoming_nodes_do_not_trigger_more() {
     assert_eq!(e.outcome, Outcome::FitsUpcoming);
     assert_eq!(
         e.node_group.as_ref().unwrap().as_str(),
-        "MachineSet/openshift-machine-api/workers"
+        "MachineSet.machine.openshift.io/openshift-machine-api/workers"
     );
     assert_eq!(p.node_groups[0].upcoming, 1);
 }
@@ -134,8 +138,16 @@ fn pods_needing_different_groups_are_all_served_in_one_pass() {
     assert_eq!(
         groups,
         vec![
-            ("MachineSet/openshift-machine-api/gpu", 0, 1),
-            ("MachineSet/openshift-machine-api/workers", 1, 2)
+            (
+                "MachineSet.machine.openshift.io/openshift-machine-api/gpu",
+                0,
+                1
+            ),
+            (
+                "MachineSet.machine.openshift.io/openshift-machine-api/workers",
+                1,
+                2
+            )
         ]
     );
     assert_eq!(
@@ -144,7 +156,7 @@ fn pods_needing_different_groups_are_all_served_in_one_pass() {
             .as_ref()
             .unwrap()
             .as_str(),
-        "MachineSet/openshift-machine-api/gpu"
+        "MachineSet.machine.openshift.io/openshift-machine-api/gpu"
     );
     // Each pod is in exactly one action.
     let total: usize = p.scale_up.iter().map(|a| a.pods.len()).sum();
@@ -207,7 +219,7 @@ fn predicate_failures_on_templates_are_per_group() {
     assert_eq!(picky.reasons[0].code, ReasonCode::NodeSelectorMismatch);
     assert_eq!(
         picky.reasons[0].node_group.as_ref().unwrap().as_str(),
-        "MachineSet/openshift-machine-api/workers"
+        "MachineSet.machine.openshift.io/openshift-machine-api/workers"
     );
     assert_eq!(
         explanation(&p, "huge").reasons[0].code,
@@ -323,12 +335,12 @@ fn balancing_evens_out_similar_groups_seed_example() {
         ups,
         vec![
             (
-                "MachineSet/openshift-machine-api/workers-a".to_string(),
+                "MachineSet.machine.openshift.io/openshift-machine-api/workers-a".to_string(),
                 1,
                 4
             ),
             (
-                "MachineSet/openshift-machine-api/workers-b".to_string(),
+                "MachineSet.machine.openshift.io/openshift-machine-api/workers-b".to_string(),
                 3,
                 4
             )

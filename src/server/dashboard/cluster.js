@@ -40,6 +40,7 @@ function facts(c, now) {
     ["Restarts", String(c.restarts)],
   ];
   if (pass && pass.skipped) rows.push(["Pass skipped", pass.skipped]);
+  if (c.warnings && c.warnings.length) rows.push(["Warnings", c.warnings.join("; ")]);
   if (c.cache) {
     const k = c.cache;
     rows.push(["Cache", `${k.nodes} nodes, ${k.pods} pods, ${k.machines} machines, ` +

@@ -63,7 +63,7 @@ export function clock(ms) {
   return new Date(ms).toLocaleTimeString();
 }
 
-// A node group's id is Kind/namespace/name: the name is what people recognise.
+// A node group's id is Kind.group/namespace/name: the name is what people recognise.
 export function groupName(id) {
   const parts = String(id).split("/");
   return parts[parts.length - 1];

@@ -1,0 +1,277 @@
+//! Which of the kinds the cache reads a cluster serves, and at which version.
+//!
+//! Core kinds are always there. DaemonSets, PodDisruptionBudgets and OpenShift's autoscaling
+//! resources are looked up at the versions the hub reads; each Machine API group at the
+//! version chosen from its discovery entry ([`MachineApiGroup::choose_version`]: the one the
+//! cluster prefers when the hub understands it, so Cluster API ≥ 1.11 is read as v1beta2,
+//! without a conversion webhook call per object). A cluster without Cluster API, or without
+//! OpenShift's operator, is still autoscaled with what it has; a Machine API served only in
+//! versions the hub cannot read is a warning, never a silent lack of node groups.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList;
+use kube::Client;
+use kube::api::{ApiResource, GroupVersionKind};
+
+use super::update::Kind;
+use crate::cluster::error::{CallError, call};
+use crate::model::machine_api::VersionChoice;
+use crate::model::{MachineApi, MachineApiGroup, MachineApis, ScalableKind};
+
+/// The kinds a cluster serves, with how to reach the ones read without generated types.
+#[derive(Clone, Debug, Default)]
+pub struct Served {
+    pub kinds: Vec<Kind>,
+    pub dynamic: BTreeMap<Kind, ApiResource>,
+    /// The version of each Machine API group that watches read and the executor writes.
+    pub machine_apis: MachineApis,
+    /// What a person should know about what is not watched (a Machine API served only in
+    /// versions the hub does not understand).
+    pub warnings: Vec<String>,
+}
+
+/// The resources of one group version the cache wants: (plural, kind, our kind).
+type Wanted = &'static [(&'static str, &'static str, Kind)];
+
+/// Group versions read at a fixed version.
+const FIXED: &[(&str, Wanted)] = &[
+    ("apps/v1", &[("daemonsets", "DaemonSet", Kind::DaemonSet)]),
+    (
+        "policy/v1",
+        &[(
+            "poddisruptionbudgets",
+            "PodDisruptionBudget",
+            Kind::PodDisruptionBudget,
+        )],
+    ),
+    (
+        "autoscaling.openshift.io/v1",
+        &[(
+            "clusterautoscalers",
+            "ClusterAutoscaler",
+            Kind::ClusterAutoscaler,
+        )],
+    ),
+    (
+        "autoscaling.openshift.io/v1beta1",
+        &[(
+            "machineautoscalers",
+            "MachineAutoscaler",
+            Kind::MachineAutoscaler,
+        )],
+    ),
+];
+
+const OPENSHIFT: MachineApiGroup = MachineApiGroup::OpenShift;
+const CAPI: MachineApiGroup = MachineApiGroup::ClusterApi;
+
+/// The Machine API resources the cache wants of a group, whatever its version.
+fn machine_resources(group: MachineApiGroup) -> Wanted {
+    const MS: ScalableKind = ScalableKind::MachineSet;
+    const MD: ScalableKind = ScalableKind::MachineDeployment;
+    match group {
+        MachineApiGroup::OpenShift => &[
+            ("machinesets", "MachineSet", Kind::Scalable(OPENSHIFT, MS)),
+            ("machines", "Machine", Kind::Machine(OPENSHIFT)),
+        ],
+        MachineApiGroup::ClusterApi => &[
+            (
+                "machinedeployments",
+                "MachineDeployment",
+                Kind::Scalable(CAPI, MD),
+            ),
+            ("machinesets", "MachineSet", Kind::Scalable(CAPI, MS)),
+            ("machines", "Machine", Kind::Machine(CAPI)),
+        ],
+    }
+}
+
+/// What the list of API groups decides: the group versions whose resources to look up, the
+/// Machine API versions chosen, and the warnings.
+#[derive(Debug, Default, PartialEq)]
+pub struct Lookup {
+    pub group_versions: Vec<(String, Wanted)>,
+    pub machine_apis: MachineApis,
+    pub warnings: Vec<String>,
+}
+
+/// Decides from the cluster's API groups what to look up and which Machine API versions to use.
+pub fn lookup(groups: &APIGroupList) -> Lookup {
+    let served: Vec<&str> = groups
+        .groups
+        .iter()
+        .flat_map(|g| g.versions.iter().map(|v| v.group_version.as_str()))
+        .collect();
+    let mut out = Lookup::default();
+    for (gv, resources) in FIXED {
+        if served.contains(gv) {
+            out.group_versions.push((gv.to_string(), resources));
+        }
+    }
+    for group in MachineApiGroup::ALL {
+        let entry = groups.groups.iter().find(|g| g.name == group.domain());
+        let versions: Vec<&str> = entry
+            .iter()
+            .flat_map(|g| g.versions.iter().map(|v| v.version.as_str()))
+            .collect();
+        let preferred = entry.and_then(|g| g.preferred_version.as_ref());
+        match group.choose_version(&versions, preferred.map(|p| p.version.as_str())) {
+            VersionChoice::Absent => {}
+            VersionChoice::Chosen(version) => {
+                let api = MachineApi { group, version };
+                out.machine_apis.insert(group, version);
+                out.group_versions
+                    .push((api.api_version(), machine_resources(group)));
+            }
+            VersionChoice::Unsupported(found) => out.warnings.push(unsupported(group, &found)),
+        }
+    }
+    out
+}
+
+fn unsupported(group: MachineApiGroup, found: &[String]) -> String {
+    let understood: Vec<&str> = group.understood().iter().map(|v| v.as_str()).collect();
+    format!(
+        "the cluster serves {group} only as {}, and fleetscaler reads {} only: its \
+         MachineSets, MachineDeployments and Machines are not watched, so none of them is a \
+         node group",
+        found.join(", "),
+        understood.join(" or ")
+    )
+}
+
+/// Asks the API server which of the wanted kinds it serves, and at which versions.
+pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, CallError> {
+    let groups = call(
+        || "discovery: list API groups".into(),
+        timeout,
+        client.list_api_groups(),
+    )
+    .await?;
+    let lookup = lookup(&groups);
+    let mut served = Served {
+        kinds: vec![
+            Kind::Node,
+            Kind::Pod,
+            Kind::Namespace,
+            Kind::PriorityConfigMap,
+        ],
+        dynamic: BTreeMap::new(),
+        machine_apis: lookup.machine_apis,
+        warnings: lookup.warnings,
+    };
+    for (group_version, resources) in &lookup.group_versions {
+        let list = call(
+            || format!("discovery: list resources of {group_version}"),
+            timeout,
+            client.list_api_group_resources(group_version),
+        )
+        .await?;
+        for (plural, kind_name, kind) in *resources {
+            if list.resources.iter().any(|r| r.name == *plural) {
+                served.kinds.push(*kind);
+                if !matches!(kind, Kind::DaemonSet | Kind::PodDisruptionBudget) {
+                    served
+                        .dynamic
+                        .insert(*kind, api_resource(group_version, kind_name, plural));
+                }
+            }
+        }
+    }
+    Ok(served)
+}
+
+fn api_resource(group_version: &str, kind: &str, plural: &str) -> ApiResource {
+    let (group, version) = group_version.split_once('/').unwrap_or(("", group_version));
+    ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: group_version.into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
+/// A Machine API kind at the version chosen for its group: how the executor reaches it.
+pub fn machine_api_resource(api: MachineApi, kind: &str, plural: &str) -> ApiResource {
+    let gvk = GroupVersionKind::gvk(api.group.domain(), api.version.as_str(), kind);
+    ApiResource::from_gvk_with_plural(&gvk, plural)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::MachineApiVersion;
+
+    /// An API group list as `GET /apis` answers it.
+    fn groups(entries: &[(&str, &[&str], &str)]) -> APIGroupList {
+        let groups: Vec<serde_json::Value> = entries
+            .iter()
+            .map(|(name, versions, preferred)| {
+                let gv = |v: &str| serde_json::json!({"groupVersion": format!("{name}/{v}"), "version": v});
+                serde_json::json!({
+                    "name": name,
+                    "versions": versions.iter().map(|v| gv(v)).collect::<Vec<_>>(),
+                    "preferredVersion": gv(preferred),
+                })
+            })
+            .collect();
+        serde_json::from_value(
+            serde_json::json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups}),
+        )
+        .unwrap()
+    }
+
+    fn looked_up(p: &Lookup) -> Vec<&str> {
+        p.group_versions.iter().map(|(gv, _)| gv.as_str()).collect()
+    }
+
+    #[test]
+    fn cluster_api_is_read_as_v1beta2_when_the_cluster_prefers_it() {
+        let p = lookup(&groups(&[
+            ("apps", &["v1"], "v1"),
+            ("cluster.x-k8s.io", &["v1beta2", "v1beta1"], "v1beta2"),
+        ]));
+        assert_eq!(looked_up(&p), vec!["apps/v1", "cluster.x-k8s.io/v1beta2"]);
+        assert_eq!(
+            p.machine_apis.get(CAPI).map(|a| a.version),
+            Some(MachineApiVersion::V1beta2)
+        );
+        assert_eq!(p.machine_apis.get(OPENSHIFT), None);
+        assert!(p.warnings.is_empty());
+    }
+
+    #[test]
+    fn an_older_cluster_api_is_read_as_v1beta1() {
+        let p = lookup(&groups(&[
+            ("machine.openshift.io", &["v1beta1", "v1"], "v1"),
+            ("cluster.x-k8s.io", &["v1beta1"], "v1beta1"),
+        ]));
+        assert_eq!(
+            looked_up(&p),
+            vec!["machine.openshift.io/v1beta1", "cluster.x-k8s.io/v1beta1"]
+        );
+        let apis: Vec<String> = p.machine_apis.iter().map(|a| a.to_string()).collect();
+        assert_eq!(
+            apis,
+            vec!["machine.openshift.io/v1beta1", "cluster.x-k8s.io/v1beta1"]
+        );
+    }
+
+    #[test]
+    fn a_machine_api_in_unknown_versions_only_is_a_warning_naming_them() {
+        let p = lookup(&groups(&[("cluster.x-k8s.io", &["v1", "v1alpha4"], "v1")]));
+        assert!(looked_up(&p).is_empty());
+        assert_eq!(p.machine_apis, MachineApis::default());
+        assert_eq!(
+            p.warnings,
+            vec![
+                "the cluster serves cluster.x-k8s.io only as v1, v1alpha4, and fleetscaler \
+                 reads v1beta2 or v1beta1 only: its MachineSets, MachineDeployments and \
+                 Machines are not watched, so none of them is a node group"
+            ]
+        );
+    }
+}
