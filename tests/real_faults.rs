@@ -99,7 +99,10 @@ fn set_min_available(cp: &ControlPlane, n: u32) {
 
 #[test]
 fn compaction_and_apiserver_restarts_lose_nothing_and_leave_nothing_half_done() {
-    let cps = up(&["faults"], &["--provision-delay", "1s"]);
+    let cps = up(
+        &["faults"],
+        &["--provision-delay", "1s", "--no-watch-cache"],
+    );
     let cp = &cps[0];
     cp.apply(&openshift_machine_set("faults", GROUP, 1, 1, 6, 4));
     eventually(LONG, "one Ready worker", || {

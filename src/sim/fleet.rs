@@ -105,6 +105,11 @@ impl ClusterHandle {
             .collect()
     }
 
+    /// Compacts the cluster's history as etcd's compaction does; returns the version.
+    pub fn compact(&self) -> u64 {
+        self.state().store.compact()
+    }
+
     /// Sets (or with `None` clears) the failure mode of the worker group `group` (a MachineSet
     /// on OpenShift, a MachineDeployment on Cluster API) for machines created from now on.
     pub fn set_failure_mode(&self, group: &str, mode: Option<FailureMode>) -> Result<(), ApiError> {

@@ -6,7 +6,9 @@
 //! the pod's own, capped at `max_pod_grace_period`, and carries the pod's uid as a
 //! precondition, so a new pod that took the name is never evicted. A budget that refuses
 //! (429) is asked again every `eviction_retry` until `max_pod_eviction_time`; a pod already
-//! gone (404, or a uid that no longer matches) is fine.
+//! gone (404, or a uid that no longer matches) is fine. A refusal that asking again cannot
+//! change (a pod covered by two budgets, which the API server answers with a 500) ends the
+//! drain at once with the server's message, and the node is given back.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -160,7 +162,27 @@ async fn evict(ctx: &Context, p: &Evictee) -> Result<Evicted, Stop> {
         // changed under the eviction: whichever, the next round finds out.
         Err(e) if e.category() == Category::Conflict => Ok(Evicted::NotYet(e)),
         Err(e) if matches!(e.category(), Category::Forbidden | Category::Invalid) => Err(e.into()),
+        Err(e) if refused_for_good(&e) => Err(Failure::EvictionRefused {
+            pod: p.id.to_string(),
+            message: brief(&e),
+        }
+        .into()),
         Err(e) => Ok(Evicted::NotYet(e)),
+    }
+}
+
+/// What the API server's eviction subresource says when a pod is covered by more than one
+/// PodDisruptionBudget (as an internal error, 500): no retry will ever get through.
+const MULTIPLE_BUDGETS: &str = "more than one PodDisruptionBudget";
+
+/// An eviction refusal that holds until a person changes the budgets.
+fn refused_for_good(e: &CallError) -> bool {
+    match e {
+        CallError::Api {
+            source: kube::Error::Api(status),
+            ..
+        } => status.code == 500 && status.message.contains(MULTIPLE_BUDGETS),
+        _ => false,
     }
 }
 
@@ -314,5 +336,35 @@ mod tests {
                 grace: 5
             }]
         );
+    }
+
+    fn api_error(code: u16, reason: &str, message: &str) -> CallError {
+        CallError::Api {
+            op: "evict pod ns/p".into(),
+            source: kube::Error::Api(Box::new(
+                kube::core::Status::failure(message, reason).with_code(code),
+            )),
+        }
+    }
+
+    #[test]
+    fn a_pod_under_two_budgets_is_refused_for_good_and_a_busy_server_is_not() {
+        // What kube-apiserver answers (pkg/registry/core/pod/storage/eviction.go).
+        let two = api_error(
+            500,
+            "InternalError",
+            "Internal error occurred: This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        );
+        assert!(refused_for_good(&two));
+        assert!(!refused_for_good(&api_error(
+            500,
+            "InternalError",
+            "etcdserver: request timed out"
+        )));
+        assert!(!refused_for_good(&api_error(
+            429,
+            "TooManyRequests",
+            "Cannot evict pod as it would violate the pod's disruption budget."
+        )));
     }
 }

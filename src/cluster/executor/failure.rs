@@ -91,6 +91,9 @@ pub(super) enum Failure {
         pods: Vec<String>,
         last: String,
     },
+    /// An eviction the API server refuses whatever the timing (a pod under two budgets).
+    #[error("evicting pod {pod} is refused for good: {message}")]
+    EvictionRefused { pod: String, message: String },
     /// Evicted pods did not go within their grace period and the headroom.
     #[error(
         "pods evicted from node {node} still there after {}s: {}",
@@ -115,6 +118,7 @@ impl Failure {
             Failure::Call(e) => e.category(),
             Failure::AtMin { .. } | Failure::Changed(_) => Category::Conflict,
             Failure::EvictionTimedOut { .. } => Category::TooManyRequests,
+            Failure::EvictionRefused { .. } => Category::Invalid,
             Failure::PodsRemain { .. } => Category::Timeout,
             Failure::Invalid(_) => Category::Invalid,
             Failure::RolledBack { cause, .. } => cause.category(),

@@ -309,6 +309,7 @@ fn create(
 ) -> Result<Reply, ApiError> {
     refuse_dry_run(query)?;
     let value = parse_body(body)?;
+    strict(resource, query, &value)?;
     let namespace = namespace
         .map(str::to_string)
         .or_else(|| value["metadata"]["namespace"].as_str().map(str::to_string))
@@ -327,6 +328,7 @@ fn update(
 ) -> Result<Reply, ApiError> {
     refuse_dry_run(query)?;
     let value = parse_body(body)?;
+    strict(resource, query, &value)?;
     let stored = cluster.lock().update(resource, key, value, mode)?;
     Ok(object(200, &stored))
 }
@@ -355,8 +357,17 @@ fn patch(
         None => return Err(ApiError::not_found(def.group, def.plural, &key.name)),
     };
     let patched = patch::apply(&current, patch_type, &req.body)?;
+    strict(resource, query, &patched)?;
     let stored = state.update(resource, key, patched, mode)?;
     Ok(object(200, &stored))
+}
+
+/// Under `fieldValidation=Strict`, a field the type does not have is refused.
+fn strict(resource: Resource, query: &Query, value: &serde_json::Value) -> Result<(), ApiError> {
+    if query.strict {
+        super::validation::check_strict(resource, value)?;
+    }
+    Ok(())
 }
 
 fn delete_options(query: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {

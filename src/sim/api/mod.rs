@@ -14,4 +14,5 @@ pub mod server;
 pub mod status;
 pub mod subresources;
 pub mod table;
+pub mod validation;
 pub mod watch;

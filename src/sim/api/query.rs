@@ -23,6 +23,8 @@ pub struct Query {
     pub grace_period_seconds: Option<i64>,
     pub field_manager: Option<String>,
     pub force: bool,
+    /// `fieldValidation=Strict`: unknown fields are refused, not dropped.
+    pub strict: bool,
 }
 
 impl Query {
@@ -47,6 +49,7 @@ impl Query {
                 "gracePeriodSeconds" => q.grace_period_seconds = Some(number(&k, &v)?),
                 "fieldManager" => q.field_manager = Some(v.into_owned()),
                 "force" => q.force = boolean(&k, &v)?,
+                "fieldValidation" => q.strict = v == "Strict",
                 // Accepted and without effect here: output shaping and validation knobs.
                 _ => {}
             }

@@ -135,6 +135,12 @@ impl ApiError {
         e
     }
 
+    /// A 500 without a reason: an error the API server's code returned as it was, not one
+    /// of its typed errors (e.g. an eviction under two budgets).
+    pub fn plain_500(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// `500 InternalError`.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)

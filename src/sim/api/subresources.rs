@@ -198,7 +198,8 @@ pub fn evict(cluster: &Arc<Cluster>, key: &Key, body: &[u8]) -> Result<Reply, Ap
         .cloned()
         .collect();
     if budgets.len() > 1 {
-        return Err(ApiError::internal(
+        // A plain error in the API server's eviction code: a 500 without a reason.
+        return Err(ApiError::plain_500(
             "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
         ));
     }

@@ -1,7 +1,9 @@
 //! The bounded event history of a store. resourceVersions are consecutive (every write is
 //! one event), so the event after `rv` sits at a computed index: no search, no per-watch
 //! bookkeeping. Events older than the window are gone, and a watch asking for them gets
-//! `410 Expired`, exactly as an API server whose watch cache has moved on.
+//! `410 Expired`, exactly as an API server whose watch cache has moved on. `compact` drops
+//! every event up to a version, as etcd's compaction does: a watch from before it is a 410
+//! even when no event at all was kept (as on a real apiserver serving watches from etcd).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -28,6 +30,8 @@ pub struct Expired {
 pub(super) struct History {
     events: VecDeque<HistEvent>,
     window: usize,
+    /// Versions up to here were compacted away (0: never compacted).
+    compacted: u64,
 }
 
 impl History {
@@ -35,6 +39,15 @@ impl History {
         History {
             events: VecDeque::new(),
             window: window.max(1),
+            compacted: 0,
+        }
+    }
+
+    /// Forgets the events up to and including `rv`.
+    pub(super) fn compact(&mut self, rv: u64) {
+        self.compacted = self.compacted.max(rv);
+        while self.events.front().is_some_and(|e| e.object.rv <= rv) {
+            self.events.pop_front();
         }
     }
 
@@ -46,6 +59,11 @@ impl History {
     }
 
     pub(super) fn after(&self, rv: u64) -> Result<impl Iterator<Item = &HistEvent>, Expired> {
+        if rv < self.compacted {
+            return Err(Expired {
+                oldest: self.compacted,
+            });
+        }
         let Some(first) = self.events.front().map(|e| e.object.rv) else {
             return Ok(self.events.range(0..0));
         };
