@@ -102,6 +102,8 @@ fn has_ready_node<W: MachineWorld>(world: &W, m: &MachineView) -> bool {
 #[derive(Debug)]
 pub struct MachineController {
     api: MachineApi,
+    /// The resources whose changes may give a pass work.
+    watched: Vec<Resource>,
     /// Machines in a timed stage (provisioning, deleting) and when it began.
     timers: HashMap<String, Instant>,
     /// The world's revision the last pass started from, if it tells one.
@@ -110,8 +112,13 @@ pub struct MachineController {
 
 impl MachineController {
     pub fn new(api: MachineApi) -> Self {
+        let mut watched = vec![api.machine_sets, api.machines, Resource::Nodes];
+        if api.flavor == Flavor::ClusterApi {
+            watched.push(Resource::CapiMachineDeployments);
+        }
         MachineController {
             api,
+            watched,
             timers: HashMap::new(),
             last_revision: None,
         }
@@ -122,19 +129,10 @@ impl MachineController {
         &self.api
     }
 
-    /// The resources whose changes may give a pass work.
-    fn watched(&self) -> Vec<Resource> {
-        let mut watched = vec![self.api.machine_sets, self.api.machines, Resource::Nodes];
-        if self.api.flavor == Flavor::ClusterApi {
-            watched.push(Resource::CapiMachineDeployments);
-        }
-        watched
-    }
-
     /// One pass; cheap when the world says nothing changed and no machine is in a timed
     /// stage.
     pub fn step<W: MachineWorld>(&mut self, world: &mut W, timing: &Timing, now: Instant) {
-        let seen = world.revision(&self.watched());
+        let seen = world.revision(&self.watched);
         if seen.is_some() && seen == self.last_revision && self.timers.is_empty() {
             return;
         }
