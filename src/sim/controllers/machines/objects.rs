@@ -53,12 +53,14 @@ pub fn machine_set_for(md: &Value, api: &MachineApi, rng: &mut Rng) -> Value {
     template["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"] = json!(md_name);
     let mut selector = md["spec"]["selector"].clone();
     selector["matchLabels"]["cluster.x-k8s.io/deployment-name"] = json!(md_name);
+    // Optional in v1beta2 (a webhook defaults it where there is one); `null` is invalid.
+    let replicas = md["spec"]["replicas"].as_i64().unwrap_or(1);
     json!({
         "apiVersion": api.api_version(), "kind": "MachineSet",
         "metadata": {"name": name, "labels": labels, "annotations": annotations,
             "ownerReferences": [{"apiVersion": api.api_version(), "kind": "MachineDeployment", "name": md_name,
                                  "uid": md["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
-        "spec": {"clusterName": md["spec"]["clusterName"], "replicas": md["spec"]["replicas"], "selector": selector, "template": template},
+        "spec": {"clusterName": md["spec"]["clusterName"], "replicas": replicas, "selector": selector, "template": template},
     })
 }
 

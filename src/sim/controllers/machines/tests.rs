@@ -532,3 +532,16 @@ fn nothing_changed_means_nothing_done() {
     ctl.step(&mut world, &timing(), Instant::now());
     assert_eq!(creates(&world.writes(), api.machines).len(), 1);
 }
+
+#[test]
+fn a_deployment_without_replicas_makes_a_set_of_one() {
+    let api = MachineApi::of(Flavor::ClusterApi);
+    let mut world = Fake::new();
+    let mut md = capi_deployment(&mut world, 0);
+    md["spec"].as_object_mut().unwrap().remove("replicas");
+    let ms = machine_set_for(&md, &api, &mut world.rng);
+    assert_eq!(
+        ms["spec"]["replicas"], 1,
+        "null is not a valid replica count"
+    );
+}
