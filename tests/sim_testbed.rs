@@ -147,7 +147,7 @@ async fn sim_machines_runs_both_apis_over_http() {
     })
     .await;
 
-    // OpenShift (sim-1), with a third of the requests failing: errors are logged and the
+    // OpenShift (sim-1), with a fifth of the requests failing: errors are logged and the
     // next passes finish the work.
     let sim1 = fleet.cluster(1).unwrap();
     let c1 = client(sim1).await;
@@ -159,7 +159,7 @@ async fn sim_machines_runs_both_apis_over_http() {
         .await
         .unwrap();
     sim1.faults().set(Faults {
-        error_rate: 0.3,
+        error_rate: 0.2,
         error_code: 500,
         ..Faults::default()
     });
