@@ -55,6 +55,9 @@ fn main() -> ExitCode {
         }
         Command::Sim(args) => {
             drop(out);
+            // `sim machines` reports each failed call as one log line of its own (`RUST_LOG`
+            // to change); kube's line for the same failure would repeat it.
+            fleetscaler::telemetry::init_logging("info,kube_client=off");
             runtime().and_then(|rt| {
                 rt.block_on(fleetscaler::sim::cli::run(args))
                     .map_err(anyhow::Error::from)

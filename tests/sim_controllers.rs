@@ -285,6 +285,19 @@ async fn cluster_api_machinedeployments_scale_through_their_machineset() {
     })
     .await;
     assert_eq!(machine.labels()["cluster.x-k8s.io/deployment-name"], md);
+    // Cluster API v1beta2: nodeRef by name alone, readiness under `initialization`.
+    assert_eq!(
+        machine.types.as_ref().unwrap().api_version,
+        "cluster.x-k8s.io/v1beta2"
+    );
+    assert_eq!(
+        machine.data["status"]["nodeRef"].as_object().unwrap().len(),
+        1
+    );
+    assert_eq!(
+        machine.data["status"]["initialization"]["infrastructureProvisioned"],
+        true
+    );
     let nodes: Api<Node> = Api::all(c.clone());
     let node = nodes
         .get(machine.data["status"]["nodeRef"]["name"].as_str().unwrap())
@@ -299,7 +312,9 @@ async fn cluster_api_machinedeployments_scale_through_their_machineset() {
     assert_eq!(gpu["nvidia.com/gpu"].0, "1");
     eventually(LIMIT, "MachineDeployment status", || async {
         let d = mds.get(&md).await.ok()?;
-        (d.data["status"]["readyReplicas"] == 1 && d.data["status"]["phase"] == "Running")
+        (d.data["status"]["readyReplicas"] == 1
+            && d.data["status"]["upToDateReplicas"] == 1
+            && d.data["status"]["phase"] == "Running")
             .then_some(())
     })
     .await;

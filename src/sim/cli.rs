@@ -1,14 +1,17 @@
 //! `fleetscaler sim`: start a simulated fleet for kubectl, the hub or tests, write its
-//! kubeconfig, say where everything is, and run until Ctrl-C or SIGTERM.
+//! kubeconfig, say where everything is, and run until Ctrl-C or SIGTERM. `fleetscaler sim
+//! machines` runs the simulated machine controller against a real cluster instead
+//! (`sim::testbed`).
 
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::{Args, Subcommand, ValueEnum};
 
 use crate::sim::admin;
 use crate::sim::error::SimError;
 use crate::sim::fleet::Fleet;
 use crate::sim::settings::{Flavor, FleetSettings, Shape, Timing};
+use crate::sim::testbed::{self, MachinesArgs};
 
 /// Which Machine API the clusters use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -30,9 +33,20 @@ pub enum TimingArg {
     Fast,
 }
 
+/// What `fleetscaler sim` runs besides a simulated fleet.
+#[derive(Subcommand, Debug, Clone)]
+pub enum SimCommand {
+    /// Run the simulated machine controller against a real API server (a test bed whose
+    /// nodes kwok runs), until Ctrl-C or SIGTERM.
+    Machines(MachinesArgs),
+}
+
 /// Arguments of `fleetscaler sim`.
 #[derive(Args, Debug, Clone)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct SimArgs {
+    #[command(subcommand)]
+    pub command: Option<SimCommand>,
     /// Number of simulated clusters (contexts sim-1 .. sim-N).
     #[arg(long, default_value_t = 3)]
     pub clusters: usize,
@@ -58,6 +72,10 @@ pub struct SimArgs {
     /// Start without generated workloads (empty clusters but for the control plane).
     #[arg(long)]
     pub no_workloads: bool,
+    /// Leave Machines to a machine controller outside the simulation
+    /// (`fleetscaler sim machines`); the scheduler and kubelets still run.
+    #[arg(long)]
+    pub no_machine_controller: bool,
     /// Period of the replica waves of the generated deployments, in seconds (default: the
     /// timing's, 600 s for the demo).
     #[arg(long)]
@@ -81,6 +99,7 @@ impl SimArgs {
                 nodes_per_group: self.nodes_per_group,
                 pods_per_node: self.pods_per_node,
                 workloads: !self.no_workloads,
+                machine_controller: !self.no_machine_controller,
                 ..Shape::default()
             },
             mixed_flavors: self.flavor == FlavorArg::Mixed,
@@ -102,8 +121,11 @@ impl SimArgs {
     }
 }
 
-/// Runs `fleetscaler sim` until interrupted.
+/// Runs `fleetscaler sim` (or its subcommand) until interrupted.
 pub async fn run(args: SimArgs) -> Result<(), SimError> {
+    if let Some(SimCommand::Machines(machines)) = args.command {
+        return testbed::run(machines).await;
+    }
     let fleet = Fleet::start(args.settings()).await?;
     fleet.write_kubeconfig(&args.kubeconfig_out)?;
     let (admin_addr, admin_task) = admin::serve(fleet.clusters().to_vec(), args.admin_port).await?;
@@ -141,7 +163,8 @@ pub async fn run(args: SimArgs) -> Result<(), SimError> {
     Ok(())
 }
 
-async fn wait_for_signal() -> Result<(), SimError> {
+/// Returns at the next Ctrl-C or SIGTERM.
+pub(crate) async fn wait_for_signal() -> Result<(), SimError> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};

@@ -27,4 +27,12 @@ pub enum SimError {
     Settings(String),
     #[error("cannot wait for a shutdown signal: {0}")]
     Signal(std::io::Error),
+    #[error("cannot connect with kubeconfig {} (context {context}): {message}", kubeconfig.display())]
+    Connect {
+        kubeconfig: PathBuf,
+        context: String,
+        message: String,
+    },
+    #[error("a machine controller pass stopped: {0}")]
+    Pass(String),
 }

@@ -229,8 +229,11 @@ impl Fleet {
                     .shape
                     .workloads
                     .then(|| Workloads::new(built.replica_sets, built.daemon_sets, started));
-                let ctl =
-                    Controllers::new(MachineController::new(api, built.infra.clone()), workloads);
+                let machines = settings
+                    .shape
+                    .machine_controller
+                    .then(|| MachineController::new(api));
+                let ctl = Controllers::new(machines, workloads);
                 fleet.tasks.push(tokio::spawn(controllers::run(
                     cluster.clone(),
                     ctl,

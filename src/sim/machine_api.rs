@@ -1,7 +1,8 @@
 //! The Machine API as data: OpenShift's `machine.openshift.io` and Cluster API's
-//! `cluster.x-k8s.io` differ in group, namespace, label and annotation keys and a few
-//! field names, not in behaviour, so one `MachineApi` value carries the differences and one
-//! implementation builds Machines and Nodes for both. Also the profile of a group's
+//! `cluster.x-k8s.io` differ in group, version, namespace, label and annotation keys and a
+//! few field names, not in behaviour, so one `MachineApi` value carries the differences and
+//! one implementation builds Machines and Nodes for both. Cluster API is `v1beta2`, the
+//! version Cluster API 1.11 and later store and the test bed's CRDs serve alone. Also the profile of a group's
 //! instances (capacity, zone, labels, taints) read from its MachineSet, the single source the
 //! machine controller and the autoscaler's scale-from-zero annotations agree on.
 
@@ -25,6 +26,8 @@ pub const NEVER_READY_ANNOTATION: &str = "sim.fleetscaler.io/never-ready";
 pub struct MachineApi {
     pub flavor: Flavor,
     pub group: &'static str,
+    /// The version objects are written in: `v1beta1` (OpenShift) or `v1beta2` (Cluster API).
+    pub version: &'static str,
     pub namespace: &'static str,
     pub machine_sets: Resource,
     pub machines: Resource,
@@ -42,6 +45,7 @@ impl MachineApi {
             Flavor::OpenShift => MachineApi {
                 flavor,
                 group: "machine.openshift.io",
+                version: "v1beta1",
                 namespace: "openshift-machine-api",
                 machine_sets: Resource::OcpMachineSets,
                 machines: Resource::OcpMachines,
@@ -52,6 +56,7 @@ impl MachineApi {
             Flavor::ClusterApi => MachineApi {
                 flavor,
                 group: "cluster.x-k8s.io",
+                version: "v1beta2",
                 namespace: "openshift-cluster-api",
                 machine_sets: Resource::CapiMachineSets,
                 machines: Resource::CapiMachines,
@@ -60,6 +65,26 @@ impl MachineApi {
                 finalizer: "machine.cluster.x-k8s.io",
             },
         }
+    }
+
+    /// `<group>/<version>`, the `apiVersion` of its objects and owner references.
+    pub fn api_version(&self) -> String {
+        format!("{}/{}", self.group, self.version)
+    }
+
+    /// The cluster (infrastructure) name a MachineSet or MachineDeployment belongs to: its
+    /// cluster label on OpenShift, `spec.clusterName` on Cluster API (where it is required);
+    /// the template's when the object itself lacks it. Empty when neither says.
+    pub fn cluster_of(&self, set: &Value) -> String {
+        let found = match self.flavor {
+            Flavor::OpenShift => set["metadata"]["labels"][self.cluster_label]
+                .as_str()
+                .or(set["spec"]["template"]["metadata"]["labels"][self.cluster_label].as_str()),
+            Flavor::ClusterApi => set["spec"]["clusterName"]
+                .as_str()
+                .or(set["spec"]["template"]["spec"]["clusterName"].as_str()),
+        };
+        found.unwrap_or_default().to_string()
     }
 
     /// `<group>/<suffix>`, the form of every group-prefixed key.
@@ -84,11 +109,31 @@ impl MachineApi {
         }
     }
 
-    /// The status fields a failed Machine reports its failure in.
-    pub fn failure_fields(&self) -> (&'static str, &'static str) {
+    /// Writes a failed Machine's reason and message where its API reports them:
+    /// `status.error{Reason,Message}` on OpenShift; on Cluster API v1beta2 the v1beta1
+    /// `failure{Reason,Message}` live on under `status.deprecated.v1beta1`.
+    pub fn set_failure(&self, status: &mut Value, reason: &str, message: &str) {
         match self.flavor {
-            Flavor::OpenShift => ("errorReason", "errorMessage"),
-            Flavor::ClusterApi => ("failureReason", "failureMessage"),
+            Flavor::OpenShift => {
+                status["errorReason"] = json!(reason);
+                status["errorMessage"] = json!(message);
+            }
+            Flavor::ClusterApi => {
+                let legacy = &mut status["deprecated"]["v1beta1"];
+                legacy["failureReason"] = json!(reason);
+                legacy["failureMessage"] = json!(message);
+            }
+        }
+    }
+
+    /// A Machine's `status.nodeRef`: an object reference on OpenShift, `{name}` alone on
+    /// Cluster API v1beta2.
+    pub fn node_ref(&self, name: &str, uid: &Value) -> Value {
+        match self.flavor {
+            Flavor::OpenShift => {
+                json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid})
+            }
+            Flavor::ClusterApi => json!({"name": name}),
         }
     }
 }
@@ -190,10 +235,22 @@ impl Profile {
             labels,
             taints: template["spec"]["taints"]
                 .as_array()
-                .cloned()
+                .map(|ts| ts.iter().map(node_taint).collect())
                 .unwrap_or_default(),
         })
     }
+}
+
+/// A Machine template's taint as its Node carries it: key, value and effect (Cluster API
+/// v1beta2 adds `propagation`, which a Node's taint has not).
+fn node_taint(taint: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for field in ["key", "value", "effect"] {
+        if let Some(v) = taint.get(field) {
+            out.insert(field.into(), v.clone());
+        }
+    }
+    Value::Object(out)
 }
 
 /// A Node as a kubelet registers it, not yet Ready, for the machine `machine` of `profile`.

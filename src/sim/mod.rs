@@ -2,6 +2,9 @@
 //! machine controller, a scheduler, kubelets and a workload generator. It stands in for real
 //! clusters in `fleetscaler demo`, the end-to-end tests and the benchmarks.
 //!
+//! `testbed` runs the same machine controller against a real API server
+//! (`fleetscaler sim machines`), for control planes on loopback.
+//!
 //! It never imports `engine`: it is an independent implementation, so its scheduler checks
 //! the engine instead of repeating it. See `docs/sim.md`.
 
@@ -20,5 +23,6 @@ pub mod rng;
 pub mod settings;
 pub mod shape;
 pub mod store;
+pub mod testbed;
 pub mod tls;
 pub mod workload;

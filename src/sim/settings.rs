@@ -8,7 +8,7 @@ use std::time::Duration;
 pub enum Flavor {
     /// `machine.openshift.io/v1beta1` MachineSets in `openshift-machine-api`.
     OpenShift,
-    /// `cluster.x-k8s.io/v1beta1` MachineDeployments (owning MachineSets) in `openshift-cluster-api`.
+    /// `cluster.x-k8s.io/v1beta2` MachineDeployments (owning MachineSets) in `openshift-cluster-api`.
     ClusterApi,
 }
 
@@ -22,6 +22,9 @@ pub struct Shape {
     pub pods_per_node: usize,
     /// Start the workload generator (deployments in waves, daemonsets, PDBs).
     pub workloads: bool,
+    /// Run the simulated machine controller. Off leaves Machines to a controller outside
+    /// the simulation (`fleetscaler sim machines`); the other controllers still run.
+    pub machine_controller: bool,
     /// Share of a worker's allocatable CPU the generated pods ask for at the middle of their
     /// waves (above it at the crests, below in the troughs).
     pub cpu_fill: f64,
@@ -34,6 +37,7 @@ impl Default for Shape {
             nodes_per_group: 2,
             pods_per_node: 10,
             workloads: true,
+            machine_controller: true,
             cpu_fill: 0.6,
         }
     }

@@ -2,14 +2,17 @@
 //! 3 control-plane nodes (with their Machines and mirror pods), worker groups in three zones
 //! with autoscaler min/max annotations, a GPU group at zero replicas with scale-from-zero
 //! capacity annotations, a ClusterAutoscaler `default` (and MachineAutoscalers on OpenShift),
-//! and the workloads already running. The Cluster API flavour has MachineDeployments
-//! (each owning a MachineSet) in `openshift-cluster-api` instead of MachineSets.
+//! and the workloads already running. The Cluster API flavour has v1beta2
+//! MachineDeployments (each owning a MachineSet) in `openshift-cluster-api` instead of
+//! MachineSets. Machines and Nodes are made by the machine controller's own code.
 
 use serde_json::{Value, json};
 
 use crate::sim::api::resources::Resource;
 use crate::sim::api::status::ApiError;
-use crate::sim::controllers::machines::{create_machine, machine_set_for, provision, provision_as};
+use crate::sim::controllers::machines::{
+    SimWorld, create_machine, machine_set_for, provision, provision_as,
+};
 use crate::sim::machine_api::{CAPACITY_PREFIX, MachineApi, Profile, set_node_ready};
 use crate::sim::registry::{State, now_rfc3339};
 use crate::sim::settings::{Flavor, Shape};
@@ -59,10 +62,10 @@ pub fn build(
     let max = (shape.nodes_per_group * 3).max(3);
     for zone in ZONES {
         let group = worker_group(&api, &infra, zone, shape.nodes_per_group, 1, max, false);
-        nodes.extend(create_group(state, &api, &infra, group)?);
+        nodes.extend(create_group(state, &api, group)?);
     }
     let gpu = worker_group(&api, &infra, ZONES[0], 0, 0, 3, true);
-    create_group(state, &api, &infra, gpu)?;
+    create_group(state, &api, gpu)?;
     cluster_autoscaler(state, max * 3 + 3 + 3)?;
     let workers: Vec<(String, String)> = nodes
         .iter()
@@ -118,14 +121,22 @@ fn control_plane(
             ),
             Flavor::ClusterApi => (
                 json!({api.cluster_label: infra, "cluster.x-k8s.io/control-plane": ""}),
-                json!([{"apiVersion": "controlplane.cluster.x-k8s.io/v1beta1", "kind": "KubeadmControlPlane", "name": format!("{infra}-control-plane"), "uid": state.rng.uuid(), "controller": true}]),
+                json!([{"apiVersion": "controlplane.cluster.x-k8s.io/v1beta2", "kind": "KubeadmControlPlane", "name": format!("{infra}-control-plane"), "uid": state.rng.uuid(), "controller": true}]),
             ),
         };
         let machine = json!({"metadata": {"name": name, "labels": labels, "ownerReferences": owner, "finalizers": [api.finalizer]},
-                             "spec": {}, "status": {"phase": "Provisioning"}});
+                             "spec": control_plane_spec(api, infra, &name), "status": {"phase": "Provisioning"}});
         state.seed(api.machines, api.namespace, machine)?;
         let key = Key::new(api.namespace, &name);
-        if let Some(node) = provision_as(state, api, infra, &key, None, &profile)? {
+        let made = provision_as(
+            &mut SimWorld::new(state, None),
+            api,
+            infra,
+            &key,
+            None,
+            &profile,
+        )?;
+        if let Some(node) = made {
             // The control plane is up before anything else: Ready from the start.
             let stamp = now_rfc3339();
             state.modify(Resource::Nodes, &Key::cluster(&node), |v| {
@@ -135,6 +146,17 @@ fn control_plane(
         }
     }
     Ok(nodes)
+}
+
+/// A control-plane Machine's spec: empty on OpenShift; what Cluster API v1beta2 requires
+/// (cluster, bootstrap data, infrastructure object) otherwise.
+fn control_plane_spec(api: &MachineApi, infra: &str, name: &str) -> Value {
+    match api.flavor {
+        Flavor::OpenShift => json!({}),
+        Flavor::ClusterApi => json!({"clusterName": infra, "version": "v1.34.0",
+            "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AWSMachine", "name": name}}),
+    }
 }
 
 /// A worker group's MachineSet (OpenShift) or MachineDeployment (Cluster API).
@@ -170,7 +192,7 @@ fn worker_group(
             let name = format!("{infra}-{kind}-{zone}");
             let labels = json!({api.cluster_label: infra, "machine.openshift.io/cluster-api-machine-role": "worker",
                                 "machine.openshift.io/cluster-api-machine-type": "worker", api.set_label: name});
-            json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+            json!({"apiVersion": api.api_version(), "kind": "MachineSet",
                 "metadata": {"name": name, "namespace": api.namespace, "labels": {api.cluster_label: infra}, "annotations": annotations},
                 "spec": {"replicas": replicas,
                     "selector": {"matchLabels": {api.cluster_label: infra, api.set_label: name}},
@@ -186,14 +208,22 @@ fn worker_group(
             for (k, v) in node_labels.as_object().into_iter().flatten() {
                 template_labels[k] = v.clone();
             }
-            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+            let mut spec = json!({"clusterName": infra, "version": "v1.34.0", "failureDomain": zone,
+                "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "AWSMachineTemplate", "name": name}});
+            // v1beta2 taints say whether they are kept on the node after it joins, and the
+            // list, when present, must not be empty.
+            if let Some(ts) = taints.as_array_mut().filter(|ts| !ts.is_empty()) {
+                for t in ts.iter_mut() {
+                    t["propagation"] = json!("Always");
+                }
+                spec["taints"] = taints;
+            }
+            json!({"apiVersion": api.api_version(), "kind": "MachineDeployment",
                 "metadata": {"name": name, "namespace": api.namespace, "labels": {api.cluster_label: infra}, "annotations": annotations},
                 "spec": {"clusterName": infra, "replicas": replicas,
                     "selector": {"matchLabels": {api.cluster_label: infra}},
-                    "template": {"metadata": {"labels": template_labels},
-                        "spec": {"clusterName": infra, "version": "v1.34.0", "failureDomain": zone, "taints": taints,
-                            "bootstrap": {"dataSecretName": format!("{name}-bootstrap")},
-                            "infrastructureRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSMachineTemplate", "name": name}}}}})
+                    "template": {"metadata": {"labels": template_labels}, "spec": spec}}})
         }
     }
 }
@@ -202,7 +232,6 @@ fn worker_group(
 fn create_group(
     state: &mut State,
     api: &MachineApi,
-    infra: &str,
     group: Value,
 ) -> Result<Vec<(String, String, bool)>, ApiError> {
     let replicas = group["spec"]["replicas"].as_u64().unwrap_or(0);
@@ -223,14 +252,15 @@ fn create_group(
             let md = state
                 .seed(Resource::CapiMachineDeployments, api.namespace, group)?
                 .value();
-            let set = machine_set_for(&md, &mut state.rng);
+            let set = machine_set_for(&md, api, &mut state.rng);
             state.seed(api.machine_sets, api.namespace, set)?.value()
         }
     };
     let mut nodes = Vec::new();
+    let mut world = SimWorld::new(state, None);
     for _ in 0..replicas {
-        let key = create_machine(state, api, infra, &set)?;
-        if let Some(node) = provision(state, api, infra, &key, None)? {
+        let key = create_machine(&mut world, api, &set)?;
+        if let Some(node) = provision(&mut world, api, &key, None)? {
             nodes.push((node, String::new(), true));
         }
     }

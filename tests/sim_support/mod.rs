@@ -58,7 +58,8 @@ where
     }
 }
 
-/// A dynamic API for a Machine API kind.
+/// A dynamic API for a Machine API kind, at the version the simulated fleet serves
+/// (`v1beta1` for OpenShift, `v1beta2` for Cluster API).
 pub fn machine_api(
     client: &Client,
     group: &str,
@@ -66,7 +67,12 @@ pub fn machine_api(
     plural: &str,
     ns: &str,
 ) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk(group, "v1beta1", kind);
+    let version = if group == "cluster.x-k8s.io" {
+        "v1beta2"
+    } else {
+        "v1beta1"
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind);
     let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
     Api::namespaced_with(client.clone(), ns, &ar)
 }

@@ -262,7 +262,7 @@ const DEFS: [ResourceDef; 15] = [
     },
     ResourceDef {
         group: CAPI,
-        version: "v1beta1",
+        version: "v1beta2",
         kind: "MachineDeployment",
         plural: "machinedeployments",
         singular: "machinedeployment",
@@ -274,7 +274,7 @@ const DEFS: [ResourceDef; 15] = [
     },
     ResourceDef {
         group: CAPI,
-        version: "v1beta1",
+        version: "v1beta2",
         kind: "MachineSet",
         plural: "machinesets",
         singular: "machineset",
@@ -286,7 +286,7 @@ const DEFS: [ResourceDef; 15] = [
     },
     ResourceDef {
         group: CAPI,
-        version: "v1beta1",
+        version: "v1beta2",
         kind: "Machine",
         plural: "machines",
         singular: "machine",
@@ -333,8 +333,13 @@ mod tests {
         }
         assert_eq!(Resource::find("", "v1", "pods"), Some(Resource::Pods));
         assert_eq!(
-            Resource::find("cluster.x-k8s.io", "v1beta1", "machinesets"),
+            Resource::find("cluster.x-k8s.io", "v1beta2", "machinesets"),
             Some(Resource::CapiMachineSets)
+        );
+        // Cluster API is served at v1beta2 only, as the test bed's CRDs serve it.
+        assert_eq!(
+            Resource::find("cluster.x-k8s.io", "v1beta1", "machinesets"),
+            None
         );
         assert_eq!(Resource::find("", "v1", "widgets"), None);
     }

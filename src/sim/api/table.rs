@@ -132,13 +132,18 @@ fn columns(resource: Resource) -> Vec<(&'static str, &'static str, i32, Cell)> {
             }),
             ("Age", s, 0, age),
         ],
+        // Cluster API v1beta2's printer columns.
         Resource::CapiMachineSets => vec![
             ("Name", s, 0, name),
             ("Cluster", s, 0, |o| o["spec"]["clusterName"].clone()),
-            ("Replicas", i, 0, |o| int(&o["status"]["replicas"])),
+            ("Desired", i, 0, |o| int(&o["spec"]["replicas"])),
+            ("Current", i, 0, |o| int(&o["status"]["replicas"])),
             ("Ready", i, 0, |o| int(&o["status"]["readyReplicas"])),
             ("Available", i, 0, |o| {
                 int(&o["status"]["availableReplicas"])
+            }),
+            ("Up-to-date", i, 0, |o| {
+                int(&o["status"]["upToDateReplicas"])
             }),
             ("Age", s, 0, age),
             ("Version", s, 0, |o| {
@@ -148,11 +153,14 @@ fn columns(resource: Resource) -> Vec<(&'static str, &'static str, i32, Cell)> {
         Resource::CapiMachineDeployments => vec![
             ("Name", s, 0, name),
             ("Cluster", s, 0, |o| o["spec"]["clusterName"].clone()),
-            ("Replicas", i, 0, |o| int(&o["status"]["replicas"])),
+            ("Desired", i, 0, |o| int(&o["spec"]["replicas"])),
+            ("Current", i, 0, |o| int(&o["status"]["replicas"])),
             ("Ready", i, 0, |o| int(&o["status"]["readyReplicas"])),
-            ("Updated", i, 0, |o| int(&o["status"]["updatedReplicas"])),
-            ("Unavailable", i, 0, |o| {
-                int(&o["status"]["unavailableReplicas"])
+            ("Available", i, 0, |o| {
+                int(&o["status"]["availableReplicas"])
+            }),
+            ("Up-to-date", i, 0, |o| {
+                int(&o["status"]["upToDateReplicas"])
             }),
             ("Phase", s, 0, |o| o["status"]["phase"].clone()),
             ("Age", s, 0, age),
@@ -178,8 +186,10 @@ fn columns(resource: Resource) -> Vec<(&'static str, &'static str, i32, Cell)> {
         Resource::CapiMachines => vec![
             ("Name", s, 0, name),
             ("Cluster", s, 0, |o| o["spec"]["clusterName"].clone()),
-            ("NodeName", s, 0, |o| o["status"]["nodeRef"]["name"].clone()),
-            ("ProviderID", s, 0, |o| o["spec"]["providerID"].clone()),
+            ("Node Name", s, 0, |o| {
+                o["status"]["nodeRef"]["name"].clone()
+            }),
+            ("Provider ID", s, 1, |o| o["spec"]["providerID"].clone()),
             ("Phase", s, 0, |o| o["status"]["phase"].clone()),
             ("Age", s, 0, age),
             ("Version", s, 0, |o| o["spec"]["version"].clone()),

@@ -23,7 +23,9 @@ use crate::sim::registry::State;
 #[derive(Debug)]
 pub struct Controllers {
     pub index: index::Index,
-    pub machines: machines::MachineController,
+    /// `None` when Machines are left to a controller outside the simulation
+    /// (`fleetscaler sim machines`).
+    pub machines: Option<machines::MachineController>,
     pub scheduler: scheduler::Scheduler,
     pub kubelets: kubelet::Kubelets,
     pub workloads: Option<workloads::Workloads>,
@@ -33,7 +35,7 @@ pub struct Controllers {
 
 impl Controllers {
     pub fn new(
-        machines: machines::MachineController,
+        machines: Option<machines::MachineController>,
         workloads: Option<workloads::Workloads>,
     ) -> Self {
         Controllers {
@@ -51,8 +53,14 @@ impl Controllers {
     pub fn step(&mut self, state: &mut State, cluster: &Cluster, now: Instant) {
         let timing = &cluster.timing;
         self.index.sync(&state.store, now);
-        self.machines.step(state, &self.index, timing, now);
-        self.index.sync(&state.store, now);
+        if let Some(machines) = &mut self.machines {
+            machines.step(
+                &mut machines::SimWorld::new(state, Some(&self.index)),
+                timing,
+                now,
+            );
+            self.index.sync(&state.store, now);
+        }
         self.kubelets.step(state, &self.index, timing, now);
         self.index.sync(&state.store, now);
         self.scheduler.step(state, &self.index);
@@ -130,7 +138,9 @@ mod tests {
         let now = Instant::now();
         let workloads = workloads::Workloads::new(built.replica_sets, built.daemon_sets, now);
         let mut ctl = Controllers::new(
-            machines::MachineController::new(MachineApi::of(Flavor::OpenShift), built.infra),
+            Some(machines::MachineController::new(MachineApi::of(
+                Flavor::OpenShift,
+            ))),
             Some(workloads),
         );
         // Let every delay run out, then expect nothing more to be written.
@@ -153,7 +163,7 @@ mod tests {
             workloads: false,
             ..Shape::default()
         };
-        let built = shape::build(&mut state, "sim-1", Flavor::OpenShift, &shape).unwrap();
+        shape::build(&mut state, "sim-1", Flavor::OpenShift, &shape).unwrap();
         let timing = Timing::fast();
         let cluster = Cluster::new(
             "sim-1".into(),
@@ -164,7 +174,9 @@ mod tests {
             1,
         );
         let mut ctl = Controllers::new(
-            machines::MachineController::new(MachineApi::of(Flavor::OpenShift), built.infra),
+            Some(machines::MachineController::new(MachineApi::of(
+                Flavor::OpenShift,
+            ))),
             None,
         );
         let now = Instant::now();

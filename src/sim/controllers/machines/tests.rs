@@ -1,0 +1,547 @@
+//! The controller's logic against a recording fake world: what it creates, changes and
+//! deletes, and in which part of each object (status changes must touch status alone, as
+//! a real API server takes them through `/status`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::*;
+use crate::sim::api::status::ApiError;
+use crate::sim::machine_api::NEVER_READY_ANNOTATION;
+use crate::sim::rng::Rng;
+
+/// One write the controller made.
+#[derive(Clone, Debug, PartialEq)]
+enum Call {
+    Create(Resource, Key),
+    /// The top-level parts of the object that changed (`metadata`, `spec`, `status`).
+    Modify(Resource, Key, BTreeSet<String>),
+    Delete(Resource, Key),
+    DeleteNode(String),
+}
+
+/// A world of plain maps that records every write.
+#[derive(Debug)]
+struct Fake {
+    objects: BTreeMap<(Resource, Key), Value>,
+    calls: Vec<Call>,
+    ready: BTreeSet<String>,
+    revision: Option<u64>,
+    rng: Rng,
+    uids: u64,
+}
+
+impl Fake {
+    fn new() -> Self {
+        Fake {
+            objects: BTreeMap::new(),
+            calls: Vec::new(),
+            ready: BTreeSet::new(),
+            revision: None,
+            rng: Rng::new(7),
+            uids: 0,
+        }
+    }
+
+    fn put(&mut self, resource: Resource, mut object: Value) -> Value {
+        self.uids += 1;
+        if object["metadata"]["uid"].is_null() {
+            object["metadata"]["uid"] = json!(format!("uid-{}", self.uids));
+        }
+        if object["metadata"]["creationTimestamp"].is_null() {
+            object["metadata"]["creationTimestamp"] =
+                json!(format!("2026-01-01T00:00:{:02}Z", self.uids));
+        }
+        let ns = object["metadata"]["namespace"].as_str().unwrap_or_default();
+        let key = Key::new(ns, object["metadata"]["name"].as_str().unwrap());
+        self.objects.insert((resource, key), object.clone());
+        object
+    }
+
+    fn all(&self, resource: Resource) -> Vec<Value> {
+        self.list(resource, |_, v| v.clone())
+    }
+
+    fn writes(&mut self) -> Vec<Call> {
+        std::mem::take(&mut self.calls)
+    }
+}
+
+impl MachineWorld for Fake {
+    type Error = ApiError;
+
+    fn revision(&self, _: &[Resource]) -> Option<u64> {
+        self.revision
+    }
+
+    fn list<T>(&self, resource: Resource, mut f: impl FnMut(&Key, &Value) -> T) -> Vec<T> {
+        self.objects
+            .iter()
+            .filter(|((r, _), _)| *r == resource)
+            .map(|((_, k), v)| f(k, v))
+            .collect()
+    }
+
+    fn get(&self, resource: Resource, key: &Key) -> Option<Value> {
+        self.objects.get(&(resource, key.clone())).cloned()
+    }
+
+    fn create(
+        &mut self,
+        resource: Resource,
+        ns: &str,
+        mut object: Value,
+    ) -> Result<Value, ApiError> {
+        if resource.def().namespaced {
+            object["metadata"]["namespace"] = json!(ns);
+        }
+        let stored = self.put(resource, object);
+        let key = Key::new(ns, stored["metadata"]["name"].as_str().unwrap());
+        self.calls.push(Call::Create(resource, key));
+        Ok(stored)
+    }
+
+    fn modify(
+        &mut self,
+        resource: Resource,
+        key: &Key,
+        change: impl FnOnce(&mut Value),
+    ) -> Result<(), ApiError> {
+        let Some(old) = self.get(resource, key) else {
+            return Err(ApiError::not_found("", "x", &key.name));
+        };
+        let mut new = old.clone();
+        change(&mut new);
+        let parts: BTreeSet<String> = ["metadata", "spec", "status"]
+            .into_iter()
+            .filter(|p| old[*p] != new[*p])
+            .map(str::to_string)
+            .collect();
+        if parts.is_empty() {
+            return Ok(());
+        }
+        self.calls.push(Call::Modify(resource, key.clone(), parts));
+        let gone = new["metadata"].get("deletionTimestamp").is_some()
+            && new["metadata"]["finalizers"]
+                .as_array()
+                .is_none_or(|f| f.is_empty());
+        if gone {
+            self.objects.remove(&(resource, key.clone()));
+        } else {
+            self.objects.insert((resource, key.clone()), new);
+        }
+        Ok(())
+    }
+
+    fn delete(&mut self, resource: Resource, key: &Key) -> Result<(), ApiError> {
+        self.calls.push(Call::Delete(resource, key.clone()));
+        let entry = (resource, key.clone());
+        let Some(object) = self.objects.get_mut(&entry) else {
+            return Err(ApiError::not_found("", "x", &key.name));
+        };
+        if object["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| !f.is_empty())
+        {
+            object["metadata"]["deletionTimestamp"] = json!("2026-01-01T01:00:00Z");
+        } else {
+            self.objects.remove(&entry);
+        }
+        Ok(())
+    }
+
+    fn delete_node(&mut self, name: &str) {
+        self.calls.push(Call::DeleteNode(name.to_string()));
+        self.objects.remove(&(Resource::Nodes, Key::cluster(name)));
+    }
+
+    fn fresh_name(&mut self, resource: Resource, ns: &str, prefix: &str) -> String {
+        loop {
+            let name = format!("{prefix}{}", self.rng.name_suffix());
+            if !self.contains(resource, &Key::new(ns, &name)) {
+                return name;
+            }
+        }
+    }
+
+    fn rng(&mut self) -> &mut Rng {
+        &mut self.rng
+    }
+
+    fn node_ready(&self, name: &str) -> bool {
+        self.ready.contains(name)
+    }
+}
+
+const OCP_NS: &str = "openshift-machine-api";
+const CAPI_NS: &str = "openshift-cluster-api";
+
+fn ocp_set(world: &mut Fake, replicas: u64) -> Value {
+    let api = MachineApi::of(Flavor::OpenShift);
+    world.put(api.machine_sets, json!({
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+        "metadata": {"name": "infra-worker-a", "namespace": OCP_NS, "generation": 2,
+            "labels": {api.cluster_label: "infra"}},
+        "spec": {"replicas": replicas,
+            "selector": {"matchLabels": {api.set_label: "infra-worker-a"}},
+            "template": {"metadata": {"labels": {api.set_label: "infra-worker-a", "role": "worker"}},
+                "spec": {"providerSpec": {"value": {"instanceType": "m6i.2xlarge",
+                    "placement": {"availabilityZone": "us-east-1a", "region": "us-east-1"}}}}}}}))
+}
+
+fn capi_deployment(world: &mut Fake, replicas: u64) -> Value {
+    world.put(Resource::CapiMachineDeployments, json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": "md-a", "namespace": CAPI_NS, "generation": 1},
+        "spec": {"clusterName": "infra", "replicas": replicas,
+            "selector": {"matchLabels": {"cluster.x-k8s.io/cluster-name": "infra"}},
+            "template": {"metadata": {"labels": {"cluster.x-k8s.io/cluster-name": "infra"}},
+                "spec": {"clusterName": "infra", "version": "v1.34.0", "failureDomain": "us-east-1a",
+                    "bootstrap": {"dataSecretName": "md-a-bootstrap"},
+                    "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                        "kind": "AWSMachineTemplate", "name": "md-a"}}}}}))
+}
+
+/// A Machine of `set` with a Ready node, created `age` seconds into the test.
+fn running_machine(world: &mut Fake, api: &MachineApi, set: &Value, name: &str) -> Key {
+    let ns = set["metadata"]["namespace"].as_str().unwrap();
+    let node = format!("node-{name}");
+    world.put(
+        api.machines,
+        json!({
+        "metadata": {"name": name, "namespace": ns, "finalizers": [api.finalizer],
+            "ownerReferences": [{"kind": "MachineSet", "name": set["metadata"]["name"],
+                "uid": set["metadata"]["uid"], "controller": true}]},
+        "spec": {}, "status": {"phase": "Running", "nodeRef": {"name": node}}}),
+    );
+    world.put(Resource::Nodes, json!({"metadata": {"name": node}}));
+    world.ready.insert(node);
+    Key::new(ns, name)
+}
+
+fn creates(calls: &[Call], resource: Resource) -> Vec<Key> {
+    calls
+        .iter()
+        .filter_map(|c| match c {
+            Call::Create(r, k) if *r == resource => Some(k.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn timing() -> Timing {
+    Timing {
+        machine_provision: Duration::from_secs(2),
+        machine_deprovision: Duration::from_secs(1),
+        ..Timing::fast()
+    }
+}
+
+#[test]
+fn a_set_scaled_from_2_to_3_gets_one_machine_it_owns() {
+    let api = MachineApi::of(Flavor::OpenShift);
+    let mut world = Fake::new();
+    let set = ocp_set(&mut world, 3);
+    running_machine(&mut world, &api, &set, "m1");
+    running_machine(&mut world, &api, &set, "m2");
+    let mut ctl = MachineController::new(api);
+    ctl.step(&mut world, &timing(), Instant::now());
+    let calls = world.writes();
+    let made = creates(&calls, api.machines);
+    assert_eq!(made.len(), 1, "{calls:?}");
+    let m = world.get(api.machines, &made[0]).unwrap();
+    assert_eq!(m["apiVersion"], "machine.openshift.io/v1beta1");
+    assert!(
+        m["metadata"]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with("infra-worker-a-")
+    );
+    let owner = &m["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner["kind"].as_str(), owner["name"].as_str()),
+        (Some("MachineSet"), Some("infra-worker-a"))
+    );
+    assert_eq!(
+        (&owner["uid"], &owner["controller"]),
+        (&set["metadata"]["uid"], &json!(true))
+    );
+    let labels = &m["metadata"]["labels"];
+    assert_eq!(labels[api.set_label], "infra-worker-a");
+    assert_eq!(
+        labels[api.cluster_label], "infra",
+        "read from the set's cluster label"
+    );
+    assert_eq!(labels["role"], "worker");
+    assert_eq!(m["metadata"]["finalizers"], json!([api.finalizer]));
+    assert_eq!(m["status"]["phase"], "Provisioning");
+    // The set's status counts what the pass started from, written through status alone.
+    let status_writes: Vec<&Call> = calls
+        .iter()
+        .filter(|c| matches!(c, Call::Modify(..)))
+        .collect();
+    assert_eq!(status_writes.len(), 1);
+    assert!(matches!(status_writes[0], Call::Modify(r, _, parts)
+        if *r == api.machine_sets && parts.iter().eq(["status"])));
+    let s = world
+        .get(api.machine_sets, &Key::new(OCP_NS, "infra-worker-a"))
+        .unwrap();
+    assert_eq!(
+        s["status"],
+        json!({"replicas": 2, "readyReplicas": 2, "availableReplicas": 2,
+        "fullyLabeledReplicas": 2, "observedGeneration": 2})
+    );
+}
+
+#[test]
+fn scaling_down_deletes_the_marked_machine_first() {
+    let api = MachineApi::of(Flavor::OpenShift);
+    let mut world = Fake::new();
+    let set = ocp_set(&mut world, 2);
+    let oldest = running_machine(&mut world, &api, &set, "m1");
+    running_machine(&mut world, &api, &set, "m2");
+    running_machine(&mut world, &api, &set, "m3");
+    // Unmarked, the newest would go; marked, the oldest goes instead.
+    world
+        .modify(api.machines, &oldest, |m| {
+            m["metadata"]["annotations"][api.delete_annotation()] = json!("yes")
+        })
+        .unwrap();
+    world.writes();
+    let mut ctl = MachineController::new(api);
+    let start = Instant::now();
+    ctl.step(&mut world, &timing(), start);
+    let deletes: Vec<Call> = world
+        .writes()
+        .into_iter()
+        .filter(|c| matches!(c, Call::Delete(..)))
+        .collect();
+    assert_eq!(deletes, [Call::Delete(api.machines, oldest.clone())]);
+    // It goes into phase Deleting, then takes its node with it.
+    ctl.step(&mut world, &timing(), start + Duration::from_millis(10));
+    assert_eq!(
+        world.get(api.machines, &oldest).unwrap()["status"]["phase"],
+        "Deleting"
+    );
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(2));
+    let calls = world.writes();
+    assert!(
+        calls.contains(&Call::DeleteNode("node-m1".into())),
+        "{calls:?}"
+    );
+    assert!(
+        world.get(api.machines, &oldest).is_none(),
+        "the finalizer was removed"
+    );
+}
+
+#[test]
+fn cluster_api_deployments_make_v1beta2_sets_and_machines() {
+    let api = MachineApi::of(Flavor::ClusterApi);
+    let mut world = Fake::new();
+    capi_deployment(&mut world, 1);
+    let mut ctl = MachineController::new(api);
+    let start = Instant::now();
+    ctl.step(&mut world, &timing(), start);
+    let sets = world.all(api.machine_sets);
+    assert_eq!(sets.len(), 1);
+    let ms = &sets[0];
+    assert_eq!(ms["apiVersion"], "cluster.x-k8s.io/v1beta2");
+    assert_eq!(
+        ms["metadata"]["ownerReferences"][0]["apiVersion"],
+        "cluster.x-k8s.io/v1beta2"
+    );
+    assert_eq!(ms["spec"]["clusterName"], "infra");
+    assert_eq!(
+        ms["spec"]["template"]["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"],
+        "md-a"
+    );
+    // The next pass makes its machine, in v1beta2's shape.
+    ctl.step(&mut world, &timing(), start);
+    let machines = world.all(api.machines);
+    assert_eq!(machines.len(), 1);
+    let m = &machines[0];
+    let name = m["metadata"]["name"].as_str().unwrap();
+    assert_eq!(m["apiVersion"], "cluster.x-k8s.io/v1beta2");
+    assert_eq!(
+        m["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"],
+        "infra"
+    );
+    assert_eq!(
+        m["metadata"]["labels"]["cluster.x-k8s.io/set-name"],
+        ms["metadata"]["name"]
+    );
+    assert_eq!(m["spec"]["clusterName"], "infra");
+    assert_eq!(
+        m["spec"]["bootstrap"],
+        json!({"dataSecretName": "md-a-bootstrap"})
+    );
+    assert_eq!(
+        m["spec"]["infrastructureRef"],
+        json!({"apiGroup": "infrastructure.cluster.x-k8s.io",
+        "kind": "AWSMachine", "name": name})
+    );
+    // After the provisioning delay: a node, linked both ways, nodeRef by name alone.
+    world.writes();
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(3));
+    let calls = world.writes();
+    let nodes = creates(&calls, Resource::Nodes);
+    assert_eq!(nodes.len(), 1, "{calls:?}");
+    let node = world.get(Resource::Nodes, &nodes[0]).unwrap();
+    assert_eq!(
+        node["metadata"]["annotations"]["cluster.x-k8s.io/machine"],
+        name
+    );
+    assert_eq!(
+        node["metadata"]["annotations"]["cluster.x-k8s.io/cluster-name"],
+        "infra"
+    );
+    let m = world.get(api.machines, &Key::new(CAPI_NS, name)).unwrap();
+    assert_eq!(m["status"]["phase"], "Running");
+    assert_eq!(
+        m["status"]["nodeRef"],
+        json!({"name": nodes[0].name.as_ref()})
+    );
+    assert_eq!(
+        m["status"]["initialization"],
+        json!({"bootstrapDataSecretCreated": true,
+        "infrastructureProvisioned": true})
+    );
+    assert_eq!(m["spec"]["providerID"], node["spec"]["providerID"]);
+}
+
+#[test]
+fn cluster_api_status_is_v1beta2_and_written_alone() {
+    let api = MachineApi::of(Flavor::ClusterApi);
+    let mut world = Fake::new();
+    let md = capi_deployment(&mut world, 2);
+    let mut ms = machine_set_for(&md, &api, &mut world.rng);
+    ms["metadata"]["namespace"] = json!(CAPI_NS);
+    let ms = world.put(api.machine_sets, ms);
+    let mut ctl = MachineController::new(api);
+    running_machine(&mut world, &api, &ms, "m1");
+    running_machine(&mut world, &api, &ms, "m2");
+    world.ready.remove("node-m2");
+    world.writes();
+    ctl.step(&mut world, &timing(), Instant::now());
+    ctl.step(&mut world, &timing(), Instant::now());
+    for call in world.writes() {
+        if let Call::Modify(_, _, parts) = &call {
+            assert!(
+                parts.iter().eq(["status"]),
+                "a status update changed more: {call:?}"
+            );
+        }
+    }
+    let ms = world.all(api.machine_sets).remove(0);
+    assert_eq!(ms["status"]["replicas"], 2);
+    assert_eq!(ms["status"]["readyReplicas"], 1);
+    assert_eq!(ms["status"]["upToDateReplicas"], 2);
+    assert!(
+        ms["status"]["selector"]
+            .as_str()
+            .unwrap()
+            .contains("cluster.x-k8s.io/deployment-name=md-a")
+    );
+    assert_eq!(
+        ms["status"]["deprecated"]["v1beta1"]["fullyLabeledReplicas"],
+        2
+    );
+    let md = world
+        .get(Resource::CapiMachineDeployments, &key_of(&md))
+        .unwrap();
+    assert_eq!(md["status"]["replicas"], 2);
+    assert_eq!(md["status"]["readyReplicas"], 1);
+    assert_eq!(md["status"]["upToDateReplicas"], 2);
+    assert_eq!(md["status"]["phase"], "Running");
+    assert_eq!(
+        md["status"]["deprecated"]["v1beta1"]["unavailableReplicas"],
+        1
+    );
+    assert!(
+        md["status"].get("updatedReplicas").is_none(),
+        "v1beta1's field, not v1beta2's"
+    );
+}
+
+#[test]
+fn failure_modes_shape_the_machine_and_its_node() {
+    let api = MachineApi::of(Flavor::ClusterApi);
+    let mut world = Fake::new();
+    let mut md = capi_deployment(&mut world, 2);
+    md["metadata"]["annotations"] = json!({FAILURE_MODE_ANNOTATION: "fail"});
+    world.put(Resource::CapiMachineDeployments, md.clone());
+    let mut ctl = MachineController::new(api);
+    let start = Instant::now();
+    for _ in 0..2 {
+        ctl.step(&mut world, &timing(), start);
+    }
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(3));
+    for m in world.all(api.machines) {
+        assert_eq!(m["status"]["phase"], "Failed");
+        let legacy = &m["status"]["deprecated"]["v1beta1"];
+        assert!(
+            legacy["failureMessage"]
+                .as_str()
+                .unwrap()
+                .contains("InsufficientInstanceCapacity")
+        );
+        assert!(m["status"].get("failureMessage").is_none());
+    }
+    assert!(world.all(Resource::Nodes).is_empty());
+
+    md["metadata"]["annotations"] = json!({FAILURE_MODE_ANNOTATION: "not-ready"});
+    md["spec"]["replicas"] = json!(3);
+    world.put(Resource::CapiMachineDeployments, md);
+    for _ in 0..2 {
+        ctl.step(&mut world, &timing(), start + Duration::from_secs(3));
+    }
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(6));
+    let nodes = world.all(Resource::Nodes);
+    assert_eq!(nodes.len(), 1);
+    assert_eq!(
+        nodes[0]["metadata"]["annotations"][NEVER_READY_ANNOTATION],
+        "true"
+    );
+}
+
+#[test]
+fn nothing_changed_means_nothing_done() {
+    let api = MachineApi::of(Flavor::OpenShift);
+    let mut world = Fake::new();
+    let set = ocp_set(&mut world, 1);
+    running_machine(&mut world, &api, &set, "m1");
+    world.revision = Some(5);
+    let mut ctl = MachineController::new(api);
+    ctl.step(&mut world, &timing(), Instant::now());
+    assert!(
+        !world.writes().is_empty(),
+        "the first pass writes the set's status"
+    );
+    // Scaled behind the revision's back: a world that says nothing moved is not read.
+    world
+        .objects
+        .get_mut(&(api.machine_sets, key_of(&set)))
+        .unwrap()["spec"]["replicas"] = json!(2);
+    ctl.step(&mut world, &timing(), Instant::now());
+    assert!(world.writes().is_empty());
+    world.revision = Some(6);
+    ctl.step(&mut world, &timing(), Instant::now());
+    assert_eq!(creates(&world.writes(), api.machines).len(), 1);
+}
+
+#[test]
+fn a_deployment_without_replicas_makes_a_set_of_one() {
+    let api = MachineApi::of(Flavor::ClusterApi);
+    let mut world = Fake::new();
+    let mut md = capi_deployment(&mut world, 0);
+    md["spec"].as_object_mut().unwrap().remove("replicas");
+    let ms = machine_set_for(&md, &api, &mut world.rng);
+    assert_eq!(
+        ms["spec"]["replicas"], 1,
+        "null is not a valid replica count"
+    );
+}
