@@ -92,28 +92,6 @@ fn group_replicas(cp: &ControlPlane, g: &Group) -> i64 {
     replicas(cp, g.resource, g.namespace, g.name)
 }
 
-/// Makes the ReplicaSet, when it scales down, keep one web pod on each node (the others
-/// cost nothing to delete): the scale-down then has a node to drain, not just empty ones.
-fn keep_one_pod_per_node(cp: &ControlPlane) {
-    let mut kept = std::collections::BTreeSet::new();
-    for p in cp.items(&["pods", "-n", "default", "-l", "app=web"]) {
-        let node = p["spec"]["nodeName"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        if kept.insert(node) {
-            cp.kubectl(&[
-                "annotate",
-                "pod",
-                "-n",
-                "default",
-                &name(&p),
-                "controller.kubernetes.io/pod-deletion-cost=100",
-            ]);
-        }
-    }
-}
-
 #[test]
 fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
     let cps = up(&["ocp", "capi"], &["--provision-delay", "1s"]);
@@ -178,7 +156,7 @@ fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
             "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web, namespace: default}\n\
              spec: {minAvailable: 2, selector: {matchLabels: {app: web}}}\n",
         );
-        keep_one_pod_per_node(cp);
+        keep_one_pod_per_node(cp, "web");
         cp.kubectl(&[
             "scale",
             "deployment/web",

@@ -546,3 +546,26 @@ fn base64_decode(text: &str) -> Vec<u8> {
         .decode(text.trim())
         .unwrap()
 }
+
+/// Makes the ReplicaSet of `app`, when it scales down, keep one pod on each node (the
+/// others cost nothing to delete): a scale-down then has nodes to drain, not just empty
+/// ones.
+pub fn keep_one_pod_per_node(cp: &ControlPlane, app: &str) {
+    let mut kept = std::collections::BTreeSet::new();
+    for p in cp.items(&["pods", "-n", "default", "-l", &format!("app={app}")]) {
+        let node = p["spec"]["nodeName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if kept.insert(node) {
+            cp.kubectl(&[
+                "annotate",
+                "pod",
+                "-n",
+                "default",
+                &name(&p),
+                "controller.kubernetes.io/pod-deletion-cost=100",
+            ]);
+        }
+    }
+}

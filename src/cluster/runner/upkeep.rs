@@ -178,6 +178,9 @@ impl Runner {
         let now = Timestamp::now();
         if matches!(entry.outcome, Outcome::Failed { .. }) {
             self.state.record_scale_down_failure(now);
+            // A failure may have left marks its rollback could not remove (the API server
+            // went away midway): look for leftovers at the next pass, not minutes later.
+            self.reconciled = None;
         }
         super::pass::log_entries(&self.ctx.name, std::slice::from_ref(&entry));
         if let Some(plan) = &self.last_plan {
