@@ -19,12 +19,7 @@ const LONG: Duration = Duration::from_secs(120);
 
 fn fleet_toml(ocp: &std::path::Path, capi: &std::path::Path) -> String {
     format!(
-        r#"
-[hub]
-scan_interval = "2s"
-debounce = "200ms"
-request_timeout = "5s"
-
+        r#"{HUB_SECTION}
 [defaults]
 scale_down_unneeded_time = "5s"
 scale_down_delay_after_add = "5s"

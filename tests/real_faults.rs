@@ -20,12 +20,7 @@ const GROUP: &str = "w";
 
 fn hub_toml(kubeconfig: &Path) -> String {
     format!(
-        r#"
-[hub]
-scan_interval = "2s"
-debounce = "200ms"
-request_timeout = "5s"
-
+        r#"{HUB_SECTION}
 [defaults]
 scale_down_unneeded_time = "3s"
 scale_down_delay_after_add = "3s"

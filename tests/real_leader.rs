@@ -16,12 +16,7 @@ const LONG: Duration = Duration::from_secs(120);
 
 fn replica_toml(identity: &str, mgmt: &Path, managed: &Path) -> String {
     format!(
-        r#"
-[hub]
-scan_interval = "2s"
-debounce = "200ms"
-request_timeout = "5s"
-kubeconfigs = ["{}"]
+        r#"{HUB_SECTION}kubeconfigs = ["{}"]
 
 [hub.leader_election]
 enabled = true

@@ -282,6 +282,17 @@ async fn the_simulated_api_server_answers_as_the_real_one() {
         eventually(Duration::from_secs(60), "the node Ready", || {
             cp.items(&["nodes"]).iter().any(is_ready).then_some(())
         });
+        // The OpenAPI document kubectl validates and explains with is whole (a build with
+        // the wrong Go toolchain serves a broken one).
+        let explained = cp.kubectl(&[
+            "explain",
+            "machinesets.spec.replicas",
+            "--api-version=machine.openshift.io/v1beta1",
+        ]);
+        assert!(
+            explained.contains("FIELD: replicas <integer>"),
+            "{explained}"
+        );
         // Compaction moves etcd's floor past resourceVersion 1, as on any live cluster.
         cp.compact();
     });

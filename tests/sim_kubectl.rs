@@ -1,6 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! kubectl against the simulated fleet: get, scale, watch and apply, as a person would use
-//! them. Skipped (with a message) where kubectl is not installed.
+//! them. kubectl is the test bed's own build (`scripts/real-cluster.sh build`, from
+//! `k8s.io/kubernetes/cmd/kubectl`), the same one the real control planes are checked with,
+//! so a machine without kubectl runs this test too.
 
 mod sim_support;
 
@@ -13,17 +15,20 @@ use fleetscaler::sim::fleet::Fleet;
 use fleetscaler::sim::settings::{FleetSettings, Shape, Timing};
 use sim_support::eventually;
 
-fn kubectl_present() -> bool {
-    Command::new("kubectl")
-        .args(["version", "--client"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+/// The test bed's kubectl (built once per machine, cached).
+fn kubectl_bin() -> PathBuf {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/real-cluster.sh");
+    let out = Command::new(script).arg("build").output().unwrap();
+    assert!(
+        out.status.success(),
+        "building the test bed failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("kubectl")
 }
 
 async fn kubectl(kubeconfig: &Path, args: &[&str]) -> (bool, String) {
-    let mut cmd = Command::new("kubectl");
+    let mut cmd = Command::new(kubectl_bin());
     cmd.arg("--kubeconfig")
         .arg(kubeconfig)
         .arg("--request-timeout=20s")
@@ -48,10 +53,6 @@ fn scratch_dir() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_scales_watches_and_applies() {
-    if !kubectl_present() {
-        println!("kubectl not found on PATH: skipping the kubectl tests");
-        return;
-    }
     let fleet = Fleet::start(FleetSettings {
         clusters: 2,
         mixed_flavors: true,
@@ -120,7 +121,7 @@ async fn kubectl_gets_scales_watches_and_applies() {
     );
 
     // A watch shows a pod applied from a file, then its change.
-    let mut watch = Command::new("kubectl")
+    let mut watch = Command::new(kubectl_bin())
         .arg("--kubeconfig")
         .arg(&kc)
         .args([

@@ -54,9 +54,17 @@ pub fn start(who: Contender, bin_dir: &Path, kubeconfigs: &[PathBuf], dir: &Path
     Running { children }
 }
 
+/// A free port on loopback, for a process that serves one (its metrics and health).
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
 fn upstream(bin_dir: &Path, kubeconfig: &Path, log: &Path) -> Child {
     Command::new(bin_dir.join("cluster-autoscaler"))
         .env("CAPI_GROUP", "machine.openshift.io")
+        // Each on a port of its own (the default, :8085, is one for all).
+        .arg(format!("--address=127.0.0.1:{}", free_port()))
         .arg("--cloud-provider=clusterapi")
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg(format!("--cloud-config={}", kubeconfig.display()))

@@ -27,34 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 pub const TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 
-/// A temporary directory removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> Self {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("fleetscaler-{tag}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        // E2E_KEEP_DIRS=1 keeps the hub logs of a failed test for reading.
-        if std::env::var_os("E2E_KEEP_DIRS").is_some() {
-            eprintln!("kept {}", self.0.display());
-            return;
-        }
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "../tempdir_support/mod.rs"]
+mod tempdir_support;
+pub use tempdir_support::TempDir;
 
 /// A simulated fleet without generated workloads (tests create their own pods), one worker
 /// node per zonal group, millisecond timing.

@@ -22,33 +22,9 @@ fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/real-cluster.sh")
 }
 
-/// A directory removed on drop (kept with `E2E_KEEP_DIRS=1`, to read the logs).
-pub struct TempDir(PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir =
-            std::env::temp_dir().join(format!("fleetscaler-{tag}-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::env::var_os("E2E_KEEP_DIRS").is_some() {
-            eprintln!("kept {}", self.0.display());
-            return;
-        }
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+#[path = "../tempdir_support/mod.rs"]
+mod tempdir_support;
+pub use tempdir_support::TempDir;
 
 /// One real control plane. Dropping it stops every process it started.
 pub struct ControlPlane {
@@ -569,3 +545,7 @@ pub fn keep_one_pod_per_node(cp: &ControlPlane, app: &str) {
         }
     }
 }
+
+/// `[hub]` of the tests' fleet.toml files: a pass every 2 s, and 200 ms after an event.
+pub const HUB_SECTION: &str =
+    "[hub]\nscan_interval = \"2s\"\ndebounce = \"200ms\"\nrequest_timeout = \"5s\"\n";
