@@ -96,13 +96,19 @@ cmd_build() {
         crds "$bin/crds.tmp"
         mv "$bin/crds.tmp" "$bin/crds"
     fi
+    # Taken from the module cache now, so that `up` never needs Go's caches.
+    if [ ! -f "$bin/kwok-stages.yaml" ]; then
+        kwok_config "$bin/kwok-stages.yaml.tmp"
+        mv "$bin/kwok-stages.yaml.tmp" "$bin/kwok-stages.yaml"
+    fi
     flock -u 9
     echo "$bin"
 }
 
-# Directory of a module in the module cache (downloaded if needed, checked against go.sum).
+# Directory of module $1 in the module cache, as the test-bed module $2 (crds by default)
+# pins it (downloaded if needed, checked against go.sum).
 module_dir() {
-    (cd "$testbed/crds" && go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+    (cd "$testbed/${2:-crds}" && go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 }
 
 # Upstream cluster-autoscaler's `apis` module as the commit we build imports it. The proxy
@@ -348,7 +354,8 @@ start_machines() {
 # kwok's own stages, but a node marked never-ready stays NotReady.
 kwok_config() {
     local out=$1 kwok stage
-    kwok=$(cd "$testbed/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+    kwok=$(module_dir sigs.k8s.io/kwok kwok)
+    [ -n "$kwok" ] || die "could not download sigs.k8s.io/kwok"
     stage=$kwok/kustomize/stage
     {
         # The extra selector goes right under node-initialize's matchExpressions.
@@ -436,7 +443,7 @@ cmd_up() {
     free_port >"$dir/run/etcd-peer.port"
     free_port >"$dir/run/apiserver.port"
     kubeconfig "$dir" "$name" "$(cat "$dir/run/apiserver.port")"
-    kwok_config "$dir/kwok.yaml"
+    cp "$bin/kwok-stages.yaml" "$dir/kwok.yaml"
     audit_policy "$dir/audit-policy.yaml"
     start_etcd "$dir" "$bin"
     wait_for etcd 30 "$dir" etcd_ok "$dir" || { cmd_down "$dir"; die "etcd did not start"; }

@@ -19,6 +19,9 @@ need_debian() {
         echo "note: $tool is missing; the tests that need it will fail (apt-get install $package)" >&2
     fi
 }
+# One-shot builds: incremental artifacts would only cost disk and time.
+[ "${CI:-}" != "true" ] || export CARGO_INCREMENTAL=0
+
 need_debian promtool prometheus
 need_debian chromium chromium
 # scripts/real-cluster.sh makes certificates with openssl and probes health with curl.
@@ -33,4 +36,9 @@ scripts/helm-check.sh
 # controller-manager, scheduler, kubectl, kwok and upstream cluster-autoscaler, built from
 # their Go modules once per machine (cached under ~/.cache/fleetscaler).
 scripts/real-cluster.sh build --upstream >/dev/null
+# The built test bed needs neither of Go's caches again; on a CI machine their ~7 GB are
+# disk the Rust test binaries need.
+if [ "${CI:-}" = "true" ]; then
+    go clean -cache -modcache
+fi
 cargo test --all-targets --locked
