@@ -110,6 +110,7 @@ fn deletion(group: &NodeGroupId, flavor: Flavor, machine: &str, lower: bool) -> 
         node_group: group.clone(),
         lower_replicas: lower,
         reason: "test".into(),
+        cause: None,
     }
 }
 
@@ -216,6 +217,7 @@ async fn scale_up_raises_replicas_once_and_never_writes_a_stale_plan() {
         from: 2,
         to: 1,
         reason: "test".into(),
+        cause: fleetscaler::engine::reason::FailureKind::Timeout,
     }];
     let run = exec.execute(&plan, &snap, &settings, &none()).await;
     assert!(matches!(

@@ -95,6 +95,10 @@ fn node_groups(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
         for note in g.notes.iter().chain(g.reason.iter()) {
             writeln!(out, "  {:<width$}    {note}", "")?;
         }
+        for (key, o) in &g.overrides {
+            let value = o.value.as_str().map_or(o.value.to_string(), str::to_string);
+            writeln!(out, "  {:<width$}    {key} = {value} ({})", "", o.source)?;
+        }
     }
     Ok(())
 }

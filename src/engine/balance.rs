@@ -25,6 +25,27 @@ pub const IGNORED_LABELS: [&str; 11] = [
     "topology.k8s.aws/zone-id",
 ];
 
+/// Labels OpenShift's cluster-autoscaler-operator always passes as `--balancing-ignore-label`
+/// on the platform that sets them (AWS, Azure, IBM Cloud, Nutanix): per-instance or
+/// per-pool values that would otherwise keep identical groups apart. Each is specific to its
+/// platform, so ignoring all of them everywhere changes nothing elsewhere.
+pub const PLATFORM_IGNORED_LABELS: [&str; 14] = [
+    "alpha.eksctl.io/instance-id",
+    "alpha.eksctl.io/nodegroup-name",
+    "eks.amazonaws.com/nodegroup",
+    "k8s.amazonaws.com/eniConfig",
+    "lifecycle",
+    "agentpool",
+    "kubernetes.azure.com/agentpool",
+    "ibm-cloud.kubernetes.io/worker-id",
+    "vpc-block-csi-driver-labels",
+    "ibm-cloud.kubernetes.io/vpc-instance-id",
+    "nutanix.com/prism-element-name",
+    "nutanix.com/prism-element-uuid",
+    "nutanix.com/prism-host-name",
+    "nutanix.com/prism-host-uuid",
+];
+
 const MEMORY_RATIO: f64 = 0.015;
 const ALLOCATABLE_RATIO: f64 = 0.05;
 const FREE_RATIO: f64 = 0.05;
@@ -45,7 +66,11 @@ pub fn similar(a: &TemplateNode, b: &TemplateNode, extra_ignored: &[String]) -> 
         "allocatable",
     )?;
     within(&a.free(), &b.free(), FREE_RATIO, "free (after DaemonSets)")?;
-    let ignored = |k: &str| IGNORED_LABELS.contains(&k) || extra_ignored.iter().any(|e| e == k);
+    let ignored = |k: &str| {
+        IGNORED_LABELS.contains(&k)
+            || PLATFORM_IGNORED_LABELS.contains(&k)
+            || extra_ignored.iter().any(|e| e == k)
+    };
     let la = a.labels.without(ignored);
     let lb = b.labels.without(ignored);
     if la != lb {
@@ -251,5 +276,23 @@ mod tests {
                 .contains("labels differ")
         );
         assert_eq!(similar(&a, &pool, &["pool".to_string()]), Ok(()));
+    }
+
+    #[test]
+    fn openshift_platform_labels_never_keep_groups_apart() {
+        let ibm = |worker: &str, zone: &str| {
+            template(
+                4000,
+                16 << 30,
+                zone,
+                &[
+                    ("ibm-cloud.kubernetes.io/worker-id", worker),
+                    ("nutanix.com/prism-host-name", worker),
+                    ("lifecycle", if zone == "a" { "spot" } else { "normal" }),
+                    ("k8s.amazonaws.com/eniConfig", zone),
+                ],
+            )
+        };
+        assert_eq!(similar(&ibm("w-1", "a"), &ibm("w-2", "b"), &[]), Ok(()));
     }
 }

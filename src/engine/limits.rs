@@ -51,6 +51,42 @@ impl NodeUsage {
     }
 }
 
+/// A warning for each GPU limit whose type no node and no group's template has: such a
+/// limit limits nothing, which is most likely a typo (`nvidia.com/gpu` vs the accelerator
+/// label's value).
+pub fn unmatched_gpu_limits(
+    settings: &Settings,
+    nodes: &[Node],
+    templates: &[Result<TemplateNode, String>],
+) -> Vec<String> {
+    if settings.gpus.is_empty() {
+        return Vec::new();
+    }
+    let seen: std::collections::BTreeSet<Arc<str>> = nodes
+        .iter()
+        .map(NodeUsage::of_node)
+        .chain(templates.iter().flatten().map(NodeUsage::of_template))
+        .filter_map(|u| u.gpu.map(|(kind, _)| kind))
+        .collect();
+    let known = if seen.is_empty() {
+        "none has GPUs".to_string()
+    } else {
+        let list: Vec<&str> = seen.iter().map(|k| &**k).collect();
+        format!("their GPU types: {}", list.join(", "))
+    };
+    settings
+        .gpus
+        .iter()
+        .filter(|g| !seen.contains(g.gpu_type.as_str()))
+        .map(|g| {
+            format!(
+                "the GPU limit of type {:?} matches no node and no node group's template ({known}): it limits nothing",
+                g.gpu_type
+            )
+        })
+        .collect()
+}
+
 /// Running totals against the limits of one cluster.
 #[derive(Clone, Debug)]
 pub struct Limits {

@@ -46,7 +46,14 @@ pub fn run_once(
     let groups = nodegroups::discover(snapshot, &settings.node_groups);
     let mut warnings = groups.warnings.clone();
     warnings.extend(state.adopt_unqualified_ids(&groups));
-    let templates = template::build_all(snapshot, &groups.groups);
+    let (templates, template_warnings) = template::build_all(snapshot, &groups.groups, settings);
+    warnings.extend(template_warnings);
+    warnings.extend(limits::unmatched_gpu_limits(
+        settings,
+        &snapshot.nodes,
+        &templates,
+    ));
+    warnings.extend(ignored_cluster_autoscalers(snapshot));
     let cluster = trace::health(|| cluster_state::assess(snapshot, &groups, state, settings, now));
     warnings.extend(cluster.warnings.iter().cloned());
     let priorities = priorities(snapshot, settings, &mut warnings);
@@ -97,6 +104,22 @@ pub fn run_once(
         scale_down_paused: scale_down.paused,
         warnings,
     }
+}
+
+/// OpenShift's operator honours only the ClusterAutoscaler named `default`; any other is
+/// most likely meant to apply and does not.
+fn ignored_cluster_autoscalers(snapshot: &ClusterSnapshot) -> Vec<String> {
+    snapshot
+        .cluster_autoscalers
+        .iter()
+        .filter(|c| c.name != crate::model::autoscaler::CLUSTER_AUTOSCALER_NAME)
+        .map(|c| {
+            format!(
+                "ClusterAutoscaler {:?} is ignored: only the one named \"default\" is honoured, as OpenShift's operator does",
+                c.name
+            )
+        })
+        .collect()
 }
 
 /// Pending pods found to fit an existing node: the scheduler will put them there.
@@ -179,7 +202,15 @@ fn node_group_statuses(
             ready: g
                 .nodes
                 .iter()
-                .filter(|&&n| snapshot.nodes[n].is_ready())
+                // A Ready node with a startup taint left is not ready yet.
+                .filter(|&&n| {
+                    snapshot.nodes[n].is_ready()
+                        && matches!(
+                            cluster.readiness[n],
+                            cluster_state::NodeReadiness::Ready
+                                | cluster_state::NodeReadiness::Deleting
+                        )
+                })
                 .count() as u64,
             upcoming: upcoming.get(i).copied().unwrap_or(0),
             template: templates[i]
@@ -188,6 +219,7 @@ fn node_group_statuses(
             bounds_from: Some(g.bounds_source.to_string()),
             reason: templates[i].as_ref().err().cloned(),
             notes: g.bounds_note.iter().cloned().collect(),
+            overrides: g.options.report(),
         })
         .collect();
     out.extend(groups.ineligible.iter().map(|g| NodeGroupStatus {
@@ -203,6 +235,7 @@ fn node_group_statuses(
         bounds_from: None,
         reason: Some(g.reason.message.clone()),
         notes: Vec::new(),
+        overrides: Default::default(),
     }));
     out.sort_by(|a, b| a.id.cmp(&b.id));
     out

@@ -61,6 +61,9 @@ pub struct NodeGroupStatus {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Settings this group's `autoscaling-options-*` annotations override, by setting key.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub overrides: std::collections::BTreeMap<&'static str, super::nodegroups::GroupOverride>,
 }
 
 /// Raise a group's target size.
@@ -162,6 +165,8 @@ pub struct GroupHealth {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backoff_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub backoff_kind: Option<super::reason::FailureKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub scale_up_in_flight: Option<InFlight>,
 }
 
@@ -186,6 +191,7 @@ pub struct FixTargetSize {
     pub from: u64,
     pub to: u64,
     pub reason: String,
+    pub cause: super::reason::FailureKind,
 }
 
 /// Delete a machine: mark it with the group's delete annotation, then lower the group's
@@ -197,6 +203,9 @@ pub struct MachineDeletion {
     pub node_group: NodeGroupId,
     pub lower_replicas: bool,
     pub reason: String,
+    /// The failure it repairs; none for a scale-down's deletion.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<super::reason::FailureKind>,
 }
 
 /// A node that could go: its pods all fit elsewhere and its utilization is low.

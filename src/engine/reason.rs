@@ -4,9 +4,37 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::nodegroups::NodeGroupId;
+
+/// What kind of failure backed a group off or made the engine delete a machine. The status
+/// ConfigMap's error codes and the events' reasons come from it, never from the wording of
+/// a message, so rewording one changes no code.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FailureKind {
+    /// Nodes asked for did not register within `max_node_provision_time`.
+    Timeout,
+    /// A machine reported a failure (phase Failed, an error message).
+    MachineFailed,
+    /// One machine never got a node, outside a timed-out scale-up.
+    Unregistered,
+    /// The hub could not change the group's size (an API error).
+    #[default]
+    ScaleUpFailed,
+}
+
+impl FailureKind {
+    /// Upstream's error code for the status ConfigMap's backoff info.
+    pub fn error_code(self) -> &'static str {
+        match self {
+            FailureKind::Timeout | FailureKind::Unregistered => "timeout",
+            FailureKind::MachineFailed => "machineFailed",
+            FailureKind::ScaleUpFailed => "cloudProviderError",
+        }
+    }
+}
 
 /// Why a pod cannot go somewhere, or why a node group cannot help.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]

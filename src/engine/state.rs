@@ -12,6 +12,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use super::nodegroups::{GroupRef, NodeGroupId, NodeGroups};
+use super::reason::FailureKind;
 use super::settings::{Settings, duration_serde};
 
 /// The version of the state format this build reads and writes.
@@ -77,6 +78,9 @@ pub struct Backoff {
     pub until: Timestamp,
     pub last_failure: Timestamp,
     pub reason: String,
+    /// States saved before it existed read as a failed size change.
+    #[serde(default)]
+    pub kind: FailureKind,
 }
 
 /// Why a state file cannot be used.
@@ -112,7 +116,14 @@ impl EngineState {
     /// Backs a group off after a failure, as upstream: 5m first, doubling after each failure
     /// that comes once the previous backoff ended, at most the max; a failure during a
     /// backoff restarts it at the same length.
-    pub fn back_off(&mut self, group: &str, now: Timestamp, reason: String, settings: &Settings) {
+    pub fn back_off(
+        &mut self,
+        group: &str,
+        now: Timestamp,
+        kind: FailureKind,
+        reason: String,
+        settings: &Settings,
+    ) {
         let duration = match self.backoff.get(group) {
             None => settings.initial_node_group_backoff,
             Some(b) if b.until <= now => b
@@ -129,6 +140,7 @@ impl EngineState {
                 until: add(now, duration),
                 last_failure: now,
                 reason,
+                kind,
             },
         );
     }
@@ -170,7 +182,7 @@ impl EngineState {
         if let Some(increments) = self.scale_ups.get_mut(group) {
             consume_newest(increments, nodes);
         }
-        self.back_off(group, now, reason, settings);
+        self.back_off(group, now, FailureKind::ScaleUpFailed, reason, settings);
     }
 
     /// A scale-up the hub did not carry out for a reason that is not the group's fault
@@ -288,7 +300,7 @@ mod tests {
         let mut lengths = Vec::new();
         let mut t = 0;
         for _ in 0..5 {
-            st.back_off("g", at(t), "timeout".into(), &s);
+            st.back_off("g", at(t), FailureKind::Timeout, "timeout".into(), &s);
             let b = &st.backoff["g"];
             lengths.push(b.duration.as_secs() / 60);
             // The next failure comes once this backoff has ended.
@@ -300,7 +312,7 @@ mod tests {
         // Three hours without a failure: forgotten, the next one starts at 5m again.
         st.reset_old_backoffs(at(t - 30 + 180 + 1), &s);
         assert!(st.backoff.is_empty());
-        st.back_off("g", at(t + 200), "timeout".into(), &s);
+        st.back_off("g", at(t + 200), FailureKind::Timeout, "timeout".into(), &s);
         assert_eq!(st.backoff["g"].duration.as_secs(), 300);
     }
 
@@ -308,8 +320,8 @@ mod tests {
     fn a_failure_during_a_backoff_restarts_it_at_the_same_length() {
         let s = Settings::default();
         let mut st = EngineState::default();
-        st.back_off("g", at(0), "a".into(), &s);
-        st.back_off("g", at(2), "b".into(), &s);
+        st.back_off("g", at(0), FailureKind::Timeout, "a".into(), &s);
+        st.back_off("g", at(2), FailureKind::Timeout, "b".into(), &s);
         assert_eq!(st.backoff["g"].duration.as_secs(), 300);
         assert_eq!(st.backoff["g"].until, at(7));
     }
@@ -367,10 +379,11 @@ mod tests {
                 duration: Duration::MAX,
                 until: at(0),
                 last_failure: at(0),
+                kind: FailureKind::Timeout,
                 reason: "x".into(),
             },
         );
-        st.back_off("g", at(1), "again".into(), &s);
+        st.back_off("g", at(1), FailureKind::Timeout, "again".into(), &s);
         assert_eq!(st.backoff["g"].duration, s.max_node_group_backoff);
     }
 
@@ -391,6 +404,7 @@ mod tests {
         st.back_off(
             "MachineSet/openshift-machine-api/both",
             at(0),
+            FailureKind::Timeout,
             "x".into(),
             &Settings::default(),
         );

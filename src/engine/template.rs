@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::nodegroups::NodeGroup;
+use super::settings::Settings;
 use crate::model::labels::Labels;
 use crate::model::node::{DEFAULT_MAX_PODS, DELETION_CANDIDATE_TAINT, Node, TO_BE_DELETED_TAINT};
 use crate::model::pod::PodSpec;
@@ -71,15 +72,32 @@ impl TemplateNode {
 }
 
 /// Builds every group's template, or says why one cannot be built.
+/// Startup taints (`settings.startup_taints` and the upstream prefixes) are left out: a new
+/// node sheds them before it takes pods.
+/// Also returns warnings: entries of the scale-from-zero annotations skipped as malformed.
 pub fn build_all(
     snapshot: &ClusterSnapshot,
     groups: &[NodeGroup],
-) -> Vec<Result<TemplateNode, String>> {
+    settings: &Settings,
+) -> (Vec<Result<TemplateNode, String>>, Vec<String>) {
     let daemons = Daemons::index(snapshot);
-    groups
+    let mut warnings = Vec::new();
+    let templates = groups
         .iter()
-        .map(|g| build(snapshot, g, &daemons))
-        .collect()
+        .map(|g| {
+            let mut t = build(snapshot, g, &daemons, settings, &mut warnings)?;
+            if t.taints.iter().any(|t| settings.is_startup_taint(&t.key)) {
+                t.taints = t
+                    .taints
+                    .iter()
+                    .filter(|t| !settings.is_startup_taint(&t.key))
+                    .cloned()
+                    .collect();
+            }
+            Ok(t)
+        })
+        .collect();
+    (templates, warnings)
 }
 
 /// The DaemonSet and static pods, indexed once for all groups.
@@ -121,35 +139,41 @@ fn build(
     snapshot: &ClusterSnapshot,
     group: &NodeGroup,
     daemons: &Daemons,
+    settings: &Settings,
+    warnings: &mut Vec<String>,
 ) -> Result<TemplateNode, String> {
-    if let Some(node) = template_node_candidate(snapshot, group) {
+    if let Some(node) = template_node_candidate(snapshot, group, settings) {
         return Ok(from_node(node, daemons));
     }
-    from_annotations(snapshot, group, daemons)
+    from_annotations(snapshot, group, daemons, warnings)
 }
 
 fn template_node_candidate<'a>(
     snapshot: &'a ClusterSnapshot,
     group: &NodeGroup,
+    settings: &Settings,
 ) -> Option<&'a Node> {
     group
         .nodes
         .iter()
         .map(|&i| &snapshot.nodes[i])
         .filter(|n| {
-            n.is_ready() && !n.unschedulable && !n.deleting && !n.has_taint(TO_BE_DELETED_TAINT)
+            n.is_ready()
+                && !n.unschedulable
+                && !n.deleting
+                && !n.has_taint(TO_BE_DELETED_TAINT)
+                && !n.taints.iter().any(|t| settings.is_startup_taint(&t.key))
         })
         .min_by(|a, b| a.name.cmp(&b.name))
 }
 
-/// Taints a fresh node would not carry: the autoscaler's own, node-condition and startup taints.
+/// Taints a fresh node would not carry: the autoscaler's own and node-condition ones
+/// (startup taints are left out by `build_all`).
 fn is_transient_taint(key: &str) -> bool {
     key == TO_BE_DELETED_TAINT
         || key == DELETION_CANDIDATE_TAINT
         || key.starts_with("node.kubernetes.io/")
         || key.starts_with("node.cloudprovider.kubernetes.io/")
-        || key.starts_with("startup-taint.cluster-autoscaler.kubernetes.io/")
-        || key.starts_with("ignore-taint.cluster-autoscaler.kubernetes.io/")
         || key.starts_with("status-taint.cluster-autoscaler.kubernetes.io/")
 }
 
@@ -203,6 +227,7 @@ fn from_annotations(
     snapshot: &ClusterSnapshot,
     group: &NodeGroup,
     daemons: &Daemons,
+    warnings: &mut Vec<String>,
 ) -> Result<TemplateNode, String> {
     let resources = annotated_resources(snapshot, group);
     let get = |key: &str| {
@@ -257,8 +282,15 @@ fn from_annotations(
         _ => DEFAULT_MAX_PODS,
     };
     let own = &snapshot.scalables[group.resource];
-    let labels = template_labels(own, cap("labels").map(|(_, v)| v))?;
-    let taints = template_taints(own, cap("taints"))?;
+    // As upstream: a malformed entry is skipped, the rest of the template stands.
+    let mut skipped = |what: &str, part: &str, form: &str| {
+        warnings.push(format!(
+            "{}: annotation {CAPACITY_PREFIX}{what}: entry {part:?} is not {form}; skipped",
+            group.id
+        ))
+    };
+    let labels = template_labels(own, cap("labels").map(|(_, v)| v), &mut skipped);
+    let taints = template_taints(own, cap("taints"), &mut skipped);
     let mut template = TemplateNode {
         source: TemplateSource::Annotations,
         from_node: None,
@@ -275,7 +307,11 @@ fn from_annotations(
     Ok(template)
 }
 
-fn template_labels(r: &ScalableResource, annotation: Option<&str>) -> Result<Labels, String> {
+fn template_labels(
+    r: &ScalableResource,
+    annotation: Option<&str>,
+    skipped: &mut impl FnMut(&str, &str, &str),
+) -> Labels {
     let mut pairs: Vec<(String, String)> = vec![
         ("kubernetes.io/arch".into(), "amd64".into()),
         ("kubernetes.io/os".into(), "linux".into()),
@@ -293,34 +329,36 @@ fn template_labels(r: &ScalableResource, annotation: Option<&str>) -> Result<Lab
         .flat_map(|a| a.split(','))
         .filter(|p| !p.trim().is_empty())
     {
-        let (k, v) = part.split_once('=').ok_or_else(|| {
-            format!("annotation {CAPACITY_PREFIX}labels: {part:?} is not key=value")
-        })?;
-        pairs.push((k.trim().to_string(), v.trim().to_string()));
+        match part.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() => {
+                pairs.push((k.trim().to_string(), v.trim().to_string()))
+            }
+            _ => skipped("labels", part, "key=value"),
+        }
     }
-    Ok(Labels::new(
-        pairs.into_iter().map(|(k, v)| (Arc::from(k), Arc::from(v))),
-    ))
+    Labels::new(pairs.into_iter().map(|(k, v)| (Arc::from(k), Arc::from(v))))
 }
 
 fn template_taints(
     r: &ScalableResource,
     annotation: Option<(String, &str)>,
-) -> Result<Vec<Taint>, String> {
+    skipped: &mut impl FnMut(&str, &str, &str),
+) -> Vec<Taint> {
     let mut taints = r.template_taints.clone();
     for part in annotation
         .iter()
         .flat_map(|(_, a)| a.split(','))
         .filter(|p| !p.trim().is_empty())
     {
-        let taint = Taint::parse_spec(part).ok_or_else(|| {
-            format!("annotation {CAPACITY_PREFIX}taints: {part:?} is not key=value:Effect")
-        })?;
+        let Some(taint) = Taint::parse_spec(part) else {
+            skipped("taints", part, "key=value:Effect");
+            continue;
+        };
         // The annotation wins over the template for the same key and effect.
         taints.retain(|t| !(t.key == taint.key && t.effect == taint.effect));
         taints.push(taint);
     }
-    Ok(taints)
+    taints
 }
 
 /// Tolerations the DaemonSet controller adds to every DaemonSet pod.
@@ -384,11 +422,41 @@ mod tests {
     use crate::model::dump::SnapshotBuilder;
 
     fn templates(yaml: &str) -> Vec<Result<TemplateNode, String>> {
+        templates_with(yaml, &Settings::default()).0
+    }
+
+    fn templates_with(
+        yaml: &str,
+        settings: &Settings,
+    ) -> (Vec<Result<TemplateNode, String>>, Vec<String>) {
         let mut b = SnapshotBuilder::default();
         b.add_text(yaml, "test").unwrap();
         let (s, _) = b.finish();
         let groups = discover(&s, &[]);
-        build_all(&s, &groups.groups)
+        build_all(&s, &groups.groups, settings)
+    }
+
+    #[test]
+    fn a_malformed_entry_is_skipped_with_a_warning_and_startup_taints_are_left_out() {
+        let yaml = GPU_SET
+            .replace("a100,pool=gpu", "a100,broken,=empty,pool=gpu")
+            .replace(
+                "taints: nvidia.com/gpu=true:NoSchedule",
+                "taints: nvidia.com/gpu=true:NoSchedule,not-a-taint,node.cilium.io/agent-not-ready=true:NoSchedule,startup-taint.cluster-autoscaler.kubernetes.io/csi=x:NoExecute",
+            );
+        let settings = Settings {
+            startup_taints: vec!["node.cilium.io/agent-not-ready".into()],
+            ..Settings::default()
+        };
+        let (mut list, warnings) = templates_with(&yaml, &settings);
+        let t = list.remove(0).unwrap();
+        assert_eq!(t.labels.get("pool"), Some("gpu"));
+        assert_eq!(t.gpu_type().as_deref(), Some("a100"));
+        let keys: Vec<&str> = t.taints.iter().map(|t| &*t.key).collect();
+        assert_eq!(keys, ["nvidia.com/gpu"]);
+        assert_eq!(warnings.len(), 3, "{warnings:?}");
+        assert!(warnings[0].contains("labels: entry \"broken\" is not key=value; skipped"));
+        assert!(warnings[2].contains("taints: entry \"not-a-taint\" is not key=value:Effect"));
     }
 
     const GPU_SET: &str = r#"

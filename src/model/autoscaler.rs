@@ -5,6 +5,8 @@
 //! The ClusterAutoscaler spec is kept as written (strings for durations and the threshold),
 //! so the engine can validate each field on its own and report a bad one without losing the rest.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::meta::{FieldError, ObjectKey, Projector, key_of};
@@ -27,6 +29,13 @@ pub struct ClusterAutoscalerSpec {
     pub skip_nodes_with_local_storage: Option<bool>,
     pub expanders: Vec<String>,
     pub log_verbosity: Option<i64>,
+    /// `Enabled` / `Disabled`.
+    pub enforce_node_group_min_size: Option<String>,
+    /// Taint keys a node carries until it is ready for workloads (e.g. a CNI agent's).
+    pub startup_taints: Vec<String>,
+    /// Fields this version does not know, kept so that the plan can warn about each.
+    #[serde(flatten, skip_serializing)]
+    pub unknown: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -37,6 +46,8 @@ pub struct ResourceLimitsSpec {
     /// GiB.
     pub memory: Option<RangeSpec>,
     pub gpus: Vec<GpuLimitSpec>,
+    #[serde(flatten, skip_serializing)]
+    pub unknown: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -64,12 +75,44 @@ pub struct ScaleDownSpec {
     pub delay_after_failure: Option<String>,
     pub unneeded_time: Option<String>,
     pub utilization_threshold: Option<String>,
+    /// `Enabled` / `Disabled`.
+    pub cordon_node_before_terminating: Option<String>,
+    #[serde(flatten, skip_serializing)]
+    pub unknown: BTreeMap<String, serde_json::Value>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ScaleUpSpec {
     pub new_pod_scale_up_delay: Option<String>,
+    #[serde(flatten, skip_serializing)]
+    pub unknown: BTreeMap<String, serde_json::Value>,
+}
+
+impl ClusterAutoscalerSpec {
+    /// The paths (`scaleDown.foo`) of the fields this version does not know.
+    pub fn unknown_fields(&self) -> Vec<String> {
+        let nested = |prefix: &str, map: Option<&BTreeMap<String, serde_json::Value>>| {
+            map.into_iter()
+                .flat_map(|m| m.keys())
+                .map(|k| format!("{prefix}{k}"))
+                .collect::<Vec<_>>()
+        };
+        let mut out = nested("", Some(&self.unknown));
+        out.extend(nested(
+            "resourceLimits.",
+            self.resource_limits.as_ref().map(|r| &r.unknown),
+        ));
+        out.extend(nested(
+            "scaleDown.",
+            self.scale_down.as_ref().map(|r| &r.unknown),
+        ));
+        out.extend(nested(
+            "scaleUp.",
+            self.scale_up.as_ref().map(|r| &r.unknown),
+        ));
+        out
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]

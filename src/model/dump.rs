@@ -136,7 +136,15 @@ impl SnapshotBuilder {
             .unwrap_or_default()
             .to_string();
         if kind.is_empty() || api_version.is_empty() {
-            return Err(shape("object has no kind or apiVersion".to_string()));
+            let missing = if kind.is_empty() {
+                "kind"
+            } else {
+                "apiVersion"
+            };
+            return Err(shape(format!(
+                "object {} has no {missing}: every object (and every item of a list) needs kind and apiVersion, as kubectl and the apiserver require",
+                object_name(&map)
+            )));
         }
         let name = object_name(&map);
         let value = Value::Object(map);
@@ -145,7 +153,7 @@ impl SnapshotBuilder {
                 kind: DumpErrorKind::Object,
                 file: source.to_string(),
                 location: format!("{item} ({kind} {name}): "),
-                message: field.to_string(),
+                message: with_yaml_hint(field.to_string()),
             })
     }
 
@@ -292,6 +300,18 @@ fn object_name(map: &serde_json::Map<String, Value>) -> String {
     }
 }
 
+/// Dumps are read as kubectl reads them: an unquoted `y`, `yes`, `on` is a YAML 1.1
+/// boolean, which no string field takes. Say so, since the text looks like a string.
+fn with_yaml_hint(message: String) -> String {
+    if message.contains("invalid type: boolean") && message.contains("expected a string") {
+        format!(
+            "{message} (an unquoted y, yes, on, n, no or off is a boolean in YAML, as kubectl reads it too: quote it)"
+        )
+    } else {
+        message
+    }
+}
+
 fn kind_of_value(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -303,25 +323,29 @@ fn kind_of_value(v: &Value) -> &'static str {
     }
 }
 
-/// JSON (one value, or several concatenated) or multi-document YAML.
+/// JSON (one value, or several concatenated) or multi-document YAML. A top-level list (a
+/// JSON array, a YAML sequence) holds objects, as a `List`'s items do.
 fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     let trimmed = text.trim_start();
-    if trimmed.starts_with('{') || trimmed.starts_with('[') {
-        let values: Result<Vec<Value>, _> = serde_json::Deserializer::from_str(text)
-            .into_iter::<Value>()
-            .collect();
-        return values
-            .map(|vs| {
-                vs.into_iter()
-                    .flat_map(|v| match v {
-                        Value::Array(items) => items,
-                        other => vec![other],
-                    })
-                    .collect()
-            })
-            .map_err(|e| e.to_string());
-    }
-    serde_saphyr::from_multiple::<Value>(text).map_err(|e| e.to_string())
+    let json = (trimmed.starts_with('{') || trimmed.starts_with('['))
+        .then(|| {
+            serde_json::Deserializer::from_str(text)
+                .into_iter::<Value>()
+                .collect::<Result<Vec<Value>, _>>()
+        })
+        .and_then(Result::ok);
+    // Flow-style YAML (`{kind: List, items: []}`) starts like JSON and is not JSON.
+    let values = match json {
+        Some(values) => values,
+        None => serde_saphyr::from_multiple::<Value>(text).map_err(|e| e.to_string())?,
+    };
+    Ok(values
+        .into_iter()
+        .flat_map(|v| match v {
+            Value::Array(items) => items,
+            other => vec![other],
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -475,6 +499,36 @@ items:
             })
         ));
         assert_eq!(load("").unwrap().1.objects, 0);
+    }
+
+    /// As kubectl reads them (checked against the test bed's kubectl 1.34): flow-style YAML
+    /// that starts like JSON, YAML 1.1 booleans, and lists whose items lack kind.
+    #[test]
+    fn dumps_read_as_kubectl_reads_them() {
+        let flow = "{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: Node, metadata: {name: a}, spec: {unschedulable: yes}}]}";
+        let (s, _) = load(flow).unwrap();
+        assert!(
+            s.nodes[0].unschedulable,
+            "`yes` is true, as YAML 1.1 has it"
+        );
+        let seq = "- {apiVersion: v1, kind: Node, metadata: {name: a}}\n- {apiVersion: v1, kind: Node, metadata: {name: b}}\n";
+        assert_eq!(load(seq).unwrap().0.nodes.len(), 2);
+        let err = load("apiVersion: v1\nkind: Node\nmetadata: {name: a, labels: {app: y}}\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(
+                "dump.yaml: document (Node a): metadata.labels.app: invalid type: boolean"
+            ) && err.ends_with("as kubectl reads it too: quote it)"),
+            "{err}"
+        );
+        let err = load("kind: List\napiVersion: v1\nitems:\n- metadata: {name: n1}\n")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "dump.yaml: document, items[0]: object n1 has no kind: every object (and every item of a list) needs kind and apiVersion, as kubectl and the apiserver require"
+        );
     }
 
     #[test]

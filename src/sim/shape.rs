@@ -287,8 +287,7 @@ fn cluster_autoscaler(state: &mut State, max_nodes: usize) -> Result<(), ApiErro
                            "memory": {"min": 4, "max": max_nodes * 32}, "gpus": [{"type": "nvidia.com/gpu", "min": 0, "max": 4}]},
         "scaleDown": {"enabled": true, "delayAfterAdd": "10m", "delayAfterDelete": "5m", "delayAfterFailure": "30s",
                       "unneededTime": "5m", "utilizationThreshold": "0.4"},
-        "balanceSimilarNodeGroups": true, "skipNodesWithLocalStorage": true, "expanders": ["LeastWaste"],
-        "logVerbosity": 1}}))?;
+        "balanceSimilarNodeGroups": true, "skipNodesWithLocalStorage": true, "expanders": ["LeastWaste"]}}))?;
     Ok(())
 }
 

@@ -18,7 +18,7 @@ use super::{EventSpec, EventType, ObjectRef};
 use crate::cluster::outcome::{Action, Entry, MachineDeletionKind, Outcome};
 use crate::engine::nodegroups::NodeGroupId;
 use crate::engine::plan::{self, Plan};
-use crate::engine::reason::{Reason, ReasonCode};
+use crate::engine::reason::{FailureKind, Reason, ReasonCode};
 use crate::model::ClusterSnapshot;
 use crate::model::pod::PodId;
 
@@ -151,17 +151,17 @@ impl Context<'_> {
         let timed_out = plan
             .fix_target_size
             .iter()
+            .filter(|f| f.cause == FailureKind::Timeout)
             .map(|f| (&f.node_group, &f.reason))
             .chain(
                 plan.delete_unregistered
                     .iter()
+                    .filter(|d| d.cause == Some(FailureKind::Timeout))
                     .map(|d| (&d.node_group, &d.reason)),
             );
         let mut seen = HashSet::new();
         for (group, reason) in timed_out {
-            let Some(why) = reason.strip_prefix(TIMED_OUT) else {
-                continue;
-            };
+            let why = reason.strip_prefix(TIMED_OUT).unwrap_or(reason);
             if seen.insert(group.clone()) {
                 let why = why.split(';').next().unwrap_or(why);
                 self.on_status(

@@ -242,6 +242,7 @@ fn observations_of_the_engine_are_told_whatever_was_written() {
         from: 4,
         to: 2,
         reason: "scale-up timed out: 2 node(s) asked for since X did not register within 15m; 2 machine(s) were never created".into(),
+        cause: crate::engine::reason::FailureKind::Timeout,
     });
     let events = events_for(&plan, &[], &s, &status_ref());
     let cm: Vec<_> = events

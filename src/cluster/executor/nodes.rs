@@ -110,6 +110,9 @@ pub(super) async fn mark(ctx: &Context, name: &str, cordon: bool) -> Result<Stri
         Some(after) if after.cordoned => {
             format!("node {name} tainted {TO_BE_DELETED_TAINT}:NoSchedule and cordoned")
         }
+        Some(_) if !cordon => format!(
+            "node {name} tainted {TO_BE_DELETED_TAINT}:NoSchedule, not cordoned (cordon_node_before_terminating = false)"
+        ),
         Some(_) => format!("node {name} tainted {TO_BE_DELETED_TAINT}:NoSchedule"),
         None => format!("node {name} already tainted {TO_BE_DELETED_TAINT}"),
     })

@@ -345,24 +345,12 @@ fn group_scale_up(plan: &Plan, g: &GroupHealth) -> (ConditionStatus, Option<Back
     } else if g.backoff_until.is_some() {
         let reason = g.backoff_reason.as_deref().unwrap_or_default();
         let info = BackoffInfo {
-            error_code: backoff_code(reason).to_string(),
+            error_code: g.backoff_kind.unwrap_or_default().error_code().to_string(),
             error_message: truncate(reason, MAX_ERROR_MESSAGE),
         };
         (ConditionStatus::Backoff, Some(info))
     } else {
         (ConditionStatus::NoActivity, None)
-    }
-}
-
-/// A stable code for a backoff, in the spirit of upstream's error codes (`timeout` for a
-/// scale-up that did not register in time; `cloudProviderError` for a failed size change).
-fn backoff_code(reason: &str) -> &'static str {
-    if reason.starts_with("scale-up timed out") {
-        "timeout"
-    } else if reason.starts_with("machine ") {
-        "machineFailed"
-    } else {
-        "cloudProviderError"
     }
 }
 

@@ -125,7 +125,9 @@ fn a_backoff_is_reported_with_its_code_and_a_bounded_message() {
     let mut plan = plan_at(0, false);
     let g = &mut plan.health.node_groups[1];
     g.backoff_until = Some(at(300));
-    g.backoff_reason = Some(format!("scale-up timed out: {}", "x".repeat(600)));
+    // The code comes from the kind, whatever the wording.
+    g.backoff_reason = Some(format!("nodes never came: {}", "x".repeat(600)));
+    g.backoff_kind = Some(crate::engine::reason::FailureKind::Timeout);
     let status = render(
         &plan,
         &mut StatusMemory::default(),
@@ -243,6 +245,8 @@ fn the_yaml_reads_like_upstreams() {
     let mut plan = plan_at(0, true);
     plan.health.node_groups[1].backoff_until = Some(at(300));
     plan.health.node_groups[1].backoff_reason = Some("machine x failed: boom".into());
+    plan.health.node_groups[1].backoff_kind =
+        Some(crate::engine::reason::FailureKind::MachineFailed);
     let dry = RenderOptions { dry_run: true };
     let yaml = render(&plan, &mut StatusMemory::default(), dry, at(0))
         .to_yaml()

@@ -161,7 +161,13 @@ fn node_readiness(
     };
     if node.deleting || tainted || machine_going {
         NodeReadiness::Deleting
-    } else if node.is_ready() {
+    } else if node.is_ready()
+        && !node
+            .taints
+            .iter()
+            .any(|t| settings.is_startup_taint(&t.key))
+    {
+        // A node with a startup taint left is still starting, whatever its condition says.
         NodeReadiness::Ready
     } else if node
         .created
@@ -276,6 +282,7 @@ fn report(g: &NodeGroup, gs: &GroupState, state: &EngineState, now: Timestamp) -
             .or_else(|| gs.scale_down_block.clone()),
         backoff_until: backoff.map(|b| b.until),
         backoff_reason: backoff.map(|b| b.reason.clone()),
+        backoff_kind: backoff.map(|b| b.kind),
         scale_up_in_flight: gs.in_flight.clone(),
     }
 }

@@ -12,7 +12,7 @@ use jiff::Timestamp;
 use super::{ClusterState, GroupState, NodeReadiness};
 use crate::engine::nodegroups::{NodeGroup, NodeGroups};
 use crate::engine::plan::{FixTargetSize, InFlight, MachineDeletion};
-use crate::engine::reason::{ReasonCode, Unfit};
+use crate::engine::reason::{FailureKind, ReasonCode, Unfit};
 use crate::engine::settings::Settings;
 use crate::engine::state::{EngineState, ScaleUpIncrement, add};
 use crate::model::ClusterSnapshot;
@@ -48,7 +48,7 @@ fn sort_machines(
             out.failed.push(mi);
         } else if m
             .created
-            .is_some_and(|c| add(c, settings.max_node_provision_time) <= now)
+            .is_some_and(|c| add(c, g.options.provision_time(settings)) <= now)
         {
             out.long_unregistered.push(mi);
         } else {
@@ -156,7 +156,7 @@ impl Tracker<'_> {
 
     /// Marks a machine for deletion, lowering the target unless the group is at its min (then
     /// the group replaces the machine instead).
-    fn delete(&mut self, mi: usize, reason: String) -> MachineDeletion {
+    fn delete(&mut self, mi: usize, cause: FailureKind, reason: String) -> MachineDeletion {
         let lower = self.gs.target > self.g.min;
         if lower {
             self.gs.target -= 1;
@@ -171,6 +171,7 @@ impl Tracker<'_> {
             node_group: self.g.id.clone(),
             lower_replicas: lower,
             reason: format!("{reason}{suffix}"),
+            cause: Some(cause),
         }
     }
 
@@ -182,12 +183,21 @@ impl Tracker<'_> {
                 .as_deref()
                 .map_or_else(|| "phase Failed".to_string(), str::to_string);
             let key = m.key.to_string();
-            let action = self.delete(mi, format!("machine {key} reports a failure: {what}"));
+            let action = self.delete(
+                mi,
+                FailureKind::MachineFailed,
+                format!("machine {key} reports a failure: {what}"),
+            );
             self.cs.delete_failed.push(action);
             if self.state.failed_machines.insert(key.clone()) {
                 let reason = format!("machine {key} failed: {what}");
-                self.state
-                    .back_off(self.g.id.as_str(), self.now, reason, self.settings);
+                self.state.back_off(
+                    self.g.id.as_str(),
+                    self.now,
+                    FailureKind::MachineFailed,
+                    reason,
+                    self.settings,
+                );
             }
             consume_oldest(self.increments(), 1);
         }
@@ -240,7 +250,7 @@ impl Tracker<'_> {
 
     /// Nodes of the scale-ups whose deadline has passed, and when the oldest was asked for.
     fn expired(&mut self) -> Option<(u64, Timestamp)> {
-        let provision = self.settings.max_node_provision_time;
+        let provision = self.g.options.provision_time(self.settings);
         let now = self.now;
         let increments = self.increments();
         let expired: Vec<&ScaleUpIncrement> = increments
@@ -262,12 +272,13 @@ impl Tracker<'_> {
         machines: &Machines,
         missing: u64,
     ) -> (Vec<usize>, u64) {
-        let within = format_go_duration(self.settings.max_node_provision_time);
+        let within = format_go_duration(self.g.options.provision_time(self.settings));
         let why =
             format!("{nodes} node(s) asked for since {since} did not register within {within}");
         self.state.back_off(
             self.g.id.as_str(),
             self.now,
+            FailureKind::Timeout,
             format!("scale-up timed out: {why}"),
             self.settings,
         );
@@ -284,7 +295,11 @@ impl Tracker<'_> {
             .take(usize::try_from(nodes).unwrap_or(usize::MAX))
             .collect();
         for &mi in &deleted {
-            let action = self.delete(mi, format!("scale-up timed out: {why}"));
+            let action = self.delete(
+                mi,
+                FailureKind::Timeout,
+                format!("scale-up timed out: {why}"),
+            );
             self.cs.delete_unregistered.push(action);
         }
         // Machines never created come off the target, but never below the group's min.
@@ -298,6 +313,7 @@ impl Tracker<'_> {
                 from,
                 to: self.gs.target,
                 reason: format!("scale-up timed out: {why}; {fixed} machine(s) were never created"),
+                cause: FailureKind::Timeout,
             });
         }
         consume_oldest(self.increments(), nodes);
@@ -305,13 +321,14 @@ impl Tracker<'_> {
     }
 
     fn delete_long_unregistered(&mut self, long: &[usize], already: &[usize]) {
-        let within = format_go_duration(self.settings.max_node_provision_time);
+        let within = format_go_duration(self.g.options.provision_time(self.settings));
         for &mi in long.iter().filter(|mi| !already.contains(mi)) {
             let created = self.snapshot.machines[mi]
                 .created
                 .map_or("?".to_string(), |c| c.to_string());
             let action = self.delete(
                 mi,
+                FailureKind::Unregistered,
                 format!("no node registered within {within} (machine created {created})"),
             );
             self.cs.delete_unregistered.push(action);
@@ -320,7 +337,7 @@ impl Tracker<'_> {
     }
 
     fn report_in_flight(&mut self) {
-        let provision = self.settings.max_node_provision_time;
+        let provision = self.g.options.provision_time(self.settings);
         let id = self.g.id.to_string();
         let increments = self.state.scale_ups.get(&id).cloned().unwrap_or_default();
         self.gs.in_flight = increments.first().map(|first| InFlight {

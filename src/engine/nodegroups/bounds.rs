@@ -147,6 +147,7 @@ pub(super) fn eligibility(
         machine_sets: Vec::new(),
         machines: Vec::new(),
         nodes: Vec::new(),
+        options: Default::default(),
     }))
 }
 

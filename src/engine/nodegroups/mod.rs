@@ -5,10 +5,12 @@
 //! Unlike upstream, where one mis-annotated resource hides every group, a group with invalid
 //! bounds is set aside with its reason and the others are unaffected. `id` names groups
 //! (`<Kind>.<API group>/<namespace>/<name>`, so the two Machine APIs never collide) and
-//! reads the names people write; `bounds` is what claims a resource and with which min/max.
+//! reads the names people write; `bounds` is what claims a resource and with which min/max;
+//! `options` is what a group's `autoscaling-options-*` annotations override.
 
 mod bounds;
 mod id;
+mod options;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -17,6 +19,7 @@ use self::bounds::{
     claims_of, configured_by_target, eligibility, machine_autoscalers_by_target, opts_in,
 };
 pub use self::id::{GroupRef, NodeGroupId};
+pub use self::options::{GroupOptions, GroupOverride};
 use super::reason::{Reason, ReasonCode};
 use super::settings::NodeGroupSpec;
 use crate::model::autoscaler::MachineAutoscaler;
@@ -62,6 +65,8 @@ pub struct NodeGroup {
     pub machines: Vec<usize>,
     /// Indices into `snapshot.nodes` of the group's registered nodes.
     pub nodes: Vec<usize>,
+    /// Settings this group's annotations override.
+    pub options: GroupOptions,
 }
 
 /// A resource that opted in but cannot be autoscaled, with why.
@@ -123,6 +128,7 @@ pub fn discover(snapshot: &ClusterSnapshot, explicit: &[NodeGroupSpec]) -> NodeG
         let id = NodeGroupId::new(r.api, r.kind, &r.key);
         match eligibility(r, c, &autoscaled_md) {
             Ok(Some(group)) => out.groups.push(NodeGroup {
+                options: GroupOptions::parse(r, &id, &mut out.warnings),
                 id,
                 resource: i,
                 ..group

@@ -114,6 +114,15 @@ fn check(
             "the node belongs to no autoscaled node group".into(),
         ));
     };
+    // As upstream's pre-filter: a group at its min offers no candidates at all, so its
+    // nodes are neither unneeded nor counted as scale-down candidates.
+    let (g, gs) = (&input.groups.groups[group], &input.cluster.groups[group]);
+    if gs.target.saturating_sub(gs.deleting) <= g.min {
+        return Err((
+            ReasonCode::NodeGroupMinSizeReached,
+            format!("its node group {} is at its min size {}", g.id, g.min),
+        ));
+    }
     if node.scale_down_disabled {
         return Err((
             ReasonCode::ScaleDownDisabledAnnotation,
@@ -127,14 +136,14 @@ fn check(
     let (used, on) = utilization(
         node,
         pods,
-        settings.ignore_daemonsets_utilization,
+        g.options.ignore_daemonsets_utilization(settings),
         settings.pod_priority_threshold,
     )
     .map_err(|m| (ReasonCode::UtilizationUnknown, m))?;
     let threshold = if on == "GPU" {
-        settings.scale_down_gpu_utilization_threshold
+        g.options.gpu_utilization_threshold(settings)
     } else {
-        settings.scale_down_utilization_threshold
+        g.options.utilization_threshold(settings)
     };
     if used > threshold {
         return Err((

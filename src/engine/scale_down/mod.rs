@@ -161,10 +161,11 @@ fn timed(input: &ScaleDownInput, removable: removal::Removable) -> select::Unnee
         .copied()
         .filter(|t| *t <= input.now)
         .unwrap_or(input.now);
+    let options = &input.groups.groups[c.group].options;
     let wait = if c.ready {
-        input.settings.scale_down_unneeded_time
+        options.unneeded_time(input.settings)
     } else {
-        input.settings.scale_down_unready_time
+        options.unready_time(input.settings)
     };
     select::Unneeded {
         removable_at: add(since, wait),

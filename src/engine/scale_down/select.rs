@@ -159,10 +159,11 @@ fn action(input: &ScaleDownInput, u: &Unneeded) -> ScaleDownAction {
     let c = &u.removable.candidate;
     let node = &input.snapshot.nodes[c.node];
     let s = input.settings;
+    let options = &input.groups.groups[c.group].options;
     let wait = if c.ready {
-        s.scale_down_unneeded_time
+        options.unneeded_time(s)
     } else {
-        s.scale_down_unready_time
+        options.unready_time(s)
     };
     let (threshold, on) = (c.threshold, c.measured_on);
     let moves = &u.removable.moves;

@@ -143,6 +143,24 @@ fn empty_nodes_go_in_parallel_up_to_the_limit_and_never_below_min() {
     assert_eq!(at_min, 3);
 }
 
+/// Upstream's pre-filter: a group at its min has no scale-down candidates, so its empty
+/// nodes are not unneeded (the status ConfigMap says NoCandidates, the unneeded count is 0),
+/// and each says why it stays.
+#[test]
+fn nodes_of_a_group_at_its_min_are_not_unneeded() {
+    let settings = Settings::default();
+    let mut state = EngineState::default();
+    run(&empty_nodes(2, 2), &mut state, &settings, 0);
+    let p = run(&empty_nodes(2, 2), &mut state, &settings, 30);
+    assert!(unneeded(&p).is_empty(), "{:?}", p.unneeded);
+    assert!(removed(&p).is_empty());
+    for n in ["n00", "n01"] {
+        assert_eq!(stays(&p, n), Some(ReasonCode::NodeGroupMinSizeReached));
+    }
+    let why = &p.not_removable[0].message;
+    assert!(why.contains("at its min size 2"), "{why}");
+}
+
 #[test]
 fn cluster_min_limits_hold() {
     let settings = Settings {

@@ -11,6 +11,7 @@
 
 mod commit;
 mod explain;
+mod min_size;
 mod options;
 
 use std::collections::HashMap;
@@ -93,6 +94,7 @@ pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
     if input.cluster.healthy() {
         let remaining = pass.scale_up_loop(remaining, rng);
         pass.explain_leftovers(&remaining);
+        pass.enforce_min_sizes();
     } else {
         pass.explain_unhealthy_cluster(&remaining);
     }

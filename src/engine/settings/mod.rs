@@ -209,6 +209,13 @@ pub struct Settings {
     pub node_delete_delay_after_taint: Duration,
     /// Also cordon (`spec.unschedulable`) a node being removed, not only taint it.
     pub cordon_node_before_terminating: bool,
+    /// A group whose target is below its min is raised to it, pods pending or not
+    /// (`--enforce-node-group-min-size`).
+    pub enforce_node_group_min_size: bool,
+    /// Taint keys a node carries until it can take workloads (`--startup-taint`); such a
+    /// node counts as not ready yet, and no template carries them. Keys with the
+    /// `startup-taint.cluster-autoscaler.kubernetes.io/` prefix are startup taints too.
+    pub startup_taints: Vec<String>,
     /// Nodes removed at once, empty and drained together.
     pub max_scale_down_parallelism: u64,
     /// Nodes drained at once.
@@ -237,6 +244,16 @@ pub struct Settings {
 }
 
 const MINUTE: u64 = 60;
+
+impl Settings {
+    /// Whether a taint means "not ready for workloads yet": one of `startup_taints`, or
+    /// upstream's `startup-taint.` / (deprecated) `ignore-taint.cluster-autoscaler.kubernetes.io/`.
+    pub fn is_startup_taint(&self, key: &str) -> bool {
+        key.starts_with("startup-taint.cluster-autoscaler.kubernetes.io/")
+            || key.starts_with("ignore-taint.cluster-autoscaler.kubernetes.io/")
+            || self.startup_taints.iter().any(|k| k == key)
+    }
+}
 
 impl Default for Settings {
     fn default() -> Self {
@@ -274,6 +291,8 @@ impl Default for Settings {
             max_pod_eviction_time: Duration::from_secs(2 * MINUTE),
             node_delete_delay_after_taint: Duration::from_secs(5),
             cordon_node_before_terminating: true,
+            enforce_node_group_min_size: false,
+            startup_taints: Vec::new(),
             max_scale_down_parallelism: 10,
             max_drain_parallelism: 1,
             max_node_provision_time: Duration::from_secs(15 * MINUTE),

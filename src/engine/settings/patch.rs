@@ -125,6 +125,10 @@ settings_patch! {
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     node_delete_delay_after_taint: Duration => any,
     cordon_node_before_terminating: bool => any,
+    /// Raise a group whose target is below its min to the min, pods pending or not.
+    enforce_node_group_min_size: bool => any,
+    /// Taint keys that mean "not ready yet" (beside the `startup-taint.cluster-autoscaler.kubernetes.io/` prefix).
+    startup_taints: Vec<String> => any,
     max_scale_down_parallelism: u64 => at_least_one,
     max_drain_parallelism: u64 => at_least_one,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
@@ -196,6 +200,10 @@ impl SettingsPatch {
             patch.scale_down_delay_after_failure =
                 d(&sd.delay_after_failure, "delayAfterFailure", &mut warn);
             patch.scale_down_unneeded_time = d(&sd.unneeded_time, "unneededTime", &mut warn);
+            if let Some(text) = &sd.cordon_node_before_terminating {
+                patch.cordon_node_before_terminating =
+                    mode(text, "scaleDown.cordonNodeBeforeTerminating", &mut warn);
+            }
             if let Some(text) = &sd.utilization_threshold {
                 match text
                     .trim()
@@ -211,6 +219,26 @@ impl SettingsPatch {
                 }
             }
         }
+        if let Some(text) = &spec.enforce_node_group_min_size {
+            patch.enforce_node_group_min_size = mode(text, "enforceNodeGroupMinSize", &mut warn);
+        }
+        if !spec.startup_taints.is_empty() {
+            patch.startup_taints = Some(spec.startup_taints.clone());
+        }
+        if let Some(v) = spec.log_verbosity {
+            warn(
+                "logVerbosity",
+                format!(
+                    "{v} has no effect on fleetscaler: the hub's log level is set with RUST_LOG"
+                ),
+            );
+        }
+        for field in spec.unknown_fields() {
+            warn(
+                &field,
+                "is not a field fleetscaler knows; it is ignored".into(),
+            );
+        }
         patch.ignore_daemonsets_utilization = spec.ignore_daemonsets_utilization;
         patch.skip_nodes_with_local_storage = spec.skip_nodes_with_local_storage;
         patch.balance_similar_node_groups = spec.balance_similar_node_groups;
@@ -224,6 +252,18 @@ impl SettingsPatch {
             }
         }
         (patch, warnings)
+    }
+}
+
+/// The operator's `Enabled` / `Disabled` switches.
+fn mode(text: &str, key: &str, warn: &mut dyn FnMut(&str, String)) -> Option<bool> {
+    match text {
+        "Enabled" => Some(true),
+        "Disabled" => Some(false),
+        _ => {
+            warn(key, format!("{text:?} is neither Enabled nor Disabled"));
+            None
+        }
     }
 }
 
@@ -444,6 +484,7 @@ mod tests {
             "ignore_daemonsets_utilization": true, "skip_nodes_with_local_storage": false,
             "skip_nodes_with_system_pods": false, "max_pod_grace_period": "30s", "max_scale_down_parallelism": 3,
             "max_pod_eviction_time": "1m", "node_delete_delay_after_taint": "1s", "cordon_node_before_terminating": false,
+            "enforce_node_group_min_size": true, "startup_taints": ["node.cilium.io/agent-not-ready"],
             "max_drain_parallelism": 2, "max_node_provision_time": "1m", "max_node_startup_time": "1m",
             "ok_total_unready_count": 1, "max_total_unready_percentage": 10.0, "initial_node_group_backoff": "1m",
             "max_node_group_backoff": "2m", "node_group_backoff_reset": "1h", "seed": 3
