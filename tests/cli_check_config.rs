@@ -137,3 +137,54 @@ name = "a"
     let o = check_config(&["-c", &bad.display().to_string()], &[]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("defaults.scale_down_unneeded_time"));
 }
+
+/// Seeds of issue 12: values that parsed, then hurt: a Lease renewed ~600 times a second,
+/// a duration that overflowed a clock and panicked a runner.
+#[test]
+fn values_that_would_hurt_are_refused() {
+    let dir = std::env::temp_dir().join(format!("fleetscaler-hurt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("hurt.toml");
+    std::fs::write(
+        &bad,
+        r#"
+[hub]
+request_timeout = "18446744073709551615s"
+[[clusters]]
+name = "a"
+"#,
+    )
+    .unwrap();
+    let o = check_config(&["-c", &bad.display().to_string()], &[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    for want in ["hub.request_timeout", "longer than any duration Go"] {
+        assert!(err.contains(want), "{want:?} missing in {err}");
+    }
+    std::fs::write(
+        &bad,
+        "[defaults]\nscale_down_unneeded_time = \"2562048h\"\n[[clusters]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let o = check_config(&["-c", &bad.display().to_string()], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("defaults.scale_down_unneeded_time") && err.contains("at most 2562047h"),
+        "{err}"
+    );
+    std::fs::write(
+        &bad,
+        "[hub]
+request_timeout = \"1h\"\n[hub.leader_election]\nenabled = true\nretry_period = \"0s\"\n[[clusters]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let o = check_config(&["-c", &bad.display().to_string()], &[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    for want in [
+        "hub.request_timeout: 1h0m0s is longer than the 10m0s a request may take",
+        "hub.leader_election.retry_period: 0s would renew the Lease in a busy loop",
+    ] {
+        assert!(err.contains(want), "{want:?} missing in {err}");
+    }
+}

@@ -251,6 +251,24 @@ fn bad_input_is_a_clear_error_never_a_panic() {
     );
 }
 
+/// A name past the formatter's width limit (65,535) once panicked the text plan.
+#[test]
+fn a_huge_group_name_is_printed_not_a_panic() {
+    let dir = tempdir("huge-name");
+    let name = "w".repeat(70_000);
+    let dump = dir.join("huge.yaml");
+    std::fs::write(
+        &dump,
+        format!(
+            "apiVersion: machine.openshift.io/v1beta1\nkind: MachineSet\nmetadata:\n  name: {name}\n  namespace: openshift-machine-api\n  annotations:\n    machine.openshift.io/cluster-api-autoscaler-node-group-min-size: \"0\"\n    machine.openshift.io/cluster-api-autoscaler-node-group-max-size: \"3\"\nspec:\n  replicas: 0\n"
+        ),
+    )
+    .unwrap();
+    let out = fleetscaler(&["plan", "-s", &dump.display().to_string()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains(&name));
+}
+
 #[test]
 fn the_example_fleet_toml_is_valid() {
     let cfg = FleetConfig::load(Path::new(&root().join("fleet.toml.example"))).unwrap();

@@ -45,6 +45,8 @@ pub fn plan(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
+const MAX_ID_COLUMN: usize = 120;
+
 fn node_groups(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
     let groups = &report.plan.node_groups;
     writeln!(out, "\nNODE GROUPS")?;
@@ -54,12 +56,14 @@ fn node_groups(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
             "  none: no MachineSet or MachineDeployment opts in to autoscaling"
         );
     }
+    // Capped: a longer id (a hostile dump can hold any) spills past its column instead of
+    // reaching the formatter's width limit (65,535), where it panics.
     let width = groups
         .iter()
         .map(|g| g.id.as_str().len())
         .max()
         .unwrap_or(10)
-        .max(10);
+        .clamp(10, MAX_ID_COLUMN);
     writeln!(
         out,
         "  {:<width$}  {:>4} {:>4} {:>6} {:>10} {:>5} {:>8}  TEMPLATE",

@@ -37,6 +37,8 @@ pub enum ClientError {
     },
     #[error("building the client for context {context:?}: {message}")]
     Plugin { context: String, message: String },
+    #[error("kubeconfig context {context:?}: {message}")]
+    Invalid { context: String, message: String },
     #[error("building the client for context {context:?}: {source}")]
     Build {
         context: String,
@@ -120,6 +122,10 @@ async fn build_client(
     context: &str,
     request_timeout: Duration,
 ) -> Result<kube::Client, ClientError> {
+    check_context(&kubeconfig, context).map_err(|message| ClientError::Invalid {
+        context: context.to_string(),
+        message,
+    })?;
     let options = KubeConfigOptions {
         context: Some(context.to_string()),
         ..KubeConfigOptions::default()
@@ -131,6 +137,50 @@ async fn build_client(
             source,
         })?;
     from_config(config, context, request_timeout)
+}
+
+/// What kube's client stack takes on trust and panics on later, checked here: the cluster's
+/// server is an http(s) URL, and the user's token fits in an HTTP header. A context that
+/// is not there is left to kube, which names it.
+fn check_context(kubeconfig: &Kubeconfig, context: &str) -> Result<(), String> {
+    use secrecy::ExposeSecret;
+    let Some(ctx) = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref())
+    else {
+        return Ok(());
+    };
+    let server = kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.server.as_deref());
+    if let Some(server) = server {
+        let ok = server.parse::<http::Uri>().ok().is_some_and(|u| {
+            matches!(u.scheme_str(), Some("https" | "http")) && u.host().is_some()
+        });
+        if !ok {
+            return Err(format!(
+                "cluster {:?}: server {server:?} is not an https:// (or http://) URL",
+                ctx.cluster
+            ));
+        }
+    }
+    let token = ctx.user.as_deref().and_then(|user| {
+        let info = kubeconfig.auth_infos.iter().find(|a| a.name == user)?;
+        Some((user, info.auth_info.as_ref()?.token.as_ref()?))
+    });
+    if let Some((user, token)) = token
+        && http::HeaderValue::from_str(&format!("Bearer {}", token.expose_secret())).is_err()
+    {
+        return Err(format!(
+            "the token of user {user:?} holds a character no HTTP header can carry (a line break?)"
+        ));
+    }
+    Ok(())
 }
 
 /// A client from an already resolved configuration (the simulated fleet hands these out).
@@ -166,6 +216,31 @@ contexts:
 - name: east
   context: {cluster: a, user: a}
 "#;
+
+    /// Seeds of issue 12: both once panicked inside kube's client stack.
+    #[tokio::test]
+    async fn a_server_without_scheme_or_a_token_with_a_line_break_is_an_error() {
+        for (from, to, want) in [
+            (
+                "https://127.0.0.1:1",
+                "127.0.0.1:6443",
+                "server \"127.0.0.1:6443\"",
+            ),
+            ("https://127.0.0.1:1", "ftp://h:1", "server \"ftp://h:1\""),
+            (
+                "token: secret",
+                "token: \"sec\\r\\nret\"",
+                "token of user \"a\"",
+            ),
+        ] {
+            let kc = Kubeconfig::from_yaml(&ONE.replace(from, to)).unwrap();
+            let Err(err) = connect(kc, "east", Duration::from_secs(1)).await else {
+                panic!("{to} must fail");
+            };
+            let err = err.to_string();
+            assert!(err.contains(want), "{err}");
+        }
+    }
 
     #[tokio::test]
     async fn a_missing_context_is_named() {

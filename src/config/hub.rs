@@ -8,6 +8,10 @@ use serde::{Deserialize, Serialize};
 use super::ConfigIssue;
 use super::tracing::TracingConfig;
 use crate::engine::settings::duration_serde;
+use crate::model::duration::format_go_duration;
+
+const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
@@ -111,7 +115,28 @@ impl HubConfig {
         if self.status_namespace.is_empty() {
             bad("status_namespace", "must not be empty".into());
         }
+        // A call allowed to hang longer than this is not a deadline.
+        if self.request_timeout > MAX_REQUEST_TIMEOUT {
+            bad(
+                "request_timeout",
+                format!(
+                    "{} is longer than the {} a request may take",
+                    format_go_duration(self.request_timeout),
+                    format_go_duration(MAX_REQUEST_TIMEOUT)
+                ),
+            );
+        }
         let le = &self.leader_election;
+        if le.enabled && le.retry_period < MIN_RETRY_PERIOD {
+            bad(
+                "leader_election.retry_period",
+                format!(
+                    "{} would renew the Lease in a busy loop: at least {}",
+                    format_go_duration(le.retry_period),
+                    format_go_duration(MIN_RETRY_PERIOD)
+                ),
+            );
+        }
         if le.enabled
             && !(le.retry_period < le.renew_deadline && le.renew_deadline < le.lease_duration)
         {

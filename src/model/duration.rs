@@ -4,14 +4,24 @@
 use std::time::Duration;
 
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "{0:?} is not a duration (examples: 30s, 10m, 1h30m, 1.5h, 300ms; units ns, us, ms, s, m, h)"
-)]
-pub struct DurationError(pub String);
+pub enum DurationError {
+    #[error(
+        "{0:?} is not a duration (examples: 30s, 10m, 1h30m, 1.5h, 300ms; units ns, us, ms, s, m, h)"
+    )]
+    Syntax(String),
+    #[error(
+        "{0:?} is longer than any duration Go (and so the autoscaler) can hold: at most 2562047h"
+    )]
+    TooLong(String),
+}
+
+/// Go's `time.Duration` is an int64 of nanoseconds (about 292 years). Longer values are
+/// refused as Go refuses them, and nothing downstream adds them to a clock and overflows.
+const MAX_NANOS: u128 = i64::MAX as u128;
 
 /// Parses a non-negative Go duration. A bare `0` is allowed, as in Go.
 pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
-    let err = || DurationError(text.to_string());
+    let err = || DurationError::Syntax(text.to_string());
     let body = text.strip_prefix('+').unwrap_or(text);
     if body == "0" {
         return Ok(Duration::ZERO);
@@ -43,6 +53,9 @@ pub fn parse_go_duration(text: &str) -> Result<Duration, DurationError> {
             .checked_add(scaled(number, unit_nanos).ok_or_else(err)?)
             .ok_or_else(err)?;
         rest = next;
+    }
+    if total_nanos > MAX_NANOS {
+        return Err(DurationError::TooLong(text.to_string()));
     }
     let secs = u64::try_from(total_nanos / 1_000_000_000).map_err(|_| err())?;
     Ok(Duration::new(secs, (total_nanos % 1_000_000_000) as u32))
@@ -109,6 +122,13 @@ mod tests {
             assert!(parse_go_duration(bad).is_err(), "{bad:?}");
         }
         assert!(parse_go_duration("99999999999999999999h").is_err());
+        // Seed of issue 12: accepted, then overflowed a clock and panicked a runner.
+        assert_eq!(
+            parse_go_duration("18446744073709551615s"),
+            Err(DurationError::TooLong("18446744073709551615s".into()))
+        );
+        assert!(parse_go_duration("2562047h").is_ok());
+        assert!(parse_go_duration("2562048h").is_err());
     }
 
     #[test]

@@ -157,7 +157,16 @@ impl<'a> Pass<'a> {
     }
 
     /// Nodes a group is already asked for but that have not registered become template copies.
+    /// A pod takes one node at most, so no more copies are made than there are pending pods:
+    /// a target of ten million (a typo away) costs a count, not ten million nodes.
     fn add_upcoming_nodes(&mut self) {
+        let pending = self
+            .input
+            .snapshot
+            .pods
+            .iter()
+            .filter(|p| p.unschedulable && p.node_name.is_none() && !p.is_terminal())
+            .count() as u64;
         for (gi, g) in self.input.groups.groups.iter().enumerate() {
             let up = self.input.cluster.groups[gi].upcoming;
             self.upcoming[gi] = up;
@@ -170,7 +179,7 @@ impl<'a> Pass<'a> {
                 }
                 continue;
             };
-            for k in 0..up {
+            for k in 0..up.min(pending) {
                 let name: Arc<str> = format!("{}-upcoming-{}", self.group_name(gi), k + 1).into();
                 self.sim.add_node(SimNode::from_template(
                     template,

@@ -504,3 +504,48 @@ fn young_pods_wait_their_scale_up_delay() {
             .contains("after 5m0s")
     );
 }
+
+/// Seed of issue 12: `replicas: 10000000` (a typo away) once made ten million simulated
+/// nodes (3 GB). Upcoming nodes are counted; only as many are simulated as pods pend.
+#[test]
+fn a_huge_target_is_counted_not_materialised() {
+    let mut items = vec![machineset("workers", 1, 5, 10_000_000).json()];
+    items.extend(group_node("w1", "workers", node("w1").cpu("4")));
+    items.push(pod("filler").cpu("4").on("w1").json());
+    items.extend((0..3).map(|i| pod(&format!("web-{i}")).cpu("1").unschedulable().json()));
+    let s = snapshot(items);
+    let settings = Settings::default();
+    let mut state = EngineState::default();
+    let groups = crate::engine::nodegroups::discover(&s, &[]);
+    let (templates, _) = crate::engine::template::build_all(&s, &groups.groups, &settings);
+    let cluster = crate::engine::cluster_state::assess(
+        &s,
+        &groups,
+        &mut state,
+        &settings,
+        Timestamp::UNIX_EPOCH,
+    );
+    let input = super::ScaleUpInput {
+        snapshot: &s,
+        groups: &groups,
+        cluster: &cluster,
+        templates: &templates,
+        settings: &settings,
+        priorities: None,
+        now: Timestamp::UNIX_EPOCH,
+    };
+    let pass = super::Pass::new(&input);
+    assert_eq!(pass.upcoming[0], 9_999_999, "the count is kept");
+    assert_eq!(
+        pass.sim.nodes().len(),
+        1 + 3,
+        "w1 and one copy per pending pod"
+    );
+    let p = plan(&s, &settings);
+    assert!(
+        p.pending_pods
+            .iter()
+            .all(|e| e.outcome == Outcome::FitsUpcoming)
+    );
+    assert_eq!(p.limits.max_nodes_total.used, 10_000_000.0);
+}
