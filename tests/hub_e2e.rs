@@ -147,6 +147,52 @@ async fn pods_leave_a_group_whose_machines_fail_at_once() {
     fleet.shutdown().await;
 }
 
+/// Seed of issue 12: a burst of 429s on the scale subresource backed the group off for
+/// minutes. Now the executor retries a moment later, and a pass that still fails leaves no
+/// backoff: once the API answers again, the next pass scales.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_refusals_on_scale_costs_no_backoff() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let dir = TempDir::new("e2e-burst");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
+    let sim = &fleet.clusters()[0];
+    running_report(&hub, "sim-1").await;
+    sim.faults().set(Faults {
+        error_rate: 1.0,
+        error_code: 429,
+        error_paths: vec!["/scale".into()],
+        ..Faults::default()
+    });
+    create_pods(sim, "web", 10, "3").await;
+    let view = hub.view();
+    let refused = eventually(LONG, "a scale-up refused with 429", || {
+        let r = view.report("sim-1").unwrap();
+        async move {
+            let failed = r.recent.iter().any(|h| {
+                matches!(h.entry.action, Action::ScaleUp { .. })
+                    && matches!(h.entry.outcome, Outcome::Failed { .. })
+            });
+            failed.then_some(r)
+        }
+    })
+    .await;
+    assert!(
+        refused.groups.iter().all(|g| g.backoff_until.is_none()),
+        "{:?}",
+        refused.groups
+    );
+    sim.faults().clear();
+    eventually(LONG, "all ten pods running once the API answers", || {
+        let n = running(&pods(sim, "web"));
+        async move { (n == 10).then_some(()) }
+    })
+    .await;
+    let report = view.report("sim-1").unwrap();
+    assert!(report.groups.iter().all(|g| g.backoff_until.is_none()));
+    hub.stop().await;
+    fleet.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_down_or_failing_does_not_hold_the_others() {
     let fleet = quiet_fleet(3, Flavor::OpenShift).await;

@@ -26,6 +26,9 @@ pub struct Faults {
     pub error_rate: f64,
     /// 500 (InternalError) or 429 (TooManyRequests); anything else is treated as 500.
     pub error_code: u16,
+    /// When not empty, only requests whose path contains one of these fail (`/scale`: the
+    /// scale subresource alone).
+    pub error_paths: Vec<String>,
     /// Open watches are cut, and new ones end right after they start.
     pub drop_watches: bool,
     pub outage: Option<Outage>,

@@ -28,6 +28,12 @@ impl Stop {
         matches!(self, Stop::Fail(Failure::Call(e)) if e.status_code().is_none())
     }
 
+    /// An answer that says "not now" (429, 5xx): worth another try in a moment.
+    pub(super) fn is_transient(&self) -> bool {
+        matches!(self, Stop::Fail(Failure::Call(e))
+            if e.status_code().is_some_and(|c| c == 429 || c >= 500))
+    }
+
     /// The reason of a deliberate stop, or `None` for a failure.
     pub(super) fn skip_reason(&self) -> Option<String> {
         match self {

@@ -164,12 +164,30 @@ pub(super) async fn resize(
     to: u64,
 ) -> Result<String, Stop> {
     let mut attempt = 1;
+    let mut transient = 0;
     loop {
-        let seen = read(ctx, t).await?;
+        let seen = match read(ctx, t).await {
+            Ok(seen) => seen,
+            Err(e) => {
+                let stop = Stop::from(Failure::Call(e));
+                if stop.is_transient() && transient < TRANSIENT_RETRIES {
+                    transient += 1;
+                    tokio::time::sleep(retry_delay(transient)).await;
+                    continue;
+                }
+                return Err(stop);
+            }
+        };
         check_resize(kind, t, seen.replicas, from, to).map_err(Stop::Skip)?;
         match write(ctx, t, &seen, to).await {
             Ok(()) => return Ok(format!("{} replicas {from} -> {to}", t.describe())),
             Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => attempt += 1,
+            // "Not now" (429, 5xx): a moment later, a few times, before this pass gives up
+            // (and the next pass tries again: no backoff for an API error).
+            Err(stop) if stop.is_transient() && transient < TRANSIENT_RETRIES => {
+                transient += 1;
+                tokio::time::sleep(retry_delay(transient)).await;
+            }
             // No answer: the write may have landed. A group now at `to` was resized by it
             // (the precondition means nobody else wrote in between).
             Err(stop) if stop.may_have_landed() => {
@@ -186,10 +204,30 @@ pub(super) async fn resize(
     }
 }
 
+const TRANSIENT_RETRIES: u32 = 3;
+
+/// 250 ms, 500 ms, 1 s, each ±50 %, so that writers refused together do not return together.
+fn retry_delay(retry: u32) -> std::time::Duration {
+    let base = 250u64 << retry.saturating_sub(1).min(4);
+    // Jitter from the clock's nanoseconds: no randomness crate for this.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::from(d.subsec_nanos()));
+    std::time::Duration::from_millis(base / 2 + nanos % base.max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::{MachineApiGroup, MachineApiVersion};
+
+    #[test]
+    fn retry_delays_grow_and_stay_within_their_jitter() {
+        for (retry, base) in [(1, 250), (2, 500), (3, 1000)] {
+            let d = retry_delay(retry).as_millis() as u64;
+            assert!((base / 2..base * 3 / 2).contains(&d), "{retry}: {d}");
+        }
+    }
 
     fn target() -> ScaleTarget {
         ScaleTarget {

@@ -327,6 +327,13 @@ fn record_outcome(span: &Span, plan: &Plan, entries: &[Entry]) {
 fn feed_back(state: &mut EngineState, entries: &[Entry], settings: &Settings, now: Timestamp) {
     for entry in entries {
         match (&entry.action, &entry.outcome) {
+            // An API error that means "not now" is no failure of the group: the next pass
+            // tries again. Only what would repeat (403, an invalid object) backs it off.
+            (Action::ScaleUp { group, from, to }, Outcome::Failed { category, .. })
+                if category.is_transient() =>
+            {
+                state.forget_scale_up(group.as_str(), to.saturating_sub(*from));
+            }
             (Action::ScaleUp { group, from, to }, Outcome::Failed { error, .. }) => state
                 .record_scale_up_failure(
                     group.as_str(),

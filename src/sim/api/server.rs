@@ -134,7 +134,10 @@ async fn serve_request(
     if !authorized {
         return Ok(respond(Reply::from(ApiError::unauthorized())));
     }
-    if faults.error_rate > 0.0 && cluster.roll() < faults.error_rate {
+    let path = req.uri().path();
+    let targeted =
+        faults.error_paths.is_empty() || faults.error_paths.iter().any(|p| path.contains(p));
+    if faults.error_rate > 0.0 && targeted && cluster.roll() < faults.error_rate {
         let error = if faults.error_code == 429 {
             ApiError::too_many_requests("Too many requests, please try again later. (injected)", 1)
         } else {
