@@ -12,6 +12,7 @@ use e2e_support::*;
 use fleetscaler::cluster::outcome::{Action, Outcome};
 use fleetscaler::cluster::report::{ClusterReport, Phase};
 use fleetscaler::engine::settings::SettingsPatch;
+use fleetscaler::hub::health::ClusterState;
 use fleetscaler::sim::faults::{Faults, Outage};
 use fleetscaler::sim::fleet::FailureMode;
 use fleetscaler::sim::settings::Flavor;
@@ -227,6 +228,17 @@ async fn a_cluster_down_or_failing_does_not_hold_the_others() {
         let r = view.report("sim-3").unwrap();
         let skipped = r.last_pass.as_ref().and_then(|p| p.skipped.clone());
         async move { skipped.filter(|why| why.contains("500") || why.contains("failed")) }
+    })
+    .await;
+    // A hung API server leaves the watches open and silent: noticed, not trusted.
+    eventually(LONG, "sim-2's silence noticed", || {
+        let r = view.report("sim-2").unwrap();
+        async move {
+            let why = r.last_pass.as_ref().and_then(|p| p.skipped.clone())?;
+            (why.contains("the API server has not answered")
+                && ClusterState::of(&r) == ClusterState::Unhealthy)
+                .then_some(())
+        }
     })
     .await;
 

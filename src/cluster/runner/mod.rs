@@ -3,9 +3,11 @@
 //! the plan, and publishes a [`ClusterReport`].
 //!
 //! `pass` is the work of one pass; `upkeep` is what happens around passes (syncing the
-//! cache, repairing what an interrupted run left, removals ending, shutdown). What a failure
+//! cache, repairing what an interrupted run left, removals ending, shutdown); `liveness`
+//! tells a hung API server from a quiet cluster. What a failure
 //! means (restart, backoff) is the hub's business: `run` only returns the error.
 
+mod liveness;
 mod pass;
 mod upkeep;
 
@@ -141,7 +143,13 @@ pub async fn run(
         ctx.gate.clone(),
         RecorderSettings::new(ctx.timing.write_timeout, &ctx.instance),
     );
+    let liveness = liveness::Liveness::start(
+        ctx.client.clone(),
+        ctx.timing.scan_interval.min(Duration::from_secs(10)),
+        ctx.timing.request_timeout,
+    );
     let mut runner = Runner {
+        liveness,
         cache: Cache::new(&served.kinds),
         updates: watches::updates(&ctx.client, &served),
         machine_apis: served.machine_apis,
@@ -172,6 +180,7 @@ struct Runner {
     ctx: Arc<Context>,
     spec: watch::Receiver<Arc<RunnerSpec>>,
     cache: Cache,
+    liveness: liveness::Liveness,
     updates: SelectAll<BoxStream<'static, Update>>,
     /// The version of each Machine API group the cluster is read and written through.
     machine_apis: MachineApis,
@@ -216,7 +225,7 @@ impl Runner {
                     self.removal_ended(done);
                 }
                 _ = tokio::time::sleep_until(next_pass) => {
-                    if let Some(why) = self.cache.stale(Instant::now(), timing.give_up_after()) {
+                    if let Some(why) = self.untrusted(Instant::now(), timing.give_up_after()) {
                         return Err(RunnerError::Stale(why));
                     }
                     // A pass against a hung API server waits out its calls' deadlines one
@@ -234,6 +243,14 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// Why the cached view cannot be acted on: a watch failing, or the API server silent,
+    /// for longer than `max_age`.
+    fn untrusted(&self, now: Instant, max_age: Duration) -> Option<String> {
+        self.cache
+            .stale(now, max_age)
+            .or_else(|| self.liveness.silent(now, max_age))
     }
 
     /// Says so once when a watch starts failing (it starts over on its own; the cache goes
