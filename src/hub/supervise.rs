@@ -17,7 +17,7 @@ use crate::cluster::ClusterName;
 use crate::cluster::client::{connect, load_kubeconfig};
 use crate::cluster::gate::{ScaleDownHold, WriteGate};
 use crate::cluster::report::{ClusterReport, Phase};
-use crate::cluster::runner::{self, Context, RunnerError, RunnerSpec, Timing};
+use crate::cluster::runner::{self, Context, EngineMemory, RunnerError, RunnerSpec, Timing};
 
 /// First wait before a failed runner is started again; it doubles up to `MAX_BACKOFF`.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -70,9 +70,10 @@ where
     let span = tracing::info_span!("cluster", k8s.cluster.name = %s.name);
     async {
         let mut backoff = FIRST_BACKOFF;
+        let memory = EngineMemory::default();
         loop {
             let started = Instant::now();
-            let failure = match attempt(&s, &cancel, &run).await {
+            let failure = match attempt(&s, &cancel, &run, &memory).await {
                 Ok(()) if cancel.is_cancelled() => break,
                 Ok(()) => "the runner stopped without being asked to".to_string(),
                 Err(why) => why,
@@ -103,7 +104,12 @@ where
 }
 
 /// Connects and runs the runner once, in its own task so that a panic stays in it.
-async fn attempt<R, F>(s: &Supervised, cancel: &CancellationToken, run: &R) -> Result<(), String>
+async fn attempt<R, F>(
+    s: &Supervised,
+    cancel: &CancellationToken,
+    run: &R,
+    memory: &EngineMemory,
+) -> Result<(), String>
 where
     R: Fn(Arc<Context>, watch::Receiver<Arc<RunnerSpec>>, CancellationToken) -> F,
     F: Future<Output = Result<(), RunnerError>> + Send + 'static,
@@ -129,6 +135,7 @@ where
         status_namespace: c.status_namespace.clone(),
         instance: s.instance.clone(),
         report: s.report.clone(),
+        memory: memory.clone(),
     });
     let task = tokio::spawn(run(ctx, s.spec.clone(), cancel.child_token()).in_current_span());
     match task.await {
@@ -243,6 +250,45 @@ contexts:
         cancel.cancel();
         task.await.unwrap();
         assert_eq!(report.borrow().phase, Phase::Stopped);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Seed of issue 12: a restart forgot backoffs, unneeded timers and scale-ups in flight.
+    #[tokio::test(start_paused = true)]
+    async fn the_engines_memory_outlives_a_runner_restart() {
+        let dir = std::env::temp_dir().join(format!("fleetscaler-sup3-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (s, mut report) = supervised(&dir);
+        let attempts = Arc::new(AtomicUsize::new(0));
+        let counted = attempts.clone();
+        let (seen_tx, mut seen) = watch::channel(None);
+        let run = move |ctx: Arc<Context>, _spec, cancel: CancellationToken| {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            let seen_tx = seen_tx.clone();
+            async move {
+                let mut state = ctx.memory.load();
+                if n == 0 {
+                    state.record_scale_up("g", 2, Timestamp::UNIX_EPOCH);
+                    ctx.memory.save(&state);
+                    return Err(RunnerError::WatchesEnded);
+                }
+                seen_tx.send_replace(Some(state));
+                cancel.cancelled().await;
+                Ok(())
+            }
+        };
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(supervise_with(s, cancel.clone(), run));
+        report.wait_for(|r| r.restarts == 1).await.unwrap();
+        let state = seen
+            .wait_for(Option::is_some)
+            .await
+            .unwrap()
+            .clone()
+            .unwrap();
+        assert_eq!(state.scale_ups["g"][0].nodes, 2);
+        cancel.cancel();
+        task.await.unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -88,6 +88,31 @@ pub struct Context {
     /// This hub replica's name, on the events it writes.
     pub instance: String,
     pub report: watch::Sender<ClusterReport>,
+    /// The engine's memory, kept across runner restarts.
+    pub memory: EngineMemory,
+}
+
+/// The engine's memory of one cluster, kept by its supervisor: a runner that restarts (a
+/// stale cache, a reconnect, a panic) picks up the backoffs, unneeded timers and scale-ups
+/// in flight where the last one left them, instead of forgetting them.
+#[derive(Clone, Debug, Default)]
+pub struct EngineMemory(Arc<std::sync::Mutex<EngineState>>);
+
+impl EngineMemory {
+    fn lock(&self) -> std::sync::MutexGuard<'_, EngineState> {
+        // A state is only ever replaced whole: one left by a panic is still consistent.
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    pub fn load(&self) -> EngineState {
+        self.lock().clone()
+    }
+
+    pub fn save(&self, state: &EngineState) {
+        self.lock().clone_from(state);
+    }
 }
 
 impl Context {
@@ -143,6 +168,7 @@ pub async fn run(
         ctx.gate.clone(),
         RecorderSettings::new(ctx.timing.write_timeout, &ctx.instance),
     );
+    let remembered = ctx.memory.load();
     let liveness = liveness::Liveness::start(
         ctx.client.clone(),
         ctx.timing.scan_interval.min(Duration::from_secs(10)),
@@ -156,7 +182,7 @@ pub async fn run(
         discovery_warnings: served.warnings,
         ctx,
         spec,
-        state: EngineState::default(),
+        state: remembered,
         removals: JoinSet::new(),
         removing: HashMap::new(),
         in_flight: HashSet::new(),
