@@ -2,6 +2,8 @@
 //! `[fleet]` of fleet.toml. A degraded fleet holds back scale-down in every cluster (when
 //! configured), and the API, the dashboard and `/metrics` say so and why.
 
+use std::time::Duration;
+
 use jiff::Timestamp;
 use serde::Serialize;
 
@@ -25,6 +27,9 @@ pub enum ClusterState {
     Stopped,
 }
 
+/// The longest a cluster may take to connect and list everything before it counts as failed.
+pub const STARTUP_LIMIT: Duration = Duration::from_secs(180);
+
 impl ClusterState {
     pub const ALL: [ClusterState; 5] = [
         ClusterState::Healthy,
@@ -35,7 +40,19 @@ impl ClusterState {
     ];
 
     pub fn of(r: &ClusterReport) -> Self {
+        Self::at(r, Timestamp::now())
+    }
+
+    /// A cluster still connecting or syncing past `STARTUP_LIMIT` has failed to start: it
+    /// counts against the fleet instead of looking like a cluster that is about to be fine.
+    pub fn at(r: &ClusterReport, now: Timestamp) -> Self {
         match r.phase {
+            Phase::Connecting | Phase::Syncing
+                if Duration::try_from(now.duration_since(r.since))
+                    .is_ok_and(|d| d > STARTUP_LIMIT) =>
+            {
+                ClusterState::Failed
+            }
             Phase::Connecting | Phase::Syncing => ClusterState::Starting,
             Phase::Failed => ClusterState::Failed,
             Phase::Stopped => ClusterState::Stopped,
@@ -240,7 +257,8 @@ mod tests {
     use crate::cluster::report::PassSummary;
 
     fn report(name: &str, phase: Phase, healthy: bool, nodes: u64, unready: u64) -> ClusterReport {
-        let now = Timestamp::UNIX_EPOCH;
+        // Now: a cluster starting since long ago would count as failed.
+        let now = Timestamp::now();
         let mut r = ClusterReport::new(ClusterName::new(name), false, now);
         r.set_phase(phase, None, now);
         r.healthy = healthy;
@@ -334,6 +352,19 @@ mod tests {
         assert_eq!(h.state, FleetState::Degraded);
         assert!((h.unready_ratio - 0.2).abs() < 1e-9);
         assert!(h.reason.starts_with("20.0% of the fleet's nodes unready"));
+    }
+
+    /// Seed of issue 12: a runner that never got past connecting looked like one about to
+    /// be fine, and the fleet read healthy.
+    #[test]
+    fn a_cluster_that_cannot_start_counts_as_failed() {
+        let r = report("a", Phase::Connecting, true, 1, 0);
+        let t = r.since;
+        let later = |s: i64| t.checked_add(jiff::SignedDuration::from_secs(s)).unwrap();
+        assert_eq!(ClusterState::at(&r, later(10)), ClusterState::Starting);
+        let limit = STARTUP_LIMIT.as_secs() as i64;
+        assert_eq!(ClusterState::at(&r, later(limit + 1)), ClusterState::Failed);
+        assert!(ClusterState::Failed.counts_against());
     }
 
     #[test]
