@@ -13,7 +13,8 @@ use fleetscaler::cluster::events::{EventRecorder, RecorderSettings, events_for};
 use fleetscaler::cluster::gate::{self, WriteGate};
 use fleetscaler::cluster::outcome::{Action, Entry};
 use fleetscaler::cluster::status::{
-    LAST_UPDATED_ANNOTATION, STATUS_CONFIGMAP, StatusSettings, StatusWriter, WriteOutcome,
+    DRY_RUN_ANNOTATION, LAST_UPDATED_ANNOTATION, STATUS_CONFIGMAP, StatusSettings, StatusWriter,
+    WRITER_ANNOTATION, WriteOutcome,
 };
 use fleetscaler::engine::{EngineState, Plan, Settings, run_once};
 use fleetscaler::hub::leader::{LeaderConfig, LeaderElector};
@@ -86,7 +87,7 @@ async fn the_status_configmap_is_created_rate_limited_and_removed() {
     let (fleet, c) = start().await;
     let cluster = fleet.cluster(1).unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(c.clone(), NS);
-    let settings = StatusSettings::new(NS, TIMEOUT, false);
+    let settings = StatusSettings::new(NS, TIMEOUT, false, "hub-a");
     let mut writer = StatusWriter::new(c.clone(), settings, WriteGate::always_open());
     let t0: Timestamp = "2026-11-22T10:00:00.25Z".parse().unwrap();
 
@@ -157,7 +158,7 @@ async fn the_status_configmap_is_created_rate_limited_and_removed() {
 
     // A replica that may not write does not.
     let (_closed_tx, closed) = gate::channel(false);
-    let settings = StatusSettings::new(NS, TIMEOUT, false);
+    let settings = StatusSettings::new(NS, TIMEOUT, false, "hub-a");
     let mut standby = StatusWriter::new(c.clone(), settings, closed);
     assert_eq!(
         standby.write(&p, at(t0, 200)).await.unwrap(),
@@ -169,6 +170,41 @@ async fn the_status_configmap_is_created_rate_limited_and_removed() {
     writer.remove().await.unwrap();
     assert!(cms.get_opt(STATUS_CONFIGMAP).await.unwrap().is_none());
     writer.remove().await.unwrap();
+    fleet.shutdown().await;
+}
+
+/// Seed of issue 12: a dry-run hub beside the live one overwrote its status and, on exit,
+/// deleted it.
+#[tokio::test]
+async fn a_dry_run_hub_leaves_the_live_hubs_status_alone() {
+    let (fleet, c) = start().await;
+    let cluster = fleet.cluster(1).unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), NS);
+    let open = WriteGate::always_open;
+    let mut live = StatusWriter::new(
+        c.clone(),
+        StatusSettings::new(NS, TIMEOUT, false, "live"),
+        open(),
+    );
+    let mut dry = StatusWriter::new(
+        c.clone(),
+        StatusSettings::new(NS, TIMEOUT, true, "dry"),
+        open(),
+    );
+    let t0 = Timestamp::now();
+    let p = plan(&snapshot(cluster), t0);
+    assert_eq!(live.write(&p, t0).await.unwrap(), WriteOutcome::Written);
+    let (_, _, version) = status_of(&cms).await.unwrap();
+    assert_eq!(dry.initializing(t0).await.unwrap(), WriteOutcome::NotOurs);
+    assert_eq!(dry.write(&p, t0).await.unwrap(), WriteOutcome::NotOurs);
+    assert_eq!(dry.remove().await.unwrap(), WriteOutcome::NotOurs);
+    assert_eq!(status_of(&cms).await.unwrap().2, version, "untouched");
+    let cm = cms.get(STATUS_CONFIGMAP).await.unwrap();
+    let notes = cm.metadata.annotations.unwrap();
+    assert_eq!(notes[WRITER_ANNOTATION], "live");
+    assert_eq!(notes[DRY_RUN_ANNOTATION], "false");
+    assert_eq!(live.remove().await.unwrap(), WriteOutcome::Written);
+    assert!(cms.get_opt(STATUS_CONFIGMAP).await.unwrap().is_none());
     fleet.shutdown().await;
 }
 
@@ -188,7 +224,7 @@ async fn events_land_on_their_objects_and_are_deduplicated() {
     let cluster = fleet.cluster(1).unwrap();
     let mut writer = StatusWriter::new(
         c.clone(),
-        StatusSettings::new(NS, TIMEOUT, false),
+        StatusSettings::new(NS, TIMEOUT, false, "hub-a"),
         WriteGate::always_open(),
     );
     let now = Timestamp::now();

@@ -158,7 +158,12 @@ pub async fn run(
     let dry_run = spec.borrow().dry_run;
     let status = StatusWriter::new(
         ctx.client.clone(),
-        StatusSettings::new(&ctx.status_namespace, ctx.timing.write_timeout, dry_run),
+        StatusSettings::new(
+            &ctx.status_namespace,
+            ctx.timing.write_timeout,
+            dry_run,
+            &ctx.instance,
+        ),
         ctx.gate.clone(),
     );
     // The recorder's task ends when the runner (its last handle) is dropped.

@@ -7,6 +7,11 @@
 //! (`Initializing`), at the end of each pass, and deletes it on a clean exit, as upstream does.
 //! Unlike upstream it does not rewrite the ConfigMap every pass: 1,000 clusters at a 10 s
 //! scan interval would be 100 writes a second of nothing new. See [`StatusSettings`].
+//!
+//! The ConfigMap says who wrote it (`fleetscaler.io/status-writer`, `fleetscaler.io/dry-run`).
+//! A dry-run hub never overwrites a status a live autoscaler wrote (another hub, or upstream
+//! cluster-autoscaler beside which it is being tried), and no hub deletes a status it did
+//! not write.
 
 mod render;
 
@@ -16,7 +21,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, PostParams, Preconditions};
 
 use super::error::{CallError, Category, Write, call, write};
 use super::events::ObjectRef;
@@ -30,6 +35,10 @@ pub use render::{
 pub const STATUS_CONFIGMAP: &str = "cluster-autoscaler-status";
 pub const STATUS_KEY: &str = "status";
 pub const LAST_UPDATED_ANNOTATION: &str = "cluster-autoscaler.kubernetes.io/last-updated";
+/// The hub replica that wrote the status (its instance name).
+pub const WRITER_ANNOTATION: &str = "fleetscaler.io/status-writer";
+/// `"true"` when the writer was a dry run.
+pub const DRY_RUN_ANNOTATION: &str = "fleetscaler.io/dry-run";
 
 /// How the status is written.
 #[derive(Clone, Debug)]
@@ -48,16 +57,19 @@ pub struct StatusSettings {
     pub min_interval: Duration,
     /// Say in `message` that nothing is written but the report.
     pub dry_run: bool,
+    /// This hub replica's name, on what it writes.
+    pub writer: String,
 }
 
 impl StatusSettings {
-    pub fn new(namespace: &str, request_timeout: Duration, dry_run: bool) -> Self {
+    pub fn new(namespace: &str, request_timeout: Duration, dry_run: bool, writer: &str) -> Self {
         StatusSettings {
             namespace: namespace.to_string(),
             request_timeout,
             refresh_interval: Duration::from_secs(60),
             min_interval: Duration::from_secs(5),
             dry_run,
+            writer: writer.to_string(),
         }
     }
 }
@@ -87,6 +99,41 @@ pub enum WriteOutcome {
     RateLimited,
     /// This replica may not write (not the leader).
     GateClosed,
+    /// The ConfigMap is another autoscaler's: a live one's, for a dry run; another writer's,
+    /// for a removal. Left as it is.
+    NotOurs,
+}
+
+/// Why this writer may not overwrite `existing`, if it may not: a dry run writes only over
+/// what a dry run wrote (or nothing).
+fn overwrite_refused(existing: &ConfigMap, dry_run: bool) -> Option<String> {
+    let note = |key: &str| {
+        existing
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+    };
+    if !dry_run || note(DRY_RUN_ANNOTATION).is_some_and(|v| v == "true") {
+        return None;
+    }
+    let who = note(WRITER_ANNOTATION).map_or_else(
+        || "an autoscaler that is not fleetscaler (upstream cluster-autoscaler?)".to_string(),
+        |w| format!("fleetscaler replica {w:?}"),
+    );
+    Some(format!(
+        "the status ConfigMap belongs to a live autoscaler ({who}): a dry run leaves it alone"
+    ))
+}
+
+/// Whether `existing` is this writer's own (it may delete it).
+fn written_by(existing: &ConfigMap, writer: &str) -> bool {
+    existing
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(WRITER_ANNOTATION))
+        .is_some_and(|w| w == writer)
 }
 
 /// The last document written, without its probe times, and when.
@@ -123,6 +170,8 @@ pub struct StatusWriter {
     memory: StatusMemory,
     last: Option<LastWrite>,
     uid: Option<String>,
+    /// Why the ConfigMap is another autoscaler's, while it is (said once in the log).
+    not_ours: Option<String>,
 }
 
 impl StatusWriter {
@@ -134,6 +183,7 @@ impl StatusWriter {
             memory: StatusMemory::default(),
             last: None,
             uid: None,
+            not_ours: None,
         }
     }
 
@@ -166,10 +216,10 @@ impl StatusWriter {
             return Ok(WriteOutcome::GateClosed);
         }
         let doc = initializing(self.options(), now);
-        self.put(&doc, now).await?;
+        let outcome = self.put(&doc, now).await?;
         // The first pass's status always follows at once.
         self.last = None;
-        Ok(WriteOutcome::Written)
+        Ok(outcome)
     }
 
     /// Renders the pass's plan and writes it if it is due (see [`StatusSettings`]). The
@@ -190,32 +240,53 @@ impl StatusWriter {
         if !due(self.last.as_ref(), &content, now, &self.settings) {
             return Ok(WriteOutcome::RateLimited);
         }
-        self.put(&doc, now).await?;
+        let outcome = self.put(&doc, now).await?;
+        // Not ours either: asked again at the same pace, not every pass.
         self.last = Some(LastWrite { content, at: now });
-        Ok(WriteOutcome::Written)
+        Ok(outcome)
     }
 
-    /// Deletes the ConfigMap (a clean exit, as upstream). Gone already is fine.
+    /// Deletes the ConfigMap (a clean exit, as upstream) if this writer wrote it. Gone
+    /// already is fine.
     pub async fn remove(&mut self) -> Result<WriteOutcome, StatusError> {
         if !self.gate.is_open() {
             return Ok(WriteOutcome::GateClosed);
         }
-        let op = || {
-            format!(
-                "delete ConfigMap {}/{STATUS_CONFIGMAP}",
-                self.settings.namespace
-            )
+        let ns = self.settings.namespace.clone();
+        let timeout = self.settings.request_timeout;
+        let found = match call(
+            || format!("get ConfigMap {ns}/{STATUS_CONFIGMAP}"),
+            timeout,
+            self.api.get(STATUS_CONFIGMAP),
+        )
+        .await
+        {
+            Ok(cm) => cm,
+            Err(e) if e.is_not_found() => return Ok(WriteOutcome::Written),
+            Err(e) => return Err(e.into()),
+        };
+        if !written_by(&found, &self.settings.writer) {
+            return Ok(WriteOutcome::NotOurs);
+        }
+        // Only the object read: one another hub wrote since is left alone.
+        let dp = DeleteParams {
+            preconditions: found.metadata.uid.map(|uid| Preconditions {
+                uid: Some(uid),
+                resource_version: found.metadata.resource_version,
+            }),
+            ..DeleteParams::default()
         };
         let deleted = write(
             self.target("DELETE"),
-            op,
-            self.settings.request_timeout,
-            self.api.delete(STATUS_CONFIGMAP, &DeleteParams::default()),
+            || format!("delete ConfigMap {ns}/{STATUS_CONFIGMAP}"),
+            timeout,
+            self.api.delete(STATUS_CONFIGMAP, &dp),
         )
         .await;
         match deleted {
             Ok(_) => {}
             Err(e) if e.is_not_found() => {}
+            Err(e) if e.is_conflict() => return Ok(WriteOutcome::NotOurs),
             Err(e) => return Err(e.into()),
         }
         self.last = None;
@@ -236,17 +307,21 @@ impl StatusWriter {
 
     /// GET, then replace (resourceVersion as precondition) or create. A conflict (someone
     /// wrote in between) is retried once with a fresh read.
-    async fn put(&mut self, doc: &AutoscalerStatus, now: Timestamp) -> Result<(), StatusError> {
+    async fn put(
+        &mut self,
+        doc: &AutoscalerStatus,
+        now: Timestamp,
+    ) -> Result<WriteOutcome, StatusError> {
         let yaml = doc.to_yaml().map_err(StatusError::Render)?;
         let stamp = go_time(now);
-        match self.put_once(&yaml, &stamp).await {
+        let outcome = match self.put_once(&yaml, &stamp).await {
             Err(e) if e.is_conflict() => self.put_once(&yaml, &stamp).await?,
             other => other?,
         };
-        Ok(())
+        Ok(outcome)
     }
 
-    async fn put_once(&mut self, yaml: &str, stamp: &str) -> Result<(), CallError> {
+    async fn put_once(&mut self, yaml: &str, stamp: &str) -> Result<WriteOutcome, CallError> {
         let timeout = self.settings.request_timeout;
         let ns = self.settings.namespace.clone();
         let name = || format!("ConfigMap {ns}/{STATUS_CONFIGMAP}");
@@ -261,9 +336,20 @@ impl StatusWriter {
             Err(e) if e.is_not_found() => None,
             Err(e) => return Err(e),
         };
+        if let Some(why) = found
+            .as_ref()
+            .and_then(|cm| overwrite_refused(cm, self.settings.dry_run))
+        {
+            if self.not_ours.as_ref() != Some(&why) {
+                tracing::info!("{why}");
+                self.not_ours = Some(why);
+            }
+            return Ok(WriteOutcome::NotOurs);
+        }
+        self.not_ours = None;
         let written = match found {
             Some(mut cm) => {
-                fill(&mut cm, yaml, stamp);
+                fill(&mut cm, yaml, stamp, &self.settings);
                 let pp = PostParams::default();
                 write(
                     self.target("PUT"),
@@ -282,7 +368,7 @@ impl StatusWriter {
                     },
                     ..ConfigMap::default()
                 };
-                fill(&mut cm, yaml, stamp);
+                fill(&mut cm, yaml, stamp, &self.settings);
                 let pp = PostParams::default();
                 write(
                     self.target("POST"),
@@ -294,19 +380,20 @@ impl StatusWriter {
             }
         };
         self.uid = written.metadata.uid;
-        Ok(())
+        Ok(WriteOutcome::Written)
     }
 }
 
-/// Sets the status key and the last-updated annotation, keeping anything else on the object.
-fn fill(cm: &mut ConfigMap, yaml: &str, stamp: &str) {
+/// Sets the status key and the annotations (when, who, dry run or not), keeping anything
+/// else on the object.
+fn fill(cm: &mut ConfigMap, yaml: &str, stamp: &str, s: &StatusSettings) {
     cm.data
         .get_or_insert_with(BTreeMap::new)
         .insert(STATUS_KEY.to_string(), yaml.to_string());
-    cm.metadata
-        .annotations
-        .get_or_insert_with(BTreeMap::new)
-        .insert(LAST_UPDATED_ANNOTATION.to_string(), stamp.to_string());
+    let notes = cm.metadata.annotations.get_or_insert_with(BTreeMap::new);
+    notes.insert(LAST_UPDATED_ANNOTATION.to_string(), stamp.to_string());
+    notes.insert(WRITER_ANNOTATION.to_string(), s.writer.clone());
+    notes.insert(DRY_RUN_ANNOTATION.to_string(), s.dry_run.to_string());
 }
 
 #[cfg(test)]
@@ -329,7 +416,7 @@ mod tests {
 
     #[test]
     fn writes_are_rate_limited() {
-        let s = StatusSettings::new("ns", Duration::from_secs(1), false);
+        let s = StatusSettings::new("ns", Duration::from_secs(1), false, "hub-a");
         let running = doc(Phase::Running);
         assert!(due(None, &running, at(0), &s), "the first write");
         let last = LastWrite {
@@ -352,13 +439,38 @@ mod tests {
             data: Some(BTreeMap::from([("other".to_string(), "x".to_string())])),
             ..ConfigMap::default()
         };
-        fill(&mut cm, "time: t\n", "2026-01-01 00:00:00 +0000 UTC");
-        let data = cm.data.unwrap();
+        let s = StatusSettings::new("ns", Duration::from_secs(1), true, "hub-a");
+        fill(&mut cm, "time: t\n", "2026-01-01 00:00:00 +0000 UTC", &s);
+        let data = cm.data.as_ref().unwrap();
         assert_eq!(data["status"], "time: t\n");
         assert_eq!(data["other"], "x");
+        let notes = cm.metadata.annotations.as_ref().unwrap();
         assert_eq!(
-            cm.metadata.annotations.unwrap()[LAST_UPDATED_ANNOTATION],
+            notes[LAST_UPDATED_ANNOTATION],
             "2026-01-01 00:00:00 +0000 UTC"
         );
+        assert_eq!(notes[WRITER_ANNOTATION], "hub-a");
+        assert_eq!(notes[DRY_RUN_ANNOTATION], "true");
+        assert!(written_by(&cm, "hub-a") && !written_by(&cm, "hub-b"));
+    }
+
+    /// Seed of issue 12: a dry-run hub overwrote the live hub's status, then deleted it.
+    #[test]
+    fn a_dry_run_writes_only_over_a_dry_run() {
+        let live = StatusSettings::new("ns", Duration::from_secs(1), false, "live");
+        let dry = StatusSettings::new("ns", Duration::from_secs(1), true, "dry");
+        let mut cm = ConfigMap::default();
+        fill(&mut cm, "x", "t", &live);
+        let why = overwrite_refused(&cm, true).unwrap();
+        assert!(why.contains("fleetscaler replica \"live\""), "{why}");
+        assert_eq!(overwrite_refused(&cm, false), None, "live over live");
+        let upstream = ConfigMap::default();
+        assert!(
+            overwrite_refused(&upstream, true)
+                .unwrap()
+                .contains("not fleetscaler")
+        );
+        fill(&mut cm, "x", "t", &dry);
+        assert_eq!(overwrite_refused(&cm, true), None);
     }
 }
