@@ -5,9 +5,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+/// The file alone (`--offline`): this machine has none of its kubeconfigs.
 fn check_config(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetscaler"));
-    cmd.arg("check-config")
+    cmd.args(["check-config", "--offline"])
         .args(args)
         .current_dir(env!("CARGO_MANIFEST_DIR"));
     for (k, v) in env {
@@ -187,4 +188,39 @@ request_timeout = \"1h\"\n[hub.leader_election]\nenabled = true\nretry_period = 
     ] {
         assert!(err.contains(want), "{want:?} missing in {err}");
     }
+}
+
+/// Without `--offline`, the kubeconfig files and contexts fleet.toml names are checked too.
+#[test]
+fn kubeconfig_files_and_contexts_that_do_not_exist_are_refused() {
+    let dir = std::env::temp_dir().join(format!("fleetscaler-kc-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: a, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: a, user: {token: t}}]\ncontexts: [{name: east, context: {cluster: a, user: a}}]\n",
+    )
+    .unwrap();
+    let file = dir.join("fleet.toml");
+    std::fs::write(
+        &file,
+        format!("[hub]\nkubeconfigs = [{kubeconfig:?}]\n[[clusters]]\nname = \"east\"\n[[clusters]]\nname = \"west\"\n"),
+    )
+    .unwrap();
+    let path = file.display().to_string();
+    let run = |extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_fleetscaler"));
+        cmd.args(["check-config", "-c", &path]).args(extra);
+        cmd.output().unwrap()
+    };
+    let o = run(&[]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("clusters[1].context: context \"west\" is not in")
+            && err.contains("(its contexts: east)"),
+        "{err}"
+    );
+    assert!(run(&["--offline"]).status.success());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -534,7 +534,9 @@ fn check_config(dir: &Path, toml: &str, vars: &[(&str, &str)], json: bool) -> st
     let config = dir.join("fleet.toml");
     std::fs::write(&config, toml).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_fleetscaler"));
-    command.args(["check-config", "-c"]).arg(&config);
+    command
+        .args(["check-config", "--offline", "-c"])
+        .arg(&config);
     if json {
         command.args(["-o", "json"]);
     }

@@ -20,6 +20,10 @@ pub struct CheckConfigArgs {
     pub config: PathBuf,
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
+    /// Check the file alone, not the kubeconfig files and contexts it names (a fleet.toml
+    /// checked away from where the hub runs, e.g. rendered from the Helm chart).
+    #[arg(long)]
+    pub offline: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +60,16 @@ struct ClusterReport {
 
 pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConfigError> {
     let cfg = FleetConfig::load(&args.config)?;
+    if !args.offline {
+        let issues = super::kubeconfigs::check(&cfg);
+        if !issues.is_empty() {
+            return Err(ConfigError {
+                source_name: args.config.display().to_string(),
+                issues,
+            }
+            .into());
+        }
+    }
     let clusters = cfg
         .clusters
         .iter()

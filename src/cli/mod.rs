@@ -3,6 +3,7 @@
 
 pub mod check_config;
 pub mod demo;
+mod kubeconfigs;
 pub mod plan;
 mod render;
 pub mod run;

@@ -10,6 +10,15 @@ use super::tracing::TracingConfig;
 use crate::engine::settings::duration_serde;
 use crate::model::duration::format_go_duration;
 
+/// A Kubernetes namespace name: an RFC 1123 label.
+fn is_dns_label(name: &str) -> bool {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    (1..=63).contains(&name.len())
+        && name.chars().all(ok_char)
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
 const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);
 
@@ -112,8 +121,14 @@ impl HubConfig {
                 bad(key, "must be longer than 0s".into());
             }
         }
-        if self.status_namespace.is_empty() {
-            bad("status_namespace", "must not be empty".into());
+        if !is_dns_label(&self.status_namespace) {
+            bad(
+                "status_namespace",
+                format!(
+                    "{:?} is not a namespace name (lower-case letters, digits and '-', at most 63)",
+                    self.status_namespace
+                ),
+            );
         }
         // A call allowed to hang longer than this is not a deadline.
         if self.request_timeout > MAX_REQUEST_TIMEOUT {

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::settings::{SETTING_KEYS, SettingWarning, Settings, SettingsPatch};
 use crate::model::autoscaler::ClusterAutoscalerSpec;
 
+mod env;
 pub mod fleet;
 pub mod hub;
 pub mod tracing;
@@ -121,6 +122,9 @@ impl FleetConfig {
     /// Reads a fleet.toml file, with environment overrides, and validates it.
     pub fn load(path: &Path) -> Result<FleetConfig, ConfigError> {
         let name = path.display().to_string();
+        if let Ok(text) = std::fs::read_to_string(path) {
+            strict_types(&text, &name)?;
+        }
         let source = config::File::from(path)
             .format(config::FileFormat::Toml)
             .required(true);
@@ -129,6 +133,7 @@ impl FleetConfig {
 
     /// Parses fleet.toml text (no environment overrides), and validates it.
     pub fn parse(text: &str, name: &str) -> Result<FleetConfig, ConfigError> {
+        strict_types(text, name)?;
         let source = config::File::from_str(text, config::FileFormat::Toml);
         FleetConfig::build(config::Config::builder().add_source(source), name)
     }
@@ -141,13 +146,13 @@ impl FleetConfig {
             source_name: name.to_string(),
             issues: vec![ConfigIssue { key, message }],
         };
-        let env = config::Environment::with_prefix("FLEETSCALER")
-            .prefix_separator("_")
-            .separator("__")
-            .try_parsing(true)
-            .source(Some(override_variables(std::env::vars())));
+        let mut builder = builder;
+        for (key, value) in env::overrides(std::env::vars()) {
+            builder = builder
+                .set_override(&key, value)
+                .map_err(|e| fail(key.clone(), format!("environment override: {e}")))?;
+        }
         let built = builder
-            .add_source(env)
             .build()
             .map_err(|e| fail("<file>".into(), e.to_string()))?;
         let parsed: FleetConfig = serde_path_to_error::deserialize(built).map_err(|e| {
@@ -206,17 +211,29 @@ impl FleetConfig {
     }
 }
 
-/// The environment variables that override fleet.toml: `FLEETSCALER_<TABLE>__<KEY>`. Every
-/// key lives in a table, so a variable without `__` (say `FLEETSCALER_LOG`) is not meant for
-/// fleet.toml and is left alone rather than refused as an unknown key.
-fn override_variables(
-    vars: impl Iterator<Item = (String, String)>,
-) -> std::collections::HashMap<String, String> {
-    vars.filter(|(k, _)| {
-        k.strip_prefix("FLEETSCALER_")
-            .is_some_and(|rest| rest.contains("__"))
+/// The file as TOML says it, before the `config` crate reads it: that crate turns
+/// `max_nodes_total = 1.9` into 2 and `nan` into 0 without a word. Syntax errors are left
+/// to it (it names them the same way).
+fn strict_types(text: &str, name: &str) -> Result<(), ConfigError> {
+    let Ok(de) = toml::Deserializer::parse(text) else {
+        return Ok(());
+    };
+    let Err(e) = serde_path_to_error::deserialize::<_, FleetConfig>(de) else {
+        return Ok(());
+    };
+    let key = e.path().to_string();
+    let inner = e.into_inner();
+    let line = inner
+        .span()
+        .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
+    let at = line.map_or(String::new(), |l| format!(" (line {l})"));
+    Err(ConfigError {
+        source_name: name.to_string(),
+        issues: vec![ConfigIssue {
+            key,
+            message: format!("{}{at}", inner.message()),
+        }],
     })
-    .collect()
 }
 
 fn check_patch(patch: &SettingsPatch, at: &str, issues: &mut Vec<ConfigIssue>) {
@@ -328,18 +345,6 @@ pub fn effective_settings(layers: Layers) -> EffectiveSettings {
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_table_variables_override_the_file() {
-        let vars = [
-            ("FLEETSCALER_HUB__LISTEN", "x"),
-            ("FLEETSCALER_LOG", "debug"),
-            ("OTHER__THING", "y"),
-        ]
-        .map(|(k, v)| (k.to_string(), v.to_string()));
-        let kept = override_variables(vars.into_iter());
-        assert_eq!(kept.len(), 1);
-        assert!(kept.contains_key("FLEETSCALER_HUB__LISTEN"));
-    }
     use crate::engine::settings::Range;
 
     const EXAMPLE: &str = r#"

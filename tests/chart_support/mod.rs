@@ -209,7 +209,7 @@ pub fn check_config(case: &str, docs: &[Value]) -> Value {
     let file = dir.path().join("fleet.toml");
     std::fs::write(&file, fleet_toml(docs)).unwrap();
     let run = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
-        .args(["check-config", "-o", "json", "-c"])
+        .args(["check-config", "--offline", "-o", "json", "-c"])
         .arg(&file)
         .envs(literal_env(docs))
         .output()

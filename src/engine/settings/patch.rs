@@ -363,10 +363,17 @@ pub fn parse_priorities_map(
 ) -> Result<BTreeMap<i32, Vec<String>>, String> {
     map.iter()
         .map(|(k, v)| {
-            k.trim()
+            let p = k
+                .trim()
                 .parse::<i32>()
-                .map(|p| (p, v.clone()))
-                .map_err(|_| format!("priority {k:?} is not an integer"))
+                .map_err(|_| format!("priority {k:?} is not an integer"))?;
+            if let Some((pat, e)) = v
+                .iter()
+                .find_map(|pat| regex::Regex::new(pat).err().map(|e| (pat, e)))
+            {
+                return Err(format!("priority {k}: regex {pat:?} is invalid: {e}"));
+            }
+            Ok((p, v.clone()))
         })
         .collect()
 }

@@ -1,0 +1,117 @@
+//! `check-config` beyond the file: the kubeconfig files fleet.toml names can be read, and
+//! each enabled cluster's context is in its kubeconfig. A mistake here would otherwise show
+//! only at run time, as one cluster failing to connect over and over.
+
+use std::collections::BTreeSet;
+
+use crate::cluster::client::{ClientError, load_kubeconfig};
+use crate::config::{ConfigIssue, FleetConfig};
+
+/// Every kubeconfig problem, each under the key that names the file or the context. The
+/// default kubeconfig (`KUBECONFIG`, `~/.kube/config`) is checked only when fleet.toml
+/// relies on it for a cluster.
+pub fn check(cfg: &FleetConfig) -> Vec<ConfigIssue> {
+    let mut issues = Vec::new();
+    let mut reported = BTreeSet::new();
+    for (i, c) in cfg.clusters.iter().enumerate().filter(|(_, c)| c.enabled) {
+        let (key, files) = match &c.kubeconfig {
+            Some(path) => (format!("clusters[{i}].kubeconfig"), vec![path.clone()]),
+            None if !cfg.hub.kubeconfigs.is_empty() => {
+                ("hub.kubeconfigs".to_string(), cfg.hub.kubeconfigs.clone())
+            }
+            None => ("hub.kubeconfigs".to_string(), Vec::new()),
+        };
+        let kubeconfig = match load_kubeconfig(c.kubeconfig.as_deref(), &cfg.hub.kubeconfigs) {
+            Ok(kc) => kc,
+            Err(e) => {
+                // One unreadable hub kubeconfig is one problem, however many clusters use it.
+                if reported.insert(key.clone()) {
+                    issues.push(ConfigIssue {
+                        key,
+                        message: unreadable(&e),
+                    });
+                }
+                continue;
+            }
+        };
+        let context = c.context();
+        if !kubeconfig.contexts.iter().any(|n| n.name == context) {
+            let known: Vec<&str> = kubeconfig
+                .contexts
+                .iter()
+                .map(|n| n.name.as_str())
+                .collect();
+            let source = if files.is_empty() {
+                "the default kubeconfig".to_string()
+            } else {
+                files
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            issues.push(ConfigIssue {
+                key: format!("clusters[{i}].context"),
+                message: format!(
+                    "context {context:?} is not in {source} (its contexts: {})",
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            });
+        }
+    }
+    issues
+}
+
+fn unreadable(e: &ClientError) -> String {
+    format!("{e} (use --offline to check the file away from where the hub runs)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KUBECONFIG: &str = r#"
+apiVersion: v1
+kind: Config
+clusters:
+- name: a
+  cluster: {server: "https://127.0.0.1:1"}
+users:
+- name: a
+  user: {token: t}
+contexts:
+- name: east
+  context: {cluster: a, user: a}
+"#;
+
+    #[test]
+    fn missing_files_and_contexts_are_named() {
+        let dir = std::env::temp_dir().join(format!("fleetscaler-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let good = dir.join("kubeconfig");
+        std::fs::write(&good, KUBECONFIG).unwrap();
+        let text = format!(
+            "[hub]\nkubeconfigs = [{good:?}]\n[[clusters]]\nname = \"east\"\n[[clusters]]\nname = \"west\"\n[[clusters]]\nname = \"lab\"\nkubeconfig = \"/no/such/file\"\n[[clusters]]\nname = \"off\"\nenabled = false\ncontext = \"nowhere\"\n"
+        );
+        let cfg = FleetConfig::parse(&text, "t.toml").unwrap();
+        let issues = check(&cfg);
+        let keys: Vec<&str> = issues.iter().map(|i| i.key.as_str()).collect();
+        assert_eq!(keys, ["clusters[1].context", "clusters[2].kubeconfig"]);
+        assert!(
+            issues[0].message.contains("context \"west\" is not in")
+                && issues[0].message.contains("(its contexts: east)"),
+            "{}",
+            issues[0].message
+        );
+        assert!(
+            issues[1].message.contains("/no/such/file"),
+            "{}",
+            issues[1].message
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
