@@ -101,3 +101,43 @@ async fn a_wrong_context_or_a_refused_token_is_an_error_naming_it() {
     );
     fleet.shutdown().await;
 }
+
+/// Seed of issue 12: a certificate failure read "client error (Connect)", like a refused
+/// connection, and was retried as if it would pass.
+#[tokio::test]
+async fn an_untrusted_certificate_is_named_and_not_taken_for_an_outage() {
+    use fleetscaler::cluster::error::{Category, call};
+    let fleet = quiet_fleet(2, Flavor::OpenShift).await;
+    let dir = TempDir::new("client-tls");
+    let path = dir.path().join("fleet.kubeconfig");
+    fleet.write_kubeconfig(&path).unwrap();
+    let mut kubeconfig = client::load_kubeconfig(Some(&path), &[]).unwrap();
+    // sim-1 presented with sim-2's CA: its certificate is not trusted.
+    let ca_of = |kc: &Kubeconfig, name: &str| {
+        kc.clusters
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.certificate_authority_data.clone())
+            .unwrap()
+    };
+    let other = ca_of(&kubeconfig, "sim-2");
+    for c in kubeconfig.clusters.iter_mut().filter(|c| c.name == "sim-1") {
+        c.cluster.as_mut().unwrap().certificate_authority_data = Some(other.clone());
+    }
+    let kube = client::connect(kubeconfig, "sim-1", Duration::from_secs(2))
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(kube);
+    let err = call(
+        || "list nodes".into(),
+        Duration::from_secs(5),
+        nodes.list(&Default::default()),
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.category(), Category::Tls, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("certificate"), "{text}");
+    fleet.shutdown().await;
+}

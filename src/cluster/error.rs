@@ -19,12 +19,17 @@ pub enum Category {
     TooManyRequests,
     /// Not allowed (401, 403).
     Forbidden,
-    /// The request was wrong for the object (400, 422): a bug or an odd object.
+    /// The request was wrong for the object (400, 422): a bug or an odd object; or the
+    /// configuration behind it (a kubeconfig that cannot be used).
     Invalid,
     /// No answer in time.
     Timeout,
     /// The API server failed or could not be reached (5xx, connection errors).
     Unavailable,
+    /// The TLS handshake failed: the server's certificate is not trusted (a wrong CA in the
+    /// kubeconfig, a name it is not valid for), or the client's is refused. It will not pass
+    /// by itself, unlike a refused connection.
+    Tls,
     /// A response that could not be read, or anything else.
     Other,
 }
@@ -39,6 +44,7 @@ impl Category {
             Category::Invalid => "invalid",
             Category::Timeout => "timeout",
             Category::Unavailable => "unavailable",
+            Category::Tls => "tls",
             Category::Other => "other",
         }
     }
@@ -60,7 +66,7 @@ impl Category {
 pub enum CallError {
     #[error("{op}: no answer within {}s", .after.as_secs_f64())]
     Timeout { op: String, after: Duration },
-    #[error("{op}: {source}")]
+    #[error("{op}: {}", chain(source))]
     Api {
         op: String,
         #[source]
@@ -96,7 +102,46 @@ impl CallError {
     }
 }
 
+/// An error and its causes in one line: kube's connection errors say only "client error
+/// (Connect)"; what failed (refused, a certificate) is further down.
+fn chain(e: &kube::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = std::error::Error::source(e);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
+}
+
+/// The TLS failure somewhere in an error's causes, if there is one. rustls's error travels
+/// inside `io::Error`s (two, from hyper's connector), whose `source()` skips what they
+/// wrap: each is opened with `get_ref`.
+fn tls_failure<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut next = Some(e);
+    while let Some(cause) = next {
+        if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+            return Some(tls);
+        }
+        next = match cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => cause.source(),
+        };
+    }
+    None
+}
+
 fn category_of(e: &kube::Error) -> Category {
+    if tls_failure(e).is_some() {
+        return Category::Tls;
+    }
     match e {
         kube::Error::Api(status) => match status.code {
             409 => Category::Conflict,

@@ -151,7 +151,7 @@ impl Counters {
 fn error_type(category: Category) -> &'static str {
     match category {
         Category::Timeout | Category::Unavailable | Category::TooManyRequests => "transientError",
-        Category::Forbidden => "configurationError",
+        Category::Forbidden | Category::Tls => "configurationError",
         Category::NotFound => "nodeGroupDoesNotExistError",
         Category::Conflict | Category::Invalid => "apiCallError",
         Category::Other => "internalError",

@@ -15,6 +15,7 @@ use tracing::Instrument;
 
 use crate::cluster::ClusterName;
 use crate::cluster::client::{connect, load_kubeconfig};
+use crate::cluster::error::Category;
 use crate::cluster::gate::{ScaleDownHold, WriteGate};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::{self, Context, EngineMemory, RunnerError, RunnerSpec, Timing};
@@ -22,6 +23,8 @@ use crate::cluster::runner::{self, Context, EngineMemory, RunnerError, RunnerSpe
 /// First wait before a failed runner is started again; it doubles up to `MAX_BACKOFF`.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_BACKOFF: Duration = Duration::from_secs(300);
+/// The least wait after a failure that will not pass by itself (403, an untrusted certificate).
+const PERMANENT_BACKOFF: Duration = Duration::from_secs(30);
 /// A runner that ran this long before failing starts over at the first backoff.
 const HEALTHY_RUN: Duration = Duration::from_secs(600);
 
@@ -73,21 +76,37 @@ where
         let memory = EngineMemory::default();
         loop {
             let started = Instant::now();
-            let failure = match attempt(&s, &cancel, &run, &memory).await {
+            let (failure, category) = match attempt(&s, &cancel, &run, &memory).await {
                 Ok(()) if cancel.is_cancelled() => break,
-                Ok(()) => "the runner stopped without being asked to".to_string(),
+                Ok(()) => (
+                    "the runner stopped without being asked to".to_string(),
+                    Category::Other,
+                ),
                 Err(why) => why,
             };
             if started.elapsed() >= HEALTHY_RUN {
                 backoff = FIRST_BACKOFF;
             }
+            // What will not pass by itself (refused credentials, an untrusted certificate, a
+            // broken kubeconfig) is not knocked on every second: someone has to fix it.
+            if matches!(
+                category,
+                Category::Forbidden | Category::Tls | Category::Invalid
+            ) {
+                backoff = backoff.max(PERMANENT_BACKOFF);
+            }
             tracing::warn!(
                 "cluster runner failed, restarting in {}s: {failure}",
                 backoff.as_secs()
             );
-            let message = format!("{failure} (restarting in {}s)", backoff.as_secs());
+            let message = format!(
+                "{failure} ({}; restarting in {}s)",
+                category.as_str(),
+                backoff.as_secs()
+            );
             s.report.send_modify(|r| {
                 r.restarts += 1;
+                r.counters.record_error(category);
                 r.set_phase(Phase::Failed, Some(message), Timestamp::now());
             });
             tokio::select! {
@@ -103,23 +122,39 @@ where
     .await
 }
 
+/// A kubeconfig that cannot be read or used needs someone to fix it; a credential plugin
+/// that failed may do better next time.
+fn configuration(e: crate::cluster::client::ClientError) -> (String, Category) {
+    use crate::cluster::client::ClientError;
+    let category = match &e {
+        // A file not there yet (a Secret being mounted) or a plugin that failed may do
+        // better next time.
+        ClientError::ReadKubeconfig { .. }
+        | ClientError::DefaultKubeconfig { .. }
+        | ClientError::Plugin { .. } => Category::Unavailable,
+        ClientError::Build { .. } => Category::Other,
+        ClientError::Context { .. } | ClientError::Invalid { .. } => Category::Invalid,
+    };
+    (e.to_string(), category)
+}
+
 /// Connects and runs the runner once, in its own task so that a panic stays in it.
 async fn attempt<R, F>(
     s: &Supervised,
     cancel: &CancellationToken,
     run: &R,
     memory: &EngineMemory,
-) -> Result<(), String>
+) -> Result<(), (String, Category)>
 where
     R: Fn(Arc<Context>, watch::Receiver<Arc<RunnerSpec>>, CancellationToken) -> F,
     F: Future<Output = Result<(), RunnerError>> + Send + 'static,
 {
     let c = &s.connection;
     let kubeconfig =
-        load_kubeconfig(c.kubeconfig.as_deref(), &c.hub_kubeconfigs).map_err(|e| e.to_string())?;
+        load_kubeconfig(c.kubeconfig.as_deref(), &c.hub_kubeconfigs).map_err(configuration)?;
     let client = tokio::select! {
         _ = cancel.cancelled() => return Ok(()),
-        client = connect(kubeconfig, &c.context, c.timing.request_timeout) => client.map_err(|e| e.to_string())?,
+        client = connect(kubeconfig, &c.context, c.timing.request_timeout) => client.map_err(configuration)?,
     };
     let ctx = Arc::new(Context {
         name: s.name.clone(),
@@ -139,9 +174,12 @@ where
     });
     let task = tokio::spawn(run(ctx, s.spec.clone(), cancel.child_token()).in_current_span());
     match task.await {
-        Ok(result) => result.map_err(|e| e.to_string()),
-        Err(e) if e.is_panic() => Err(format!("the runner panicked: {}", panic_message(e))),
-        Err(e) => Err(format!("the runner task ended: {e}")),
+        Ok(result) => result.map_err(|e| (e.to_string(), e.category())),
+        Err(e) if e.is_panic() => Err((
+            format!("the runner panicked: {}", panic_message(e)),
+            Category::Other,
+        )),
+        Err(e) => Err((format!("the runner task ended: {e}"), Category::Other)),
     }
 }
 
@@ -287,6 +325,39 @@ contexts:
             .clone()
             .unwrap();
         assert_eq!(state.scale_ups["g"][0].nodes, 2);
+        cancel.cancel();
+        task.await.unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Seed of issue 12: a 403 got the same restart backoff as an outage, and its category
+    /// was lost in a string.
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_waits_longer_and_keeps_its_category() {
+        let dir = std::env::temp_dir().join(format!("fleetscaler-sup4-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (s, mut report) = supervised(&dir);
+        let run = |_ctx, _spec, _cancel| async {
+            let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+                "code": 403, "reason": "Forbidden", "message": "nodes is forbidden"
+            }))
+            .unwrap();
+            Err(RunnerError::Discovery(
+                crate::cluster::error::CallError::Api {
+                    op: "discovery".into(),
+                    source: kube::Error::Api(Box::new(status)),
+                },
+            ))
+        };
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(supervise_with(s, cancel.clone(), run));
+        let r = report.wait_for(|r| r.restarts == 1).await.unwrap().clone();
+        let message = r.message.unwrap_or_default();
+        assert!(
+            message.contains("(forbidden; restarting in 30s)"),
+            "{message}"
+        );
+        assert_eq!(r.counters.errors.get("configurationError"), Some(&1));
         cancel.cancel();
         task.await.unwrap();
         std::fs::remove_dir_all(&dir).unwrap();

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::ClusterName;
 use super::cache::{Cache, Change, Update, discovery, watch as watches};
-use super::error::CallError;
+use super::error::{CallError, Category};
 use super::events::{EventRecorder, RecorderSettings};
 use super::executor::Executor;
 use super::gate::{ScaleDownHold, WriteGate};
@@ -133,6 +133,15 @@ pub enum RunnerError {
     WatchesEnded,
     #[error("giving up on a cache that stays too old to act on ({0}); connecting again")]
     Stale(String),
+}
+
+impl RunnerError {
+    pub fn category(&self) -> Category {
+        match self {
+            RunnerError::Discovery(e) => e.category(),
+            RunnerError::WatchesEnded | RunnerError::Stale(_) => Category::Unavailable,
+        }
+    }
 }
 
 /// Runs one cluster until `cancel` fires (then returns `Ok`) or an error stops it.

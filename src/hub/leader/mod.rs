@@ -97,6 +97,17 @@ pub struct LeaderState {
     /// The holder last seen; `None` before the first read or when the lease is free.
     pub holder: Option<String>,
     pub transitions: i32,
+    /// The last failure to read, take or renew the lease, while it lasts (cleared by the
+    /// next success).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<LeaseError>,
+}
+
+/// A failed lease call, for the API.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LeaseError {
+    pub since: Timestamp,
+    pub message: String,
 }
 
 /// One replica's elector. [`LeaderElector::state`] can be watched before and while it runs.
@@ -113,6 +124,7 @@ impl LeaderElector {
             leading: false,
             holder: None,
             transitions: 0,
+            error: None,
         });
         LeaderElector { client, cfg, state }
     }
@@ -195,11 +207,15 @@ impl<S: LeaseStore> Election<'_, S> {
         loop {
             let sent = Instant::now();
             match self.try_once().await {
-                Ok(Attempt::Holding) => return Some(sent),
-                Ok(Attempt::Held(holder)) => self.publish(false, Some(holder)),
-                Err(e) => {
-                    tracing::debug!(error = %e, "leader election: could not read or take the lease")
+                Ok(Attempt::Holding) => {
+                    self.failed(None);
+                    return Some(sent);
                 }
+                Ok(Attempt::Held(holder)) => {
+                    self.failed(None);
+                    self.publish(false, Some(holder));
+                }
+                Err(e) => self.failed(Some(format!("could not read or take the lease: {e}"))),
             }
             tokio::select! {
                 () = cancel.cancelled() => return None,
@@ -230,11 +246,12 @@ impl<S: LeaseStore> Election<'_, S> {
             let lost = match attempt {
                 Ok(Ok(Attempt::Holding)) => {
                     renewed = sent;
+                    self.failed(None);
                     continue;
                 }
                 Ok(Ok(Attempt::Held(holder))) => format!("{holder} holds the lease"),
                 Ok(Err(e)) if Instant::now() < deadline => {
-                    tracing::debug!(error = %e, "leader election: renewal failed; retrying");
+                    self.failed(Some(format!("renewal failed, retrying: {e}")));
                     continue;
                 }
                 Ok(Err(e)) => format!("no renewal within the renew deadline: {e}"),
@@ -306,6 +323,25 @@ impl<S: LeaseStore> Election<'_, S> {
             s.leading = leading;
             s.holder = holder;
             changed
+        });
+    }
+
+    /// Records a lease call's failure (`Some`) or success (`None`). A failure is logged as a
+    /// warning when it starts or changes, so a retry every `retry_period` does not flood.
+    fn failed(&self, message: Option<String>) {
+        self.state.send_if_modified(|s| {
+            let same = s.error.as_ref().map(|e| &e.message) == message.as_ref();
+            if same {
+                return false;
+            }
+            s.error = message.map(|message| {
+                tracing::warn!(identity = %self.cfg.identity, "leader election: {message}");
+                LeaseError {
+                    since: Timestamp::now(),
+                    message,
+                }
+            });
+            true
         });
     }
 

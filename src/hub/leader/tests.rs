@@ -105,6 +105,7 @@ fn start(shared: &Arc<Mutex<Shared>>, identity: &str) -> Replica {
         leading: false,
         holder: None,
         transitions: 0,
+        error: None,
     });
     let state = state_tx.subscribe();
     let cancel = CancellationToken::new();
@@ -257,4 +258,25 @@ async fn a_leader_that_sees_another_holder_closes_its_gate_at_once() {
     a.task.await.unwrap();
     // It did not release what is not its own.
     assert_eq!(holder(&shared).as_deref(), Some("intruder"));
+}
+
+/// Seed of issue 12: lease failures were logged at debug only and nowhere in the API.
+#[tokio::test(start_paused = true)]
+async fn a_lease_call_failing_is_in_the_state_until_one_succeeds() {
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let a = start(&shared, "a");
+    settle().await;
+    assert!(a.state.borrow().error.is_none());
+    a.down.store(true, Ordering::SeqCst);
+    advance(Duration::from_secs(2)).await;
+    let error = a.state.borrow().error.clone().unwrap();
+    assert!(
+        error.message.starts_with("renewal failed, retrying"),
+        "{error:?}"
+    );
+    a.down.store(false, Ordering::SeqCst);
+    advance(Duration::from_secs(2)).await;
+    assert!(a.state.borrow().error.is_none());
+    assert!(*a.gate.borrow());
+    a.cancel.cancel();
 }
