@@ -95,7 +95,8 @@ async fn odd_objects_are_named_and_do_no_harm() {
         async move { (n == 8).then_some(()) }
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Five passes after the pods ran: five chances to remove what it must not.
+    more_passes(&view, "sim-1", 5).await;
     assert!(
         sim.get(Resource::Nodes, "", &node).is_some(),
         "the node stays"

@@ -386,7 +386,9 @@ async fn one_replica_leads_and_a_standby_takes_over() {
     let a = replica(cluster, "hub-a").await;
     until_open(&a, Duration::from_secs(3)).await;
     let b = replica(cluster, "hub-b").await;
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // b has read the lease and seen a holder: it had its chance to take it.
+    let mut seen = b.state.clone();
+    seen.wait_for(|s| s.holder.is_some()).await.unwrap();
     assert!(
         a.gate.is_open() && !b.gate.is_open(),
         "one leader at a time"
@@ -405,7 +407,8 @@ async fn one_replica_leads_and_a_standby_takes_over() {
 
     // A leader that is stopped releases the lease: the next standby takes it at once.
     let c = replica(cluster, "hub-c").await;
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut seen = c.state.clone();
+    seen.wait_for(|s| s.holder.is_some()).await.unwrap();
     assert!(!c.gate.is_open());
     b.cancel.cancel();
     b.task.await.unwrap();

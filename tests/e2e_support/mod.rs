@@ -289,3 +289,25 @@ pub fn assert_within_bounds(cluster: &ClusterHandle) {
 pub fn sum_replicas(groups: &[(String, i64, i64, i64)]) -> i64 {
     groups.iter().map(|g| g.1).sum()
 }
+
+/// Passes the hub has run for `name` so far.
+fn passes_run(view: &fleetscaler::hub::FleetView, name: &str) -> u64 {
+    view.report(name)
+        .and_then(|r| r.counters.durations.get("main").map(|h| h.count))
+        .unwrap_or(0)
+}
+
+/// Waits until the hub has run `n` more passes of `name`: `n` chances to act. What must not
+/// happen is then checked against something that did, not against a sleep.
+pub async fn more_passes(view: &fleetscaler::hub::FleetView, name: &str, n: u64) {
+    let target = passes_run(view, name) + n;
+    eventually(
+        Duration::from_secs(60),
+        &format!("{n} more passes of {name}"),
+        || {
+            let done = passes_run(view, name) >= target;
+            async move { done.then_some(()) }
+        },
+    )
+    .await;
+}
