@@ -74,19 +74,7 @@ fn unreadable(e: &ClientError) -> String {
 mod tests {
     use super::*;
 
-    const KUBECONFIG: &str = r#"
-apiVersion: v1
-kind: Config
-clusters:
-- name: a
-  cluster: {server: "https://127.0.0.1:1"}
-users:
-- name: a
-  user: {token: t}
-contexts:
-- name: east
-  context: {cluster: a, user: a}
-"#;
+    use crate::cluster::client::TEST_KUBECONFIG as KUBECONFIG;
 
     #[test]
     fn missing_files_and_contexts_are_named() {

@@ -199,11 +199,9 @@ pub fn from_config(
     })
 }
 
+/// A kubeconfig with one context, `east`, for the tests that need one.
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const ONE: &str = r#"
+pub(crate) const TEST_KUBECONFIG: &str = r#"
 apiVersion: v1
 kind: Config
 clusters:
@@ -216,6 +214,12 @@ contexts:
 - name: east
   context: {cluster: a, user: a}
 "#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ONE: &str = TEST_KUBECONFIG;
 
     /// Seeds of issue 12: both once panicked inside kube's client stack.
     #[tokio::test]

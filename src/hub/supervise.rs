@@ -201,19 +201,7 @@ mod tests {
     use super::*;
     use crate::cluster::report::ClusterReport;
 
-    const KUBECONFIG: &str = r#"
-apiVersion: v1
-kind: Config
-clusters:
-- name: a
-  cluster: {server: "https://127.0.0.1:1"}
-users:
-- name: a
-  user: {token: t}
-contexts:
-- name: a
-  context: {cluster: a, user: a}
-"#;
+    use crate::cluster::client::TEST_KUBECONFIG as KUBECONFIG;
 
     fn supervised(dir: &std::path::Path) -> (Supervised, watch::Receiver<ClusterReport>) {
         let path = dir.join("kubeconfig");
@@ -230,7 +218,7 @@ contexts:
         let s = Supervised {
             name,
             connection: Connection {
-                context: "a".into(),
+                context: "east".into(),
                 kubeconfig: Some(path),
                 hub_kubeconfigs: Vec::new(),
                 timing: TimingKey {
