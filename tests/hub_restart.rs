@@ -159,7 +159,13 @@ async fn a_killed_hub_leaves_nothing_half_done() {
         async move { (allows == 0).then_some(()) }
     })
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // The hub met the refusal (its log says so): it is mid-drain when killed.
+    let log = dir.path().join("hub-1.log");
+    eventually(LONG, "the hub's evictions refused", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        async move { text.contains("evictions refused; retrying").then_some(()) }
+    })
+    .await;
     assert!(
         tainted_nodes(sim).contains(&added),
         "still draining when killed"

@@ -222,7 +222,11 @@ pub(super) async fn evict_all(
             }
             .into());
         }
-        tokio::time::sleep(retry.min(deadline - now)).await;
+        let wait = retry.min(deadline - now);
+        // Once a round, with the server's answer: a drain held by a budget says so.
+        tracing::info!(k8s.node.name = node, pods = refused.len(), error = %brief(&last),
+            "evictions refused; retrying in {}s", wait.as_secs_f64());
+        tokio::time::sleep(wait).await;
         pending = refused;
     }
 }
