@@ -160,6 +160,16 @@ fn category_of(e: &kube::Error) -> Category {
     }
 }
 
+/// `d` give or take half of it, so that callers refused together (a whole fleet's watches
+/// after an API server restart, writers throttled at once) do not come back together.
+/// Jitter from the clock's nanoseconds: no randomness crate for this.
+pub fn jittered(d: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |t| t.subsec_nanos());
+    d / 2 + d.mul_f64(f64::from(nanos % 1_000_000) / 1_000_000.0)
+}
+
 /// Runs one API call with a deadline, naming the operation in any error.
 ///
 /// Every call to a cluster goes through here: a hung API server costs one runner at most
@@ -394,5 +404,14 @@ mod tests {
             );
         }
         assert!(!got.iter().any(|(k, _)| k == "k8s.pod.name"), "{got:?}");
+    }
+
+    #[test]
+    fn jitter_stays_within_half_of_the_wait() {
+        for ms in [10u64, 500, 30_000] {
+            let d = Duration::from_millis(ms);
+            let j = jittered(d);
+            assert!(j >= d / 2 && j < d + d / 2, "{ms}: {j:?}");
+        }
     }
 }

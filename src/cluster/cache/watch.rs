@@ -98,7 +98,8 @@ struct Relisting<K: kube::Resource + Clone> {
     retry: Option<Duration>,
 }
 
-/// A watcher that, after an error, waits (with backoff) and starts over with a fresh list.
+/// A watcher that, after an error, waits (with jittered backoff) and starts over with a fresh
+/// list.
 ///
 /// kube's watcher resumes a failed watch silently, so a recovered watch of a quiet kind
 /// would never prove it works again. Starting over yields a full list whose end (`InitDone`)
@@ -119,7 +120,7 @@ where
                 Some(events) => events,
                 None => {
                     if let Some(wait) = st.retry {
-                        tokio::time::sleep(wait).await;
+                        tokio::time::sleep(crate::cluster::error::jittered(wait)).await;
                     }
                     st.current
                         .insert(watcher(st.api.clone(), st.config.clone()).boxed())

@@ -209,11 +209,7 @@ const TRANSIENT_RETRIES: u32 = 3;
 /// 250 ms, 500 ms, 1 s, each ±50 %, so that writers refused together do not return together.
 fn retry_delay(retry: u32) -> std::time::Duration {
     let base = 250u64 << retry.saturating_sub(1).min(4);
-    // Jitter from the clock's nanoseconds: no randomness crate for this.
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| u64::from(d.subsec_nanos()));
-    std::time::Duration::from_millis(base / 2 + nanos % base.max(1))
+    crate::cluster::error::jittered(std::time::Duration::from_millis(base))
 }
 
 #[cfg(test)]
