@@ -120,8 +120,15 @@ impl Runner {
                 self.ctx.publish(|r| r.record_entries(&entries, now));
             }
             Err(e) => {
-                tracing::warn!(k8s.cluster.name = %self.ctx.name,
-                    "cannot look for leftovers of an interrupted run (trying again next pass): {e}");
+                let message = format!(
+                    "cannot look for leftovers of an interrupted run (trying again next pass): {e}"
+                );
+                tracing::warn!(k8s.cluster.name = %self.ctx.name, "{message}");
+                let now = Timestamp::now();
+                self.ctx.publish(|r| {
+                    r.counters.record_error(e.category());
+                    r.record_error(message, now);
+                });
             }
         }
     }
