@@ -139,49 +139,46 @@ name = "a"
     assert!(String::from_utf8_lossy(&o.stderr).contains("defaults.scale_down_unneeded_time"));
 }
 
+/// check-config's errors (stderr) for one fleet.toml text; it must refuse it, not panic.
+fn refused(tag: &str, toml: &str) -> String {
+    let dir = std::env::temp_dir().join(format!("fleetscaler-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("fleet.toml");
+    std::fs::write(&file, toml).unwrap();
+    let o = check_config(&["-c", &file.display().to_string()], &[]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    err
+}
+
 /// Seeds of issue 12: values that parsed, then hurt: a Lease renewed ~600 times a second,
 /// a duration that overflowed a clock and panicked a runner.
 #[test]
 fn values_that_would_hurt_are_refused() {
-    let dir = std::env::temp_dir().join(format!("fleetscaler-hurt-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let bad = dir.join("hurt.toml");
-    std::fs::write(
-        &bad,
-        r#"
-[hub]
-request_timeout = "18446744073709551615s"
-[[clusters]]
-name = "a"
-"#,
-    )
-    .unwrap();
-    let o = check_config(&["-c", &bad.display().to_string()], &[]);
-    assert_eq!(o.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!err.contains("panicked"), "{err}");
+    let cluster = "[[clusters]]\nname = \"a\"\n";
+    let err = refused(
+        "hurt1",
+        &format!("[hub]\nrequest_timeout = \"18446744073709551615s\"\n{cluster}"),
+    );
     for want in ["hub.request_timeout", "longer than any duration Go"] {
         assert!(err.contains(want), "{want:?} missing in {err}");
     }
-    std::fs::write(
-        &bad,
-        "[defaults]\nscale_down_unneeded_time = \"2562048h\"\n[[clusters]]\nname = \"a\"\n",
-    )
-    .unwrap();
-    let o = check_config(&["-c", &bad.display().to_string()], &[]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(
+        "hurt2",
+        &format!("[defaults]\nscale_down_unneeded_time = \"2562048h\"\n{cluster}"),
+    );
     assert!(
         err.contains("defaults.scale_down_unneeded_time") && err.contains("at most 2562047h"),
         "{err}"
     );
-    std::fs::write(
-        &bad,
-        "[hub]
-request_timeout = \"1h\"\n[hub.leader_election]\nenabled = true\nretry_period = \"0s\"\n[[clusters]]\nname = \"a\"\n",
-    )
-    .unwrap();
-    let o = check_config(&["-c", &bad.display().to_string()], &[]);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = refused(
+        "hurt3",
+        &format!(
+            "[hub]\nrequest_timeout = \"1h\"\n[hub.leader_election]\nenabled = true\nretry_period = \"0s\"\n{cluster}"
+        ),
+    );
     for want in [
         "hub.request_timeout: 1h0m0s is longer than the 10m0s a request may take",
         "hub.leader_election.retry_period: 0s would renew the Lease in a busy loop",
