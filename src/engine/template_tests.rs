@@ -1,0 +1,188 @@
+
+use super::*;
+use crate::engine::nodegroups::discover;
+use crate::model::dump::SnapshotBuilder;
+
+fn templates(yaml: &str) -> Vec<Result<TemplateNode, String>> {
+    templates_with(yaml, &Settings::default()).0
+}
+
+fn templates_with(
+    yaml: &str,
+    settings: &Settings,
+) -> (Vec<Result<TemplateNode, String>>, Vec<String>) {
+    let mut b = SnapshotBuilder::default();
+    b.add_text(yaml, "test").unwrap();
+    let (s, _) = b.finish();
+    let groups = discover(&s, &[]);
+    build_all(&s, &groups.groups, settings)
+}
+
+#[test]
+fn a_malformed_entry_is_skipped_with_a_warning_and_startup_taints_are_left_out() {
+    let yaml = GPU_SET
+            .replace("a100,pool=gpu", "a100,broken,=empty,pool=gpu")
+            .replace(
+                "taints: nvidia.com/gpu=true:NoSchedule",
+                "taints: nvidia.com/gpu=true:NoSchedule,not-a-taint,node.cilium.io/agent-not-ready=true:NoSchedule,startup-taint.cluster-autoscaler.kubernetes.io/csi=x:NoExecute",
+            );
+    let settings = Settings {
+        startup_taints: vec!["node.cilium.io/agent-not-ready".into()],
+        ..Settings::default()
+    };
+    let (mut list, warnings) = templates_with(&yaml, &settings);
+    let t = list.remove(0).unwrap();
+    assert_eq!(t.labels.get("pool"), Some("gpu"));
+    assert_eq!(t.gpu_type().as_deref(), Some("a100"));
+    let keys: Vec<&str> = t.taints.iter().map(|t| &*t.key).collect();
+    assert_eq!(keys, ["nvidia.com/gpu"]);
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(warnings[0].contains("labels: entry \"broken\" is not key=value; skipped"));
+    assert!(warnings[2].contains("taints: entry \"not-a-taint\" is not key=value:Effect"));
+}
+
+const GPU_SET: &str = r#"
+apiVersion: machine.openshift.io/v1beta1
+kind: MachineSet
+metadata:
+  name: gpu
+  namespace: openshift-machine-api
+  annotations:
+    machine.openshift.io/cluster-api-autoscaler-node-group-max-size: "4"
+    capacity.cluster-autoscaler.kubernetes.io/cpu: "8"
+    capacity.cluster-autoscaler.kubernetes.io/memory: 32Gi
+    capacity.cluster-autoscaler.kubernetes.io/gpu-count: "2"
+    capacity.cluster-autoscaler.kubernetes.io/gpu-type: nvidia.com/gpu
+    capacity.cluster-autoscaler.kubernetes.io/labels: cluster-api/accelerator=a100,pool=gpu
+    capacity.cluster-autoscaler.kubernetes.io/taints: nvidia.com/gpu=true:NoSchedule
+spec:
+  replicas: 0
+  template:
+    spec:
+      metadata: {labels: {node-role.kubernetes.io/worker: ""}}
+      providerSpec: {value: {placement: {availabilityZone: us-east-1c}}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system}
+spec:
+  selector: {}
+  template:
+    spec:
+      containers: [{name: a, resources: {requests: {cpu: 100m, memory: 128Mi}}}]
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: gpu-driver, namespace: kube-system}
+spec:
+  selector: {}
+  template:
+    spec:
+      nodeSelector: {pool: gpu}
+      tolerations: [{key: nvidia.com/gpu, operator: Exists}]
+      containers: [{name: d, resources: {requests: {cpu: 200m}}}]
+"#;
+
+#[test]
+fn scale_from_zero_from_annotations() {
+    let t = templates(GPU_SET).remove(0).unwrap();
+    assert_eq!(t.source, TemplateSource::Annotations);
+    assert_eq!((t.capacity.cpu_milli, t.capacity.memory), (8000, 32 << 30));
+    assert_eq!(t.capacity.get("nvidia.com/gpu"), 2);
+    assert_eq!(
+        t.labels.get("topology.kubernetes.io/zone"),
+        Some("us-east-1c")
+    );
+    assert_eq!(t.labels.get("node-role.kubernetes.io/worker"), Some(""));
+    assert_eq!(t.gpu_type().as_deref(), Some("a100"));
+    assert_eq!(t.taints.len(), 1);
+    // The generic agent does not tolerate the GPU taint; the driver does.
+    assert_eq!((t.daemon_pods, t.daemon_requests.cpu_milli), (1, 200));
+    assert_eq!(t.max_pods, DEFAULT_MAX_PODS);
+}
+
+#[test]
+fn openshift_legacy_annotations_are_a_fallback() {
+    let yaml = r#"
+apiVersion: machine.openshift.io/v1beta1
+kind: MachineSet
+metadata:
+  name: old
+  namespace: openshift-machine-api
+  annotations:
+    machine.openshift.io/cluster-api-autoscaler-node-group-max-size: "4"
+    machine.openshift.io/vCPU: "4"
+    machine.openshift.io/memoryMb: "16384"
+    machine.openshift.io/GPU: "1"
+    machine.openshift.io/maxPods: "250"
+spec: {replicas: 0}
+"#;
+    let t = templates(yaml).remove(0).unwrap();
+    assert_eq!(
+        (t.capacity.cpu_milli, t.capacity.memory, t.max_pods),
+        (4000, 16 << 30, 250)
+    );
+    assert_eq!(t.capacity.get("nvidia.com/gpu"), 1);
+}
+
+#[test]
+fn hostile_or_missing_annotations_explain_themselves() {
+    let bad = GPU_SET.replace("gpu-count: \"2\"", "gpu-count: \"two\"");
+    let err = templates(&bad).remove(0).unwrap_err();
+    assert!(
+        err.contains("gpu-count=\"two\" is not a non-negative integer"),
+        "{err}"
+    );
+    let bad = GPU_SET.replace("memory: 32Gi", "memory: 32 gigs");
+    assert!(
+        templates(&bad)
+            .remove(0)
+            .unwrap_err()
+            .contains("annotation capacity.cluster-autoscaler.kubernetes.io/memory")
+    );
+    let none = GPU_SET.replace("capacity.cluster-autoscaler.kubernetes.io/cpu: \"8\"", "");
+    assert!(
+        templates(&none)
+            .remove(0)
+            .unwrap_err()
+            .contains("no ready node to copy")
+    );
+}
+
+#[test]
+fn daemonset_pods_pinned_to_their_node_still_count_on_new_nodes() {
+    // No DaemonSet objects: the spec comes from a running pod, which the DaemonSet
+    // controller pinned to its node with a metadata.name field.
+    let pinned = r#"
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: agent-x
+  namespace: kube-system
+  ownerReferences: [{apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: agent-uid, controller: true}]
+spec:
+  nodeName: other
+  affinity:
+    nodeAffinity:
+      requiredDuringSchedulingIgnoredDuringExecution:
+        nodeSelectorTerms:
+        - matchFields: [{key: metadata.name, operator: In, values: [other]}]
+  containers: [{name: a, resources: {requests: {cpu: "1"}}}]
+"#;
+    let without_objects = GPU_SET.replace("nvidia.com/gpu=true:NoSchedule", "x=y:NoSchedule");
+    let yaml = format!(
+        "{}{pinned}",
+        &without_objects[..without_objects.find("---\napiVersion: apps/v1").unwrap()]
+    );
+    let t = templates(&yaml.replace("taints: nvidia.com/gpu=true:NoSchedule", ""))
+        .remove(0)
+        .unwrap();
+    assert_eq!(t.taints.len(), 1);
+    let tolerant = yaml.replace(
+        "  containers: [{name: a",
+        "  tolerations: [{operator: Exists}]\n  containers: [{name: a",
+    );
+    let t = templates(&tolerant).remove(0).unwrap();
+    assert_eq!((t.daemon_pods, t.daemon_requests.cpu_milli), (1, 1000));
+}
