@@ -1,4 +1,3 @@
-
 use super::*;
 use crate::engine::nodegroups::discover;
 use crate::model::dump::SnapshotBuilder;
