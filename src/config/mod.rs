@@ -122,16 +122,17 @@ impl FleetConfig {
     /// Reads a fleet.toml file, with environment overrides, and validates it.
     pub fn load(path: &Path) -> Result<FleetConfig, ConfigError> {
         let name = path.display().to_string();
-        if let Ok(text) = std::fs::read_to_string(path) {
-            strict_types(&text, &name)?;
-        }
-        let source = config::File::from(path)
-            .format(config::FileFormat::Toml)
-            .required(true);
-        FleetConfig::build(config::Config::builder().add_source(source), &name)
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            source_name: name.clone(),
+            issues: vec![ConfigIssue {
+                key: "<file>".into(),
+                message: format!("cannot read it: {e}"),
+            }],
+        })?;
+        FleetConfig::parse(&text, &name)
     }
 
-    /// Parses fleet.toml text (no environment overrides), and validates it.
+    /// Parses fleet.toml text, with environment overrides, and validates it.
     pub fn parse(text: &str, name: &str) -> Result<FleetConfig, ConfigError> {
         strict_types(text, name)?;
         let source = config::File::from_str(text, config::FileFormat::Toml);

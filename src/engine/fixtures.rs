@@ -287,7 +287,12 @@ pub fn group_node(name: &str, machineset: &str, node: NodeBuilder) -> Vec<Value>
 pub fn snapshot(items: impl IntoIterator<Item = Value>) -> ClusterSnapshot {
     let list =
         json!({"apiVersion": "v1", "kind": "List", "items": items.into_iter().collect::<Vec<_>>()});
+    snapshot_of_text(&list.to_string())
+}
+
+/// A snapshot of a dump written as YAML (or JSON) text.
+pub fn snapshot_of_text(text: &str) -> ClusterSnapshot {
     let mut b = SnapshotBuilder::default();
-    b.add_text(&list.to_string(), "fixture").unwrap();
+    b.add_text(text, "fixture").unwrap();
     b.finish().0
 }

@@ -71,9 +71,9 @@ impl TemplateNode {
     }
 }
 
-/// Builds every group's template, or says why one cannot be built.
-/// Startup taints (`settings.startup_taints` and the upstream prefixes) are left out: a new
-/// node sheds them before it takes pods.
+/// Builds every group's template, or says why one cannot be built. No template carries a
+/// startup taint (`settings.startup_taints`, the upstream prefixes): a new node sheds them
+/// before it takes pods, and a node still carrying one is no model for new ones.
 /// Also returns warnings: entries of the scale-from-zero annotations skipped as malformed.
 pub fn build_all(
     snapshot: &ClusterSnapshot,
@@ -84,18 +84,7 @@ pub fn build_all(
     let mut warnings = Vec::new();
     let templates = groups
         .iter()
-        .map(|g| {
-            let mut t = build(snapshot, g, &daemons, settings, &mut warnings)?;
-            if t.taints.iter().any(|t| settings.is_startup_taint(&t.key)) {
-                t.taints = t
-                    .taints
-                    .iter()
-                    .filter(|t| !settings.is_startup_taint(&t.key))
-                    .cloned()
-                    .collect();
-            }
-            Ok(t)
-        })
+        .map(|g| build(snapshot, g, &daemons, settings, &mut warnings))
         .collect();
     (templates, warnings)
 }
@@ -145,7 +134,7 @@ fn build(
     if let Some(node) = template_node_candidate(snapshot, group, settings) {
         return Ok(from_node(node, daemons));
     }
-    from_annotations(snapshot, group, daemons, warnings)
+    from_annotations(snapshot, group, daemons, settings, warnings)
 }
 
 fn template_node_candidate<'a>(
@@ -162,13 +151,13 @@ fn template_node_candidate<'a>(
                 && !n.unschedulable
                 && !n.deleting
                 && !n.has_taint(TO_BE_DELETED_TAINT)
-                && !n.taints.iter().any(|t| settings.is_startup_taint(&t.key))
+                && !settings.has_startup_taint(n)
         })
         .min_by(|a, b| a.name.cmp(&b.name))
 }
 
 /// Taints a fresh node would not carry: the autoscaler's own and node-condition ones
-/// (startup taints are left out by `build_all`).
+/// (a node with a startup taint is never copied).
 fn is_transient_taint(key: &str) -> bool {
     key == TO_BE_DELETED_TAINT
         || key == DELETION_CANDIDATE_TAINT
@@ -227,6 +216,7 @@ fn from_annotations(
     snapshot: &ClusterSnapshot,
     group: &NodeGroup,
     daemons: &Daemons,
+    settings: &Settings,
     warnings: &mut Vec<String>,
 ) -> Result<TemplateNode, String> {
     let resources = annotated_resources(snapshot, group);
@@ -290,7 +280,10 @@ fn from_annotations(
         ))
     };
     let labels = template_labels(own, cap("labels").map(|(_, v)| v), &mut skipped);
-    let taints = template_taints(own, cap("taints"), &mut skipped);
+    let mut taints = template_taints(own, cap("taints"), &mut skipped);
+    // Before the DaemonSets are matched: which of them run must not depend on a taint the
+    // node sheds.
+    taints.retain(|t| !settings.is_startup_taint(&t.key));
     let mut template = TemplateNode {
         source: TemplateSource::Annotations,
         from_node: None,

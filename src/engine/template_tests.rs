@@ -1,6 +1,6 @@
 use super::*;
+use crate::engine::fixtures::snapshot_of_text;
 use crate::engine::nodegroups::discover;
-use crate::model::dump::SnapshotBuilder;
 
 fn templates(yaml: &str) -> Vec<Result<TemplateNode, String>> {
     templates_with(yaml, &Settings::default()).0
@@ -10,9 +10,7 @@ fn templates_with(
     yaml: &str,
     settings: &Settings,
 ) -> (Vec<Result<TemplateNode, String>>, Vec<String>) {
-    let mut b = SnapshotBuilder::default();
-    b.add_text(yaml, "test").unwrap();
-    let (s, _) = b.finish();
+    let s = snapshot_of_text(yaml);
     let groups = discover(&s, &[]);
     build_all(&s, &groups.groups, settings)
 }

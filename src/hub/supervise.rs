@@ -292,10 +292,10 @@ mod tests {
             let n = counted.fetch_add(1, Ordering::SeqCst);
             let seen_tx = seen_tx.clone();
             async move {
-                let mut state = ctx.memory.load();
+                let mut state = ctx.memory.take();
                 if n == 0 {
                     state.record_scale_up("g", 2, Timestamp::UNIX_EPOCH);
-                    ctx.memory.save(&state);
+                    ctx.memory.keep(state);
                     return Err(RunnerError::WatchesEnded);
                 }
                 seen_tx.send_replace(Some(state));

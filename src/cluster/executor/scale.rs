@@ -170,38 +170,45 @@ pub(super) async fn resize(
             Ok(seen) => seen,
             Err(e) => {
                 let stop = Stop::from(Failure::Call(e));
-                if stop.is_transient() && transient < TRANSIENT_RETRIES {
-                    transient += 1;
-                    tokio::time::sleep(retry_delay(transient)).await;
+                if pause_if_transient(&stop, &mut transient).await {
                     continue;
                 }
                 return Err(stop);
             }
         };
         check_resize(kind, t, seen.replicas, from, to).map_err(Stop::Skip)?;
-        match write(ctx, t, &seen, to).await {
-            Ok(()) => return Ok(format!("{} replicas {from} -> {to}", t.describe())),
-            Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => attempt += 1,
-            // "Not now" (429, 5xx): a moment later, a few times, before this pass gives up
-            // (and the next pass tries again: no backoff for an API error).
-            Err(stop) if stop.is_transient() && transient < TRANSIENT_RETRIES => {
-                transient += 1;
-                tokio::time::sleep(retry_delay(transient)).await;
-            }
+        let Err(stop) = write(ctx, t, &seen, to).await else {
+            return Ok(format!("{} replicas {from} -> {to}", t.describe()));
+        };
+        if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS {
+            attempt += 1;
+        } else if pause_if_transient(&stop, &mut transient).await {
+            // "Not now" (429, 5xx): tried again a moment later, a few times, before this
+            // pass gives up (and the next pass tries again: no backoff for an API error).
+        } else if stop.may_have_landed() {
             // No answer: the write may have landed. A group now at `to` was resized by it
             // (the precondition means nobody else wrote in between).
-            Err(stop) if stop.may_have_landed() => {
-                return match read(ctx, t).await {
-                    Ok(now) if now.replicas == to => Ok(format!(
-                        "{} replicas {from} -> {to} (confirmed after the write went unanswered)",
-                        t.describe()
-                    )),
-                    _ => Err(stop),
-                };
-            }
-            Err(stop) => return Err(stop),
+            return match read(ctx, t).await {
+                Ok(now) if now.replicas == to => Ok(format!(
+                    "{} replicas {from} -> {to} (confirmed after the write went unanswered)",
+                    t.describe()
+                )),
+                _ => Err(stop),
+            };
+        } else {
+            return Err(stop);
         }
     }
+}
+
+/// Waits a moment (jittered, growing) if `stop` says "not now" and tries are left.
+async fn pause_if_transient(stop: &Stop, tries: &mut u32) -> bool {
+    if !stop.is_transient() || *tries >= TRANSIENT_RETRIES {
+        return false;
+    }
+    *tries += 1;
+    tokio::time::sleep(retry_delay(*tries)).await;
+    true
 }
 
 const TRANSIENT_RETRIES: u32 = 3;

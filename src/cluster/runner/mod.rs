@@ -106,12 +106,13 @@ impl EngineMemory {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    pub fn load(&self) -> EngineState {
-        self.lock().clone()
+    /// What the last runner left (taken: the runner owns it while it runs).
+    pub fn take(&self) -> EngineState {
+        std::mem::take(&mut *self.lock())
     }
 
-    pub fn save(&self, state: &EngineState) {
-        self.lock().clone_from(state);
+    pub fn keep(&self, state: EngineState) {
+        *self.lock() = state;
     }
 }
 
@@ -182,7 +183,7 @@ pub async fn run(
         ctx.gate.clone(),
         RecorderSettings::new(ctx.timing.write_timeout, &ctx.instance),
     );
-    let remembered = ctx.memory.load();
+    let remembered = ctx.memory.take();
     let liveness = liveness::Liveness::start(
         ctx.client.clone(),
         ctx.timing.scan_interval.min(Duration::from_secs(10)),
@@ -242,6 +243,14 @@ struct Runner {
     executor: Option<(Executor, bool)>,
     /// When leftovers were last repaired while this replica could write.
     reconciled: Option<Instant>,
+}
+
+/// However the runner ends (an error, cancellation, a panic unwinding through it), the
+/// engine's memory goes back to the supervisor for the next one: nothing per pass.
+impl Drop for Runner {
+    fn drop(&mut self) {
+        self.ctx.memory.keep(std::mem::take(&mut self.state));
+    }
 }
 
 impl Runner {

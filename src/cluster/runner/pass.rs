@@ -76,7 +76,6 @@ impl Runner {
         execution.entries.extend(held);
         feed_back(&mut self.state, &execution.entries, &settings, now);
         before.restore_unless_done(&mut self.state, &execution.entries);
-        self.ctx.memory.save(&self.state);
         // Status first: events about the ConfigMap need its uid.
         if let Err(e) = self.status.write(&plan, now).await {
             tracing::warn!(k8s.cluster.name = %self.ctx.name, category = e.category().as_str(),

@@ -185,7 +185,6 @@ impl Runner {
         let now = Timestamp::now();
         if matches!(entry.outcome, Outcome::Failed { .. }) {
             self.state.record_scale_down_failure(now);
-            self.ctx.memory.save(&self.state);
             // A failure may have left marks its rollback could not remove (the API server
             // went away midway): look for leftovers at the next pass, not minutes later.
             self.reconciled = None;

@@ -107,17 +107,10 @@ pub enum WriteOutcome {
 /// Why this writer may not overwrite `existing`, if it may not: a dry run writes only over
 /// what a dry run wrote (or nothing).
 fn overwrite_refused(existing: &ConfigMap, dry_run: bool) -> Option<String> {
-    let note = |key: &str| {
-        existing
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(key))
-    };
-    if !dry_run || note(DRY_RUN_ANNOTATION).is_some_and(|v| v == "true") {
+    if !dry_run || note(existing, DRY_RUN_ANNOTATION).is_some_and(|v| v == "true") {
         return None;
     }
-    let who = note(WRITER_ANNOTATION).map_or_else(
+    let who = note(existing, WRITER_ANNOTATION).map_or_else(
         || "an autoscaler that is not fleetscaler (upstream cluster-autoscaler?)".to_string(),
         |w| format!("fleetscaler replica {w:?}"),
     );
@@ -128,12 +121,11 @@ fn overwrite_refused(existing: &ConfigMap, dry_run: bool) -> Option<String> {
 
 /// Whether `existing` is this writer's own (it may delete it).
 fn written_by(existing: &ConfigMap, writer: &str) -> bool {
-    existing
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(WRITER_ANNOTATION))
-        .is_some_and(|w| w == writer)
+    note(existing, WRITER_ANNOTATION).is_some_and(|w| w == writer)
+}
+
+fn note<'a>(cm: &'a ConfigMap, key: &str) -> Option<&'a String> {
+    cm.metadata.annotations.as_ref()?.get(key)
 }
 
 /// The last document written, without its probe times, and when.

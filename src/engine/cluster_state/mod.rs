@@ -161,12 +161,7 @@ fn node_readiness(
     };
     if node.deleting || tainted || machine_going {
         NodeReadiness::Deleting
-    } else if node.is_ready()
-        && !node
-            .taints
-            .iter()
-            .any(|t| settings.is_startup_taint(&t.key))
-    {
+    } else if node.is_ready() && !settings.has_startup_taint(node) {
         // A node with a startup taint left is still starting, whatever its condition says.
         NodeReadiness::Ready
     } else if node

@@ -23,8 +23,8 @@ pub struct GroupOptions {
     pub scale_down_unready_time: Option<Duration>,
     pub max_node_provision_time: Option<Duration>,
     pub ignore_daemonsets_utilization: Option<bool>,
-    /// Per setting key (fleet.toml's name): the annotation it came from.
-    pub sources: BTreeMap<&'static str, String>,
+    /// Per setting key (fleet.toml's name): the value and the annotation it came from.
+    pub overrides: BTreeMap<&'static str, GroupOverride>,
 }
 
 /// One overridden setting, as the plan shows it.
@@ -95,24 +95,49 @@ impl GroupOptions {
         };
         let duration =
             || parse_go_duration(value).map_err(|e| format!("{e}; the cluster's value applies"));
-        match setting {
+        // Each arm sets the typed value and returns it as the plan shows it.
+        let shown: serde_json::Value = match setting {
             "scale_down_utilization_threshold" => {
-                self.scale_down_utilization_threshold = Some(fraction()?)
+                let v = fraction()?;
+                self.scale_down_utilization_threshold = Some(v);
+                v.into()
             }
             "scale_down_gpu_utilization_threshold" => {
-                self.scale_down_gpu_utilization_threshold = Some(fraction()?)
+                let v = fraction()?;
+                self.scale_down_gpu_utilization_threshold = Some(v);
+                v.into()
             }
-            "scale_down_unneeded_time" => self.scale_down_unneeded_time = Some(duration()?),
-            "scale_down_unready_time" => self.scale_down_unready_time = Some(duration()?),
-            "max_node_provision_time" => self.max_node_provision_time = Some(duration()?),
+            "scale_down_unneeded_time" => {
+                let d = duration()?;
+                self.scale_down_unneeded_time = Some(d);
+                format_go_duration(d).into()
+            }
+            "scale_down_unready_time" => {
+                let d = duration()?;
+                self.scale_down_unready_time = Some(d);
+                format_go_duration(d).into()
+            }
+            "max_node_provision_time" => {
+                let d = duration()?;
+                self.max_node_provision_time = Some(d);
+                format_go_duration(d).into()
+            }
             _ => {
-                self.ignore_daemonsets_utilization = Some(value.parse::<bool>().map_err(|_| {
+                let b = value.parse::<bool>().map_err(|_| {
                     "neither true nor false; the cluster's value applies".to_string()
-                })?)
+                })?;
+                self.ignore_daemonsets_utilization = Some(b);
+                b.into()
             }
-        }
-        self.sources
-            .insert(setting, format!("annotation {annotation}"));
+        };
+        let source = format!("annotation {annotation}");
+        self.overrides.insert(
+            setting,
+            GroupOverride {
+                value: shown,
+                source,
+            },
+        );
         Ok(())
     }
 
@@ -148,45 +173,7 @@ impl GroupOptions {
 
     /// The overridden settings with their values and sources, for the plan.
     pub fn report(&self) -> BTreeMap<&'static str, GroupOverride> {
-        let duration = |d: Option<Duration>| d.map(|d| format_go_duration(d).into());
-        let values: [(&str, Option<serde_json::Value>); 6] = [
-            (
-                "scale_down_utilization_threshold",
-                self.scale_down_utilization_threshold.map(Into::into),
-            ),
-            (
-                "scale_down_gpu_utilization_threshold",
-                self.scale_down_gpu_utilization_threshold.map(Into::into),
-            ),
-            (
-                "scale_down_unneeded_time",
-                duration(self.scale_down_unneeded_time),
-            ),
-            (
-                "scale_down_unready_time",
-                duration(self.scale_down_unready_time),
-            ),
-            (
-                "max_node_provision_time",
-                duration(self.max_node_provision_time),
-            ),
-            (
-                "ignore_daemonsets_utilization",
-                self.ignore_daemonsets_utilization.map(Into::into),
-            ),
-        ];
-        values
-            .into_iter()
-            .filter_map(|(key, value)| {
-                Some((
-                    key,
-                    GroupOverride {
-                        value: value?,
-                        source: self.sources.get(key)?.clone(),
-                    },
-                ))
-            })
-            .collect()
+        self.overrides.clone()
     }
 }
 

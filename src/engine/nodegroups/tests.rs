@@ -2,13 +2,7 @@
 //! MachineSets, fleet.toml entries, and same-named resources of the two Machine APIs.
 
 use super::*;
-use crate::model::dump::SnapshotBuilder;
-
-fn snapshot(yaml: &str) -> ClusterSnapshot {
-    let mut b = SnapshotBuilder::default();
-    b.add_text(yaml, "test").unwrap();
-    b.finish().0
-}
+use crate::engine::fixtures::snapshot_of_text as snapshot;
 
 const GROUPS: &str = r#"
 apiVersion: machine.openshift.io/v1beta1

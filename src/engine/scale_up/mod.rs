@@ -165,7 +165,7 @@ impl<'a> Pass<'a> {
             .snapshot
             .pods
             .iter()
-            .filter(|p| p.unschedulable && p.node_name.is_none() && !p.is_terminal())
+            .filter(|p| waits_for_a_node(p))
             .count() as u64;
         for (gi, g) in self.input.groups.groups.iter().enumerate() {
             let up = self.input.cluster.groups[gi].upcoming;
@@ -205,9 +205,12 @@ impl<'a> Pass<'a> {
         let settings = self.input.settings;
         let mut classes: HashMap<(usize, usize, usize), usize> = HashMap::new();
         let mut pending = Vec::new();
-        let candidates = self.input.snapshot.pods.iter().filter(|p| {
-            p.unschedulable && p.node_name.is_none() && !p.is_terminal() && p.deleting.is_none()
-        });
+        let candidates = self
+            .input
+            .snapshot
+            .pods
+            .iter()
+            .filter(|p| waits_for_a_node(p));
         for pod in candidates {
             if pod.is_expendable(settings.pod_priority_threshold) {
                 let message = format!(
@@ -332,6 +335,11 @@ impl<'a> Pass<'a> {
         }
         remaining
     }
+}
+
+/// A pod the scheduler could not place, that is not finished or going: what a scale-up is for.
+fn waits_for_a_node(p: &Pod) -> bool {
+    p.unschedulable && p.node_name.is_none() && !p.is_terminal() && p.deleting.is_none()
 }
 
 #[cfg(test)]

@@ -253,6 +253,11 @@ impl Settings {
             || key.starts_with("ignore-taint.cluster-autoscaler.kubernetes.io/")
             || self.startup_taints.iter().any(|k| k == key)
     }
+
+    /// Whether the node still carries a startup taint.
+    pub fn has_startup_taint(&self, node: &crate::model::node::Node) -> bool {
+        node.taints.iter().any(|t| self.is_startup_taint(&t.key))
+    }
 }
 
 impl Default for Settings {
