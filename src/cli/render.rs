@@ -83,6 +83,7 @@ fn node_groups(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
         let template = match g.template {
             TemplateSource::Node => "node",
             TemplateSource::Annotations => "annotations",
+            TemplateSource::InfrastructureTemplate => "infrastructure",
             TemplateSource::None => "none",
         };
         writeln!(

@@ -240,7 +240,7 @@ mod tests {
         labels.extend_from_slice(extra);
         TemplateNode {
             source: TemplateSource::Node,
-            from_node: None,
+            from: None,
             labels: Labels::from_strs(labels),
             taints: Arc::from([]),
             capacity: r.clone(),

@@ -161,7 +161,7 @@ mod tests {
         let alloc = Resources::new(cpu_milli, mem_gib << 30);
         TemplateNode {
             source: TemplateSource::Annotations,
-            from_node: None,
+            from: None,
             labels: Default::default(),
             taints: Arc::from([]),
             capacity: alloc.clone(),

@@ -218,7 +218,12 @@ fn node_group_statuses(
                 .map_or(TemplateSource::None, |t| t.source.clone()),
             bounds_from: Some(g.bounds_source.to_string()),
             reason: templates[i].as_ref().err().cloned(),
-            notes: g.bounds_note.iter().cloned().collect(),
+            notes: g
+                .bounds_note
+                .iter()
+                .cloned()
+                .chain(templates[i].as_ref().ok().and_then(template_note))
+                .collect(),
             overrides: g.options.report(),
         })
         .collect();
@@ -239,4 +244,11 @@ fn node_group_statuses(
     }));
     out.sort_by(|a, b| a.id.cmp(&b.id));
     out
+}
+
+/// Names the infrastructure template a group's new nodes were modelled on.
+fn template_note(t: &TemplateNode) -> Option<String> {
+    let from = t.from.as_deref()?;
+    (t.source == TemplateSource::InfrastructureTemplate)
+        .then(|| format!("template from the infrastructure template {from} (status.capacity)"))
 }

@@ -10,11 +10,12 @@ use serde::Serialize;
 
 use super::nodegroups::NodeGroup;
 use super::settings::Settings;
+use crate::model::infra::{InfraRef, InfrastructureTemplate};
 use crate::model::labels::Labels;
 use crate::model::node::{DEFAULT_MAX_PODS, DELETION_CANDIDATE_TAINT, Node, TO_BE_DELETED_TAINT};
 use crate::model::pod::PodSpec;
 use crate::model::quantity::Quantity;
-use crate::model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, Resources};
+use crate::model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 use crate::model::scheduling::{
     HOSTNAME_LABEL, HostPort, Taint, TaintEffect, Toleration, untolerated_taint,
 };
@@ -23,13 +24,18 @@ use crate::model::{ClusterSnapshot, ScalableKind, ScalableResource};
 pub const CAPACITY_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io/";
 pub const GPU_LABEL: &str = "cluster-api/accelerator";
 const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+const ARCH_LABEL: &str = "kubernetes.io/arch";
+const OS_LABEL: &str = "kubernetes.io/os";
 
-/// Where a template came from; shown in the plan as `node`, `annotations` or `none`.
+/// Where a template came from; shown in the plan as `node`, `annotations`,
+/// `infrastructureTemplate` or `none`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum TemplateSource {
     Node,
     Annotations,
+    /// A Cluster API infrastructure template's `status.capacity` (annotations win over it).
+    InfrastructureTemplate,
     None,
 }
 
@@ -37,8 +43,8 @@ pub enum TemplateSource {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TemplateNode {
     pub source: TemplateSource,
-    /// The node copied, for `TemplateSource::Node`.
-    pub from_node: Option<Arc<str>>,
+    /// The node copied (`TemplateSource::Node`), or the infrastructure template read.
+    pub from: Option<Arc<str>>,
     /// Without `kubernetes.io/hostname`: every simulated copy gets its own.
     pub labels: Labels,
     pub taints: Arc<[Taint]>,
@@ -169,7 +175,7 @@ fn is_transient_taint(key: &str) -> bool {
 fn from_node(node: &Node, daemons: &Daemons) -> TemplateNode {
     let mut template = TemplateNode {
         source: TemplateSource::Node,
-        from_node: Some(node.name.clone()),
+        from: Some(node.name.clone()),
         labels: node.labels.without(|k| k == HOSTNAME_LABEL),
         taints: node
             .taints
@@ -225,51 +231,12 @@ fn from_annotations(
             .iter()
             .find_map(|r| r.annotation(key).map(|v| (key.to_string(), v)))
     };
-    let cap = |name: &str| get(&format!("{CAPACITY_PREFIX}{name}"));
-    let legacy = |name: &str| get(&format!("machine.openshift.io/{name}"));
-    let quantity = |(key, value): (String, &str)| {
-        Quantity::parse_non_negative(value.trim()).map_err(|e| format!("annotation {key}: {e}"))
-    };
-    let integer = |(key, value): (String, &str)| {
-        value
-            .trim()
-            .parse::<i64>()
-            .ok()
-            .filter(|n| *n >= 0)
-            .ok_or_else(|| format!("annotation {key}={value:?} is not a non-negative integer"))
-    };
-
-    let cpu = match (cap("cpu"), legacy("vCPU")) {
-        (Some(a), _) | (None, Some(a)) => Some(quantity(a)?.milli_ceil()),
+    let infra = infrastructure_template(snapshot, &resources);
+    let (capacity, max_pods, source) =
+        capacity(&get, infra.ok()).map_err(|e| e.unwrap_or_else(|| no_capacity(group, &infra)))?;
+    let from = match (&source, infra) {
+        (TemplateSource::InfrastructureTemplate, Ok(t)) => Some(Arc::from(t.reference.to_string())),
         _ => None,
-    };
-    let memory = match (cap("memory"), legacy("memoryMb")) {
-        (Some(a), _) => Some(quantity(a)?.units_ceil()),
-        (None, Some(a)) => Some(integer(a)?.saturating_mul(1 << 20)),
-        _ => None,
-    };
-    let (Some(cpu), Some(memory)) = (cpu, memory) else {
-        return Err(format!(
-            "no ready node to copy and no scale-from-zero capacity: set the annotations {CAPACITY_PREFIX}cpu and \
-             {CAPACITY_PREFIX}memory on {}",
-            group.id
-        ));
-    };
-    let mut capacity = Resources::new(cpu, memory);
-    if let Some(a) = cap("ephemeral-disk") {
-        capacity.set(EPHEMERAL_STORAGE, quantity(a)?.units_ceil());
-    }
-    let gpu_count = match (cap("gpu-count"), legacy("GPU")) {
-        (Some(a), _) | (None, Some(a)) => integer(a)?,
-        _ => 0,
-    };
-    if gpu_count > 0 {
-        let gpu_type = cap("gpu-type").map_or("nvidia.com/gpu", |(_, v)| v.trim());
-        capacity.set(gpu_type, gpu_count);
-    }
-    let max_pods = match (cap("maxPods"), legacy("maxPods")) {
-        (Some(a), _) | (None, Some(a)) => integer(a)?,
-        _ => DEFAULT_MAX_PODS,
     };
     let own = &snapshot.scalables[group.resource];
     // As upstream: a malformed entry is skipped, the rest of the template stands.
@@ -279,14 +246,18 @@ fn from_annotations(
             group.id
         ))
     };
-    let labels = template_labels(own, cap("labels").map(|(_, v)| v), &mut skipped);
+    let cap = |name: &str| get(&format!("{CAPACITY_PREFIX}{name}"));
+    let mut labels = template_labels(own, cap("labels").map(|(_, v)| v), &mut skipped);
+    if let Ok(t) = infra {
+        labels = with_node_info(labels, t);
+    }
     let mut taints = template_taints(own, cap("taints"), &mut skipped);
     // Before the DaemonSets are matched: which of them run must not depend on a taint the
     // node sheds.
     taints.retain(|t| !settings.is_startup_taint(&t.key));
     let mut template = TemplateNode {
-        source: TemplateSource::Annotations,
-        from_node: None,
+        source,
+        from,
         labels,
         taints: taints.into(),
         allocatable: capacity.clone(),
@@ -300,14 +271,142 @@ fn from_annotations(
     Ok(template)
 }
 
+/// The Cluster API infrastructure template of the group (its own reference first, then its
+/// MachineSets'), or why there is none to read: no reference, or `Err(Some(reference))`
+/// when it was not read.
+fn infrastructure_template<'a>(
+    snapshot: &'a ClusterSnapshot,
+    resources: &[&'a ScalableResource],
+) -> Result<&'a InfrastructureTemplate, Option<&'a InfraRef>> {
+    let mut references = resources
+        .iter()
+        .filter_map(|r| r.infrastructure_ref.as_ref());
+    let first = references.clone().next();
+    references
+        .find_map(|r| snapshot.infrastructure_template(r))
+        .ok_or(first)
+}
+
+/// Capacity and pod count of a new node: the infrastructure template's `status.capacity`
+/// overridden by the annotations (upstream keys first, OpenShift's older keys as fallback),
+/// as upstream merges them. `Err(None)` when CPU or memory is known from neither.
+fn capacity<'a>(
+    get: &impl Fn(&str) -> Option<(String, &'a str)>,
+    infra: Option<&InfrastructureTemplate>,
+) -> Result<(Resources, i64, TemplateSource), Option<String>> {
+    let cap = |name: &str| get(&format!("{CAPACITY_PREFIX}{name}"));
+    let legacy = |name: &str| get(&format!("machine.openshift.io/{name}"));
+    let quantity = |(key, value): (String, &str)| {
+        Quantity::parse_non_negative(value.trim())
+            .map_err(|e| Some(format!("annotation {key}: {e}")))
+    };
+    let integer = |(key, value): (String, &str)| {
+        value
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| {
+                Some(format!(
+                    "annotation {key}={value:?} is not a non-negative integer"
+                ))
+            })
+    };
+    let mut capacity = Resources::default();
+    let mut max_pods = DEFAULT_MAX_PODS;
+    for (name, q) in infra.iter().flat_map(|t| &t.capacity) {
+        match &**name {
+            PODS => max_pods = q.units_ceil(),
+            CPU => capacity.set(CPU, q.milli_ceil()),
+            other => capacity.set(other, q.units_ceil()),
+        }
+    }
+    let from_infra = (capacity.cpu_milli > 0, capacity.memory > 0);
+    if let Some(a) = cap("cpu").or_else(|| legacy("vCPU")) {
+        capacity.cpu_milli = quantity(a)?.milli_ceil();
+    }
+    match (cap("memory"), legacy("memoryMb")) {
+        (Some(a), _) => capacity.memory = quantity(a)?.units_ceil(),
+        (None, Some(a)) => capacity.memory = integer(a)?.saturating_mul(1 << 20),
+        _ => {}
+    }
+    if let Some(a) = cap("ephemeral-disk") {
+        capacity.set(EPHEMERAL_STORAGE, quantity(a)?.units_ceil());
+    }
+    let gpu_count = match cap("gpu-count").or_else(|| legacy("GPU")) {
+        Some(a) => integer(a)?,
+        None => 0,
+    };
+    if gpu_count > 0 {
+        let gpu_type = cap("gpu-type").map_or("nvidia.com/gpu", |(_, v)| v.trim());
+        capacity.set(gpu_type, gpu_count);
+    }
+    if let Some(a) = cap("maxPods").or_else(|| legacy("maxPods")) {
+        max_pods = integer(a)?;
+    }
+    let has =
+        |present: bool, key: &str, old: &str| present || cap(key).or_else(|| legacy(old)).is_some();
+    if !has(from_infra.0, "cpu", "vCPU") || !has(from_infra.1, "memory", "memoryMb") {
+        return Err(None);
+    }
+    let source = if from_infra == (false, false) {
+        TemplateSource::Annotations
+    } else {
+        TemplateSource::InfrastructureTemplate
+    };
+    Ok((capacity, max_pods, source))
+}
+
+/// Why a group at zero has no template, and what would give it one.
+fn no_capacity(
+    group: &NodeGroup,
+    infra: &Result<&InfrastructureTemplate, Option<&InfraRef>>,
+) -> String {
+    let annotations = format!(
+        "no ready node to copy and no scale-from-zero capacity: set the annotations \
+         {CAPACITY_PREFIX}cpu and {CAPACITY_PREFIX}memory on {}",
+        group.id
+    );
+    match infra {
+        Ok(t) => format!(
+            "{annotations}, or cpu and memory in status.capacity of its infrastructure template {}",
+            t.reference
+        ),
+        Err(Some(r)) => format!(
+            "{annotations}; its infrastructure template {r} is not known: not in the dump, or not \
+             readable by the hub (the cluster's problems say why)"
+        ),
+        Err(None) => annotations,
+    }
+}
+
+/// The architecture and operating system the infrastructure template reports replace the
+/// defaults (amd64, linux); labels the group sets itself still win.
+fn with_node_info(labels: Labels, t: &InfrastructureTemplate) -> Labels {
+    let mut pairs: Vec<(Arc<str>, Arc<str>)> = labels
+        .iter()
+        .map(|(k, v)| (Arc::from(k), Arc::from(v)))
+        .collect();
+    for (key, value) in [
+        (ARCH_LABEL, &t.architecture),
+        (OS_LABEL, &t.operating_system),
+    ] {
+        if let Some(v) = value {
+            pairs.retain(|(k, _)| &**k != key);
+            pairs.push((key.into(), v.clone()));
+        }
+    }
+    Labels::new(pairs)
+}
+
 fn template_labels(
     r: &ScalableResource,
     annotation: Option<&str>,
     skipped: &mut impl FnMut(&str, &str, &str),
 ) -> Labels {
     let mut pairs: Vec<(String, String)> = vec![
-        ("kubernetes.io/arch".into(), "amd64".into()),
-        ("kubernetes.io/os".into(), "linux".into()),
+        (ARCH_LABEL.into(), "amd64".into()),
+        (OS_LABEL.into(), "linux".into()),
     ];
     if let Some(t) = &r.provider_instance_type {
         pairs.push((INSTANCE_TYPE_LABEL.into(), t.to_string()));
@@ -398,8 +497,12 @@ pub fn describe(t: &TemplateNode) -> String {
     format!(
         "template ({}) offers cpu {}, memory {} after {} DaemonSet pod(s)",
         match t.source {
-            TemplateSource::Node => format!("from node {}", t.from_node.as_deref().unwrap_or("?")),
+            TemplateSource::Node => format!("from node {}", t.from.as_deref().unwrap_or("?")),
             TemplateSource::Annotations => "from annotations".to_string(),
+            TemplateSource::InfrastructureTemplate => format!(
+                "from infrastructure template {}",
+                t.from.as_deref().unwrap_or("?")
+            ),
             TemplateSource::None => "none".to_string(),
         },
         crate::model::resources::format_amount(CPU, free.cpu_milli),

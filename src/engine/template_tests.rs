@@ -183,3 +183,82 @@ spec:
     let t = templates(&tolerant).remove(0).unwrap();
     assert_eq!((t.daemon_pods, t.daemon_requests.cpu_milli), (1, 1000));
 }
+
+/// A Cluster API MachineSet at zero pointing at a DockerMachineTemplate, with `extra`
+/// annotations and the template's `status` as given.
+fn capi_at_zero(annotations: &str, status: &str) -> String {
+    format!(
+        r#"
+apiVersion: cluster.x-k8s.io/v1beta2
+kind: MachineSet
+metadata:
+  name: pool
+  namespace: ns
+  annotations:
+    cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size: "3"
+{annotations}
+spec:
+  replicas: 0
+  template:
+    spec:
+      infrastructureRef: {{apiGroup: infrastructure.cluster.x-k8s.io, kind: DockerMachineTemplate, name: pool}}
+---
+apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: DockerMachineTemplate
+metadata: {{name: pool, namespace: ns}}
+status: {status}
+"#
+    )
+}
+
+#[test]
+fn scale_from_zero_from_the_infrastructure_template_with_annotations_over_it() {
+    let yaml = capi_at_zero(
+        "    capacity.cluster-autoscaler.kubernetes.io/memory: 8Gi\n    capacity.cluster-autoscaler.kubernetes.io/maxPods: \"30\"",
+        "{capacity: {cpu: 2500m, memory: 4Gi, pods: '58', nvidia.com/gpu: '1'}, nodeInfo: {architecture: arm64, operatingSystem: linux}}",
+    );
+    let t = templates(&yaml).remove(0).unwrap();
+    assert_eq!(t.source, TemplateSource::InfrastructureTemplate);
+    assert_eq!(
+        t.from.as_deref(),
+        Some("DockerMachineTemplate.infrastructure.cluster.x-k8s.io ns/pool")
+    );
+    assert_eq!((t.capacity.cpu_milli, t.capacity.memory), (2500, 8 << 30));
+    assert_eq!(t.capacity.get("nvidia.com/gpu"), 1);
+    assert_eq!(t.max_pods, 30);
+    assert_eq!(t.labels.get("kubernetes.io/arch"), Some("arm64"));
+    assert_eq!(t.labels.get("kubernetes.io/os"), Some("linux"));
+}
+
+#[test]
+fn a_template_short_of_memory_says_what_to_set_and_where() {
+    let yaml = capi_at_zero("", "{capacity: {cpu: '4'}}");
+    let e = templates(&yaml).remove(0).unwrap_err();
+    assert!(
+        e.ends_with(
+            "or cpu and memory in status.capacity of its infrastructure template \
+             DockerMachineTemplate.infrastructure.cluster.x-k8s.io ns/pool"
+        ),
+        "{e}"
+    );
+    // The missing half from an annotation completes it.
+    let yaml = capi_at_zero(
+        "    capacity.cluster-autoscaler.kubernetes.io/memory: 8Gi",
+        "{capacity: {cpu: '4'}}",
+    );
+    let t = templates(&yaml).remove(0).unwrap();
+    assert_eq!((t.capacity.cpu_milli, t.capacity.memory), (4000, 8 << 30));
+    assert_eq!(t.source, TemplateSource::InfrastructureTemplate);
+}
+
+#[test]
+fn annotations_alone_keep_the_annotations_source_beside_a_template_without_capacity() {
+    let yaml = capi_at_zero(
+        "    capacity.cluster-autoscaler.kubernetes.io/cpu: \"2\"\n    capacity.cluster-autoscaler.kubernetes.io/memory: 8Gi",
+        "{}",
+    );
+    let t = templates(&yaml).remove(0).unwrap();
+    assert_eq!(t.source, TemplateSource::Annotations);
+    assert_eq!(t.from, None);
+    assert_eq!(t.labels.get("kubernetes.io/arch"), Some("amd64"));
+}

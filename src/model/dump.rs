@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
+use super::infra::{INFRASTRUCTURE_GROUP, InfrastructureTemplate};
 use super::machine::{Machine, ScalableKind, ScalableResource};
 use super::machine_api::MachineApiGroup;
 use super::meta::{FieldError, Projector, key_of};
@@ -194,6 +195,10 @@ impl SnapshotBuilder {
             ("autoscaling.openshift.io", "MachineAutoscaler") => s
                 .machine_autoscalers
                 .push(MachineAutoscaler::from_json(value, p)?),
+            // Any provider's machine template: node groups at zero may read its capacity.
+            (INFRASTRUCTURE_GROUP, k) if k.ends_with("Template") => s
+                .infrastructure_templates
+                .push(InfrastructureTemplate::from_object(group, kind, value, p)?),
             _ => return self.add_machine_api_object(api_version, kind, value),
         }
         self.report.objects += 1;

@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
+use super::infra::InfraRef;
 use super::labels::Labels;
 use super::machine_api::MachineApiGroup;
 use super::meta::{
@@ -72,6 +73,9 @@ pub struct ScalableResource {
     /// Zone and instance type read from well-known provider spec fields, when present.
     pub provider_zone: Option<Arc<str>>,
     pub provider_instance_type: Option<Arc<str>>,
+    /// Cluster API: the infrastructure template machines are made from (scale from zero
+    /// reads its `status.capacity` when the capacity annotations are absent).
+    pub infrastructure_ref: Option<InfraRef>,
     pub created: Option<Timestamp>,
 }
 
@@ -142,6 +146,17 @@ struct MachineSpecWire {
     #[serde(rename = "providerID")]
     provider_id: Option<String>,
     provider_spec: ProviderSpecWire,
+    infrastructure_ref: Option<InfraRefWire>,
+}
+
+/// v1beta1 names the template's `apiVersion`, v1beta2 its `apiGroup`.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct InfraRefWire {
+    api_group: Option<String>,
+    api_version: Option<String>,
+    kind: String,
+    name: String,
 }
 
 #[derive(Deserialize, Default)]
@@ -246,10 +261,17 @@ impl ScalableResource {
                 .entry(ZONE_LABEL.to_string())
                 .or_insert_with(|| z.clone());
         }
+        let key = key_of(meta, p);
+        let infrastructure_ref = match api {
+            MachineApiGroup::ClusterApi => {
+                infra_ref(tmpl.spec.infrastructure_ref.as_ref(), &key, p)
+            }
+            MachineApiGroup::OpenShift => None,
+        };
         Ok(ScalableResource {
             api,
             kind,
-            key: key_of(meta, p),
+            key,
             uid: p.opt_str(meta.uid.as_ref()),
             replicas: wire.spec.replicas.unwrap_or(1),
             owner: controller_of(meta, p),
@@ -258,9 +280,30 @@ impl ScalableResource {
             template_taints: taints,
             provider_zone: zone.map(|z| p.str(&z)),
             provider_instance_type: instance_type.map(|t| p.str(&t)),
+            infrastructure_ref,
             created: timestamp(meta.creation_timestamp.as_ref()),
         })
     }
+}
+
+/// The template reference, when it names a kind and an object (the group from `apiGroup`,
+/// else from `apiVersion`'s group part).
+fn infra_ref(wire: Option<&InfraRefWire>, key: &ObjectKey, p: &mut Projector) -> Option<InfraRef> {
+    let wire = wire.filter(|w| !w.kind.is_empty() && !w.name.is_empty())?;
+    let group = wire
+        .api_group
+        .clone()
+        .filter(|g| !g.is_empty())
+        .or_else(|| {
+            let version = wire.api_version.as_deref()?;
+            version.split_once('/').map(|(g, _)| g.to_string())
+        })?;
+    Some(InfraRef {
+        api_group: p.str(&group),
+        kind: p.str(&wire.kind),
+        namespace: key.namespace.clone(),
+        name: p.str(&wire.name),
+    })
 }
 
 impl Machine {

@@ -9,6 +9,7 @@
 pub mod autoscaler;
 pub mod dump;
 pub mod duration;
+pub mod infra;
 pub mod labels;
 pub mod machine;
 pub mod machine_api;

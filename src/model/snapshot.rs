@@ -2,6 +2,7 @@
 //! compact projections.
 
 use super::autoscaler::{CLUSTER_AUTOSCALER_NAME, ClusterAutoscaler, MachineAutoscaler};
+use super::infra::{InfraRef, InfrastructureTemplate};
 use super::machine::{Machine, ScalableResource};
 use super::meta::ObjectKey;
 use super::node::Node;
@@ -31,6 +32,8 @@ pub struct ClusterSnapshot {
     pub cluster_autoscalers: Vec<ClusterAutoscaler>,
     pub machine_autoscalers: Vec<MachineAutoscaler>,
     pub priority_expander: Option<PriorityExpanderConfig>,
+    /// Cluster API infrastructure templates the node groups point at (scale from zero).
+    pub infrastructure_templates: Vec<InfrastructureTemplate>,
 }
 
 impl ClusterSnapshot {
@@ -39,5 +42,12 @@ impl ClusterSnapshot {
         self.cluster_autoscalers
             .iter()
             .find(|c| c.name == CLUSTER_AUTOSCALER_NAME)
+    }
+
+    /// The infrastructure template `reference` names, if it was read.
+    pub fn infrastructure_template(&self, reference: &InfraRef) -> Option<&InfrastructureTemplate> {
+        self.infrastructure_templates
+            .iter()
+            .find(|t| t.reference == *reference)
     }
 }
