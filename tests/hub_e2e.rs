@@ -12,10 +12,13 @@ use e2e_support::*;
 use fleetscaler::cluster::outcome::{Action, Outcome};
 use fleetscaler::cluster::report::{ClusterReport, Phase};
 use fleetscaler::engine::settings::SettingsPatch;
+use fleetscaler::engine::template::TemplateSource;
 use fleetscaler::hub::health::ClusterState;
+use fleetscaler::sim::api::resources::Resource;
 use fleetscaler::sim::faults::{Faults, Outage};
 use fleetscaler::sim::fleet::FailureMode;
 use fleetscaler::sim::settings::Flavor;
+use serde_json::json;
 
 const LONG: Duration = Duration::from_secs(40);
 
@@ -261,4 +264,107 @@ async fn a_cluster_down_or_failing_does_not_hold_the_others() {
     }
     hub.stop().await;
     fleet.shutdown().await;
+}
+
+/// A Cluster API group at zero with no capacity annotations: its AWSMachineTemplate's
+/// `status.capacity` (as Cluster API's AWS provider publishes it) is what the hub models new
+/// nodes on. Only that template's 16 CPUs fit the pod; the other groups have 8.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_at_zero_scales_from_its_infrastructure_template() {
+    let fleet = quiet_fleet(1, Flavor::ClusterApi).await;
+    let dir = TempDir::new("e2e-infra-template");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
+    let sim = &fleet.clusters()[0];
+    running_report(&hub, "sim-1").await;
+    create_big_group(sim).await;
+    // Until a pod needs it the group stays at zero, modelled on its template.
+    let view = hub.view();
+    let notes = eventually(LONG, "the new group modelled on its template", || {
+        let plan = view.report("sim-1").and_then(|r| r.plan);
+        async move {
+            let plan = plan?;
+            let group = plan
+                .node_groups
+                .iter()
+                .find(|g| g.id.as_str().ends_with("/big"))?;
+            (group.template == TemplateSource::InfrastructureTemplate).then(|| group.notes.clone())
+        }
+    })
+    .await;
+    assert!(
+        notes.iter().any(|n| n.contains("AWSMachineTemplate")),
+        "{notes:?}"
+    );
+    create_pods(sim, "big", 1, "12").await;
+    eventually(LONG, "the pod running on a node of the new group", || {
+        let n = running(&pods(sim, "big"));
+        async move { (n == 1).then_some(()) }
+    })
+    .await;
+    let md = sim
+        .get(
+            Resource::CapiMachineDeployments,
+            "openshift-cluster-api",
+            "big",
+        )
+        .unwrap();
+    assert_eq!(md["spec"]["replicas"], 1);
+    hub.stop().await;
+    fleet.shutdown().await;
+}
+
+/// An AWSMachineTemplate with a 16-CPU capacity (set through its status subresource, as the
+/// provider does) and a MachineDeployment of 0 to 2 machines made from it.
+async fn create_big_group(sim: &fleetscaler::sim::fleet::ClusterHandle) {
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+    let client = sim.client().await.unwrap();
+    let ns = "openshift-cluster-api";
+    let resource = |group: &str, kind: &str, plural: &str| {
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1beta2", kind), plural)
+    };
+    let templates = resource(
+        "infrastructure.cluster.x-k8s.io",
+        "AWSMachineTemplate",
+        "awsmachinetemplates",
+    );
+    let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(client.clone(), ns, &templates);
+    let template: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSMachineTemplate",
+        "metadata": {"name": "big"},
+        "spec": {"template": {"spec": {"instanceType": "m6i.4xlarge"}}}}))
+    .unwrap();
+    api.create(&PostParams::default(), &template).await.unwrap();
+    let status = json!({"status": {"capacity": {"cpu": "16", "memory": "64Gi", "pods": "110"}}});
+    api.patch_status("big", &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .unwrap();
+    let cluster = sim.machine_api().cluster_of(&first_worker_group(sim));
+    let mds = resource(
+        "cluster.x-k8s.io",
+        "MachineDeployment",
+        "machinedeployments",
+    );
+    let api: kube::Api<DynamicObject> = kube::Api::namespaced_with(client, ns, &mds);
+    let labels = json!({"cluster.x-k8s.io/cluster-name": cluster, "cluster.x-k8s.io/deployment-name": "big"});
+    let md: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": "big", "labels": {"cluster.x-k8s.io/cluster-name": cluster},
+            "annotations": {
+                "cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
+                "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "2"}},
+        "spec": {"clusterName": cluster, "replicas": 0, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {
+                "clusterName": cluster, "version": "v1.34.0", "failureDomain": "us-east-1a",
+                "bootstrap": {"dataSecretName": "big-bootstrap"},
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io",
+                    "kind": "AWSMachineTemplate", "name": "big"}}}}}))
+    .unwrap();
+    api.create(&PostParams::default(), &md).await.unwrap();
+}
+
+fn first_worker_group(sim: &fleetscaler::sim::fleet::ClusterHandle) -> serde_json::Value {
+    sim.list(Resource::CapiMachineDeployments)
+        .into_iter()
+        .next()
+        .unwrap()
 }

@@ -156,13 +156,34 @@ pub struct Profile {
 
 impl Profile {
     /// Reads the profile of a MachineSet (or MachineDeployment): capacity from the
-    /// scale-from-zero annotations, placement from the provider spec or failure domain.
-    pub fn of(set: &Value, api: &MachineApi) -> Result<Profile, String> {
+    /// scale-from-zero annotations, else from the infrastructure template's `status.capacity`
+    /// (Cluster API: the instance type it names decides), placement from the provider spec or
+    /// failure domain.
+    pub fn of(set: &Value, api: &MachineApi, template: Option<&Value>) -> Result<Profile, String> {
         let annotations = &set["metadata"]["annotations"];
+        let status = template.map_or(&Value::Null, |t| &t["status"]["capacity"]);
+        let gpu_in_template = status
+            .as_object()
+            .and_then(|c| c.keys().find(|k| k.ends_with("/gpu")).cloned());
+        let from_template = |key: &str| {
+            let name = match key {
+                "cpu" | "memory" => key.to_string(),
+                "maxPods" => "pods".to_string(),
+                "gpu-count" => gpu_in_template.clone()?,
+                "gpu-type" => return gpu_in_template.clone(),
+                _ => return None,
+            };
+            match &status[&name] {
+                Value::String(s) => Some(s.clone()),
+                Value::Number(n) => Some(n.to_string()),
+                _ => None,
+            }
+        };
         let capacity = |key: &str| {
             annotations[format!("{CAPACITY_PREFIX}{key}")]
                 .as_str()
                 .map(str::to_string)
+                .or_else(|| from_template(key))
         };
         let quantity = |key: &str, default: &str| -> Result<Quantity, String> {
             let text = capacity(key).unwrap_or_else(|| default.to_string());
@@ -366,7 +387,7 @@ mod tests {
 
     #[test]
     fn profile_reads_capacity_annotations_and_placement() {
-        let p = Profile::of(&machine_set(), &MachineApi::of(Flavor::OpenShift)).unwrap();
+        let p = Profile::of(&machine_set(), &MachineApi::of(Flavor::OpenShift), None).unwrap();
         assert_eq!((p.cpu_milli, p.memory_bytes, p.gpus), (16_000, 64 << 30, 1));
         assert_eq!(
             (p.zone.as_str(), p.instance_type.as_str()),
@@ -393,7 +414,7 @@ mod tests {
         let mut ms = machine_set();
         ms["metadata"]["annotations"]["capacity.cluster-autoscaler.kubernetes.io/cpu"] =
             json!("lots");
-        assert!(Profile::of(&ms, &MachineApi::of(Flavor::OpenShift)).is_err());
+        assert!(Profile::of(&ms, &MachineApi::of(Flavor::OpenShift), None).is_err());
     }
 
     #[test]

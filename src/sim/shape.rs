@@ -252,6 +252,11 @@ fn create_group(
             let md = state
                 .seed(Resource::CapiMachineDeployments, api.namespace, group)?
                 .value();
+            state.seed(
+                Resource::AwsMachineTemplates,
+                api.namespace,
+                machine_template(&md),
+            )?;
             let set = machine_set_for(&md, api, &mut state.rng);
             state.seed(api.machine_sets, api.namespace, set)?.value()
         }
@@ -278,6 +283,24 @@ fn create_group(
             .to_string();
     }
     Ok(nodes)
+}
+
+/// The AWSMachineTemplate a MachineDeployment's machines are made from, with the capacity
+/// Cluster API's AWS provider publishes for scale from zero (the same as the group's
+/// capacity annotations, which win where both are set).
+fn machine_template(md: &Value) -> Value {
+    let annotations = &md["metadata"]["annotations"];
+    let capacity = |key: &str| annotations[format!("{CAPACITY_PREFIX}{key}")].clone();
+    let mut status = json!({"capacity": {"cpu": capacity("cpu"), "memory": capacity("memory"),
+        "pods": capacity("maxPods")}, "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"}});
+    if let Some(gpu_type) = capacity("gpu-type").as_str() {
+        status["capacity"][gpu_type] = capacity("gpu-count");
+    }
+    let instance_type = annotations["sim.fleetscaler.io/instance-type"].clone();
+    json!({"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta2", "kind": "AWSMachineTemplate",
+        "metadata": {"name": md["metadata"]["name"]},
+        "spec": {"template": {"spec": {"instanceType": instance_type}}},
+        "status": status})
 }
 
 fn cluster_autoscaler(state: &mut State, max_nodes: usize) -> Result<(), ApiError> {

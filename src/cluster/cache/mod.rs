@@ -22,6 +22,7 @@ use tokio::time::Instant;
 use self::table::Table;
 pub use self::update::{Change, Kind, Object, Update, WatchError};
 use crate::model::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
+use crate::model::infra::InfrastructureTemplate;
 use crate::model::meta::key_of;
 use crate::model::pod::PodId;
 use crate::model::snapshot::{PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
@@ -201,6 +202,12 @@ impl Cache {
             self.deletions = 0;
         }
         &self.snapshot
+    }
+
+    /// The Cluster API infrastructure templates last read (not watched: see the runner's
+    /// `infra`).
+    pub fn set_infrastructure_templates(&mut self, templates: Vec<InfrastructureTemplate>) {
+        self.snapshot.infrastructure_templates = templates;
     }
 
     /// Objects that could not be read, each with why (at most a few dozen).

@@ -4,9 +4,11 @@
 //!
 //! `pass` is the work of one pass; `upkeep` is what happens around passes (syncing the
 //! cache, repairing what an interrupted run left, removals ending, shutdown); `liveness`
-//! tells a hung API server from a quiet cluster. What a failure
+//! tells a hung API server from a quiet cluster; `infra` reads the Cluster API
+//! infrastructure templates node groups scale from zero with. What a failure
 //! means (restart, backoff) is the hub's business: `run` only returns the error.
 
+mod infra;
 mod liveness;
 mod pass;
 mod upkeep;
@@ -189,8 +191,11 @@ pub async fn run(
         ctx.timing.scan_interval.min(Duration::from_secs(10)),
         ctx.timing.request_timeout,
     );
+    let infra = infra::InfraTemplates::start(ctx.client.clone(), ctx.timing.request_timeout);
     let mut runner = Runner {
         liveness,
+        infra,
+        infra_problems: Vec::new(),
         cache: Cache::new(&served.kinds),
         updates: watches::updates(&ctx.client, &served),
         machine_apis: served.machine_apis,
@@ -222,6 +227,9 @@ struct Runner {
     spec: watch::Receiver<Arc<RunnerSpec>>,
     cache: Cache,
     liveness: liveness::Liveness,
+    infra: infra::InfraTemplates,
+    /// The infrastructure templates that could not be read, with why (for the plan).
+    infra_problems: Vec<String>,
     updates: SelectAll<BoxStream<'static, Update>>,
     /// The version of each Machine API group the cluster is read and written through.
     machine_apis: MachineApis,
@@ -272,6 +280,10 @@ impl Runner {
                 }
                 Some(done) = self.removals.join_next_with_id(), if !self.removals.is_empty() => {
                     self.removal_ended(done);
+                }
+                // A template read for a group at zero may let its pending pods scale it up.
+                _ = self.infra.read_done() => {
+                    next_pass = next_pass.min(Instant::now() + timing.debounce);
                 }
                 _ = tokio::time::sleep_until(next_pass) => {
                     if let Some(why) = self.untrusted(Instant::now(), timing.give_up_after()) {

@@ -48,7 +48,12 @@ impl Runner {
             return;
         }
         self.follow_dry_run(spec.dry_run);
-        let problems: Vec<String> = self.cache.problems().collect();
+        self.take_infrastructure_templates();
+        let problems: Vec<String> = self
+            .cache
+            .problems()
+            .chain(self.infra_problems.iter().cloned())
+            .collect();
         let executor = self.executor(spec.dry_run);
         let before = Cooldowns::of(&self.state);
         let snapshot_span = snapshot_span();
@@ -109,6 +114,16 @@ impl Runner {
             latencies,
         };
         self.publish_pass(Arc::new(plan), with_sources, done, now);
+    }
+
+    /// Points the template reader at what the node groups reference now, and hands what it
+    /// read last to the cache.
+    fn take_infrastructure_templates(&mut self) {
+        self.infra.want(self.cache.snapshot().scalables.iter());
+        if let Some((templates, problems)) = self.infra.take() {
+            self.cache.set_infrastructure_templates(templates);
+            self.infra_problems = problems;
+        }
     }
 
     /// For each pod a written scale-up is for: how long since the cache saw it unschedulable.

@@ -20,6 +20,9 @@ pub enum Resource {
     CapiMachines,
     ClusterAutoscalers,
     MachineAutoscalers,
+    /// Cluster API AWS provider's machine templates: scale from zero reads their
+    /// `status.capacity`.
+    AwsMachineTemplates,
 }
 
 /// How a resource looks in discovery and which behaviours it has.
@@ -47,10 +50,11 @@ const CORE: &str = "";
 const OCP_MACHINE: &str = "machine.openshift.io";
 const CAPI: &str = "cluster.x-k8s.io";
 const OCP_AUTOSCALING: &str = "autoscaling.openshift.io";
+const CAPI_INFRASTRUCTURE: &str = "infrastructure.cluster.x-k8s.io";
 
 impl Resource {
     /// Every served resource, in table order.
-    pub const ALL: [Resource; 15] = [
+    pub const ALL: [Resource; 16] = [
         Resource::Namespaces,
         Resource::Nodes,
         Resource::Pods,
@@ -66,6 +70,7 @@ impl Resource {
         Resource::CapiMachines,
         Resource::ClusterAutoscalers,
         Resource::MachineAutoscalers,
+        Resource::AwsMachineTemplates,
     ];
 
     /// The index of this resource's table.
@@ -120,7 +125,7 @@ pub fn group_versions() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-const DEFS: [ResourceDef; 15] = [
+const DEFS: [ResourceDef; 16] = [
     ResourceDef {
         group: CORE,
         version: "v1",
@@ -316,6 +321,18 @@ const DEFS: [ResourceDef; 15] = [
         singular: "machineautoscaler",
         namespaced: true,
         short_names: &["ma"],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: CAPI_INFRASTRUCTURE,
+        version: "v1beta2",
+        kind: "AWSMachineTemplate",
+        plural: "awsmachinetemplates",
+        singular: "awsmachinetemplate",
+        namespaced: true,
+        short_names: &[],
         status: true,
         scale: false,
         fields: &[],

@@ -122,9 +122,24 @@ pub fn provision<W: MachineWorld>(
     let set = world
         .get(api.machine_sets, &Key::new(&key.namespace, &owner))
         .unwrap_or(Value::Null);
-    let profile = Profile::of(&set, api).map_err(|e| ApiError::invalid("MachineSet", &owner, e))?;
+    let template = infrastructure_template(world, &set, &key.namespace);
+    let profile = Profile::of(&set, api, template.as_ref())
+        .map_err(|e| ApiError::invalid("MachineSet", &owner, e))?;
     let infra = api.cluster_of(&set);
     provision_as(world, api, &infra, key, mode, &profile)
+}
+
+/// The AWSMachineTemplate a Cluster API MachineSet's machines are made from, if served.
+fn infrastructure_template<W: MachineWorld>(
+    world: &W,
+    set: &Value,
+    namespace: &str,
+) -> Option<Value> {
+    let reference = &set["spec"]["template"]["spec"]["infrastructureRef"];
+    (reference["kind"] == "AWSMachineTemplate")
+        .then(|| reference["name"].as_str())
+        .flatten()
+        .and_then(|name| world.get(Resource::AwsMachineTemplates, &Key::new(namespace, name)))
 }
 
 /// `provision` with the cluster name and instance profile given (control-plane machines
