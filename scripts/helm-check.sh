@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Lints and renders charts/fleetscaler with real Helm (v4's Go SDK, through the PyPI package
-# helm-python-sdk: no helm binary), for the default values and the examples, and checks that
-# bad values are refused (scripts/helm_check.py says what exactly). The rendered manifests go
-# to OUT_DIR (default target/helm-render), where tests/helm_chart.rs checks them.
+# helm-python-sdk: no helm binary), for the default values, the examples, the optional
+# dashboard and PrometheusRule, and OpenShift (as Helm sees it through the API versions the
+# cluster serves), and checks that bad values are refused (scripts/helm_check.py says what
+# exactly). The rendered manifests go to OUT_DIR (default target/helm-render), where
+# tests/helm_chart.rs and tests/chart_observability.rs check them.
 #
 # The SDK is installed once into a virtualenv under target/helm-venv. `helm-check.sh
 # --python` only makes sure of that and prints the virtualenv's interpreter (for

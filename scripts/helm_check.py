@@ -2,10 +2,12 @@
 
 Usage: helm_check.py CHART_DIR OUT_DIR
 
-- `helm lint --strict` (Kubernetes v1.32) for the default values and every file in
-  CHART_DIR/examples: any error or warning fails; info messages are printed.
+- `helm lint --strict` (Kubernetes v1.32) for the default values, every file in
+  CHART_DIR/examples and the LINTED cases: any error or warning fails; info messages are
+  printed.
 - Renders each case below into OUT_DIR/<case>.yaml (every manifest, `---` between them),
-  which tests/helm_chart.rs parses and checks.
+  which tests/helm_chart.rs and tests/chart_observability.rs parse and check; a case in
+  API_VERSIONS is rendered as for a cluster that serves those API versions (OpenShift).
 - Renders values that must be refused (schema violations, unsafe combinations) and fails if
   one renders.
 
@@ -14,12 +16,14 @@ Exits non-zero with every problem listed.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
 import helm_python as helm
+from helm_python import _native
 
 RELEASE = "fleetscaler"
 NAMESPACE = "fleetscaler"
@@ -69,6 +73,18 @@ def cases(chart: Path) -> dict[str, dict]:
                 "clusters": [{"name": "edge", "context": EDGE_CONTEXT}],
             },
         },
+        # The optional PrometheusRule and Grafana dashboard, for a Grafana whose sidecar
+        # selects another label (the multi-cluster example has kube-prometheus-stack's).
+        "observability": {
+            "prometheusRule": {"enabled": True, "annotations": {"team": "platform"}},
+            "grafanaDashboard": {"enabled": True, "label": "grafana.example.com/dashboard",
+                                 "labelValue": "fleet", "labels": {"team": "platform"}},
+        },
+        # OpenShift: found by the API it serves (API_VERSIONS), forced on by the value, and
+        # turned off by it on a cluster that serves the API.
+        "openshift": {},
+        "openshift-forced": {"openshift": {"enabled": True}},
+        "openshift-off": {"openshift": {"enabled": False}},
         "single": {
             "replicaCount": 1,
             "leaderElection": {"enabled": False},
@@ -82,6 +98,14 @@ def cases(chart: Path) -> dict[str, dict]:
             },
         },
     }
+
+
+# Cases rendered as for a cluster that serves these API versions besides Kubernetes' own.
+OPENSHIFT_API = "security.openshift.io/v1"
+API_VERSIONS = {"openshift": [OPENSHIFT_API], "openshift-off": [OPENSHIFT_API]}
+
+# Cases linted besides the default values and the examples.
+LINTED = ["observability", "openshift-forced"]
 
 
 # Values that must not render, with a word the error must contain.
@@ -98,6 +122,13 @@ REFUSED = {
         {"leaderElection": {"enabled": False}}, "leaderElection.enabled"),
     "a kubeconfig key that is no file name": (
         {"kubeconfigs": {"files": {"a/b": "x"}}}, "a/b"),
+    "a misspelt dashboard key": ({"grafanaDashboard": {"enable": True}}, "enable"),
+    "a dashboard label value that is no label value": (
+        {"grafanaDashboard": {"labelValue": 1}}, "labelValue"),
+    "a rule label that is no string": (
+        {"prometheusRule": {"labels": {"release": True}}}, "release"),
+    "openshift.enabled neither auto nor a boolean": (
+        {"openshift": {"enabled": "yes"}}, "/openshift/enabled"),
 }
 
 
@@ -117,9 +148,15 @@ def lint(chart: Path, label: str, values: dict, problems: list[str]) -> float:
     return took
 
 
-def render(chart_handle: helm.Chart, values: dict) -> str:
-    manifests = chart_handle.render(values, name=RELEASE, namespace=NAMESPACE,
-                                    is_install=True)
+def render(chart_handle: helm.Chart, values: dict, api_versions: list[str] | None = None) -> str:
+    # Chart.render of helm-python-sdk 0.2.2 (pinned in helm-check.sh) passes no API versions
+    # on, but the render function of its C library reads them (`helm template
+    # --api-versions`), so it is called with the options Chart.render would give plus those.
+    opts = {"name": RELEASE, "namespace": NAMESPACE, "is_install": True}
+    if api_versions:
+        opts["api_versions"] = api_versions
+    manifests = json.loads(_native.call_string(
+        "helm_render", chart_handle._raw(), json.dumps(values), json.dumps(opts)))
     docs = []
     for path in sorted(manifests):
         if path.endswith("NOTES.txt"):
@@ -140,13 +177,15 @@ def main() -> int:
     lint_time = lint(chart, "default values", {}, problems)
     for name in sorted(os.listdir(chart / "examples")):
         lint_time += lint(chart, f"examples/{name}", example(chart, name), problems)
+    for name in LINTED:
+        lint_time += lint(chart, f"case {name}", cases(chart)[name], problems)
 
     render_time = 0.0
     with helm.Chart.load(chart) as handle:
         for name, values in cases(chart).items():
             started = time.monotonic()
             try:
-                text = render(handle, values)
+                text = render(handle, values, API_VERSIONS.get(name, []))
             except helm.HelmError as error:
                 problems.append(f"render {name}: {error}")
                 continue

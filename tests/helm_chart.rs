@@ -5,7 +5,9 @@
 //! be a valid Kubernetes object of its kind (no unknown or misplaced field), the rendered
 //! fleet.toml must pass `fleetscaler check-config`, and what matters is asserted: two
 //! replicas with leader election, the locked-down pod, the read-only kubeconfig mount, the
-//! ServiceMonitor only when asked for, and a Role that allows exactly the hub's Lease calls.
+//! ServiceMonitor only when asked for, a pod that OpenShift's restricted-v2 SCC admits when
+//! the cluster is OpenShift, and a Role that allows exactly the hub's Lease calls. The
+//! dashboard and the PrometheusRule are tests/chart_observability.rs's.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod chart_support;
@@ -213,16 +215,14 @@ fn the_toml_writer_carries_strings_and_numbers_exactly() {
 
 #[test]
 fn the_service_monitor_is_rendered_only_when_enabled() {
-    for case in [
-        "default",
-        "kubeconfig-files",
-        "config-toml",
-        "toml-edge",
-        "single",
-    ] {
+    for case in CASES.into_iter().filter(|c| *c != "multi-cluster") {
         assert!(all(&docs(case), "ServiceMonitor").is_empty(), "{case}");
     }
-    assert_eq!(all(&docs("multi-cluster"), "ServiceMonitor").len(), 1);
+    let monitor = one(&docs("multi-cluster"), "ServiceMonitor").clone();
+    assert_eq!(
+        monitor["metadata"]["labels"]["release"], "kube-prometheus-stack",
+        "the label kube-prometheus-stack's Prometheus selects by"
+    );
 }
 
 #[test]
@@ -284,6 +284,51 @@ fn one_replica_without_leader_election_gets_no_role_no_token_and_no_budget() {
     let egress = policy["spec"]["egress"].as_array().unwrap();
     assert_eq!(egress[0]["ports"][0]["port"], 53, "DNS");
     assert_eq!(egress[1]["to"][0]["ipBlock"]["cidr"], "10.0.0.1/32");
+}
+
+/// On OpenShift (found by the API it serves, or forced by `openshift.enabled`) the pod fixes
+/// no UID, GID or fsGroup, which restricted-v2 assigns from the namespace's range, and keeps
+/// the rest of the lock-down; elsewhere (or forced off) it runs as the image's 65532, which
+/// restricted-v2 refuses.
+#[test]
+fn on_openshift_the_pod_leaves_its_ids_to_restricted_v2() {
+    for case in ["openshift", "openshift-forced"] {
+        let docs = docs(case);
+        let refused = scc::restricted_v2(pod_spec(&docs), scc::NAMESPACE_RANGE);
+        assert!(
+            refused.is_empty(),
+            "{case}: restricted-v2 refuses {refused:?}"
+        );
+        let pod = &pod_spec(&docs)["securityContext"];
+        let c = &container(&docs)["securityContext"];
+        for key in ["runAsUser", "runAsGroup", "fsGroup", "supplementalGroups"] {
+            assert!(pod[key].is_null(), "{case}: pod {key}: {pod}");
+            assert!(c[key].is_null(), "{case}: container {key}: {c}");
+        }
+        for sc in [pod, c] {
+            assert_eq!(sc["runAsNonRoot"], true, "{case}");
+            assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault", "{case}");
+        }
+        assert_eq!(c["allowPrivilegeEscalation"], false, "{case}");
+        assert_eq!(c["capabilities"]["drop"], json!(["ALL"]), "{case}");
+        assert_eq!(c["readOnlyRootFilesystem"], true, "{case}");
+    }
+    for case in ["default", "openshift-off"] {
+        let docs = docs(case);
+        let pod = &pod_spec(&docs)["securityContext"];
+        for key in ["runAsUser", "runAsGroup", "fsGroup"] {
+            assert_eq!(pod[key], 65532, "{case}: {key}");
+        }
+        let refused = scc::restricted_v2(pod_spec(&docs), scc::NAMESPACE_RANGE);
+        assert_eq!(
+            refused,
+            [
+                format!("pod: runAsUser 65532 outside {:?}", scc::NAMESPACE_RANGE),
+                format!("pod: fsGroup 65532 outside {:?}", scc::NAMESPACE_RANGE),
+            ],
+            "{case}"
+        );
+    }
 }
 
 /// The chart's Role against the hub's real Lease calls: a hub with leader election on a

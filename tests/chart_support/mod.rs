@@ -1,7 +1,11 @@
-//! The Helm chart as real Helm renders it, for tests/helm_chart.rs: runs
-//! scripts/helm-check.sh once, reads its manifests, checks each object against its
-//! k8s-openapi type, and runs `fleetscaler check-config` on the rendered fleet.toml.
+//! The Helm chart as real Helm renders it, for tests/helm_chart.rs and
+//! tests/chart_observability.rs: runs scripts/helm-check.sh once, reads its manifests,
+//! checks each object against its k8s-openapi type (or, for the Prometheus Operator's kinds,
+//! by hand), and runs `fleetscaler check-config` on the rendered fleet.toml.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod promql;
+pub mod scc;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -18,13 +22,17 @@ use crate::rbac_support::lost_fields;
 
 /// The release namespace and name scripts/helm_check.py renders with.
 pub const NAMESPACE: &str = "fleetscaler";
-pub const CASES: [&str; 6] = [
+pub const CASES: [&str; 10] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
     "config-toml",
     "toml-edge",
     "single",
+    "observability",
+    "openshift",
+    "openshift-forced",
+    "openshift-off",
 ];
 
 /// Runs scripts/helm-check.sh once for the whole test binary; the directory of manifests.
@@ -111,6 +119,66 @@ pub fn check_service_monitor(doc: &Value, what: &str) -> Vec<String> {
     problems
 }
 
+/// The PrometheusRule's fields that Prometheus reads, checked by hand as the ServiceMonitor's.
+pub fn check_prometheus_rule(doc: &Value, what: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if doc["apiVersion"] != "monitoring.coreos.com/v1" {
+        problems.push(format!("{what}: apiVersion {}", doc["apiVersion"]));
+    }
+    let unexpected = |value: &Value, allowed: &[&str], at: &str, problems: &mut Vec<String>| {
+        for key in value.as_object().into_iter().flat_map(|o| o.keys()) {
+            if !allowed.contains(&key.as_str()) {
+                problems.push(format!("{what}: unexpected {at}.{key}"));
+            }
+        }
+    };
+    unexpected(&doc["spec"], &["groups"], "spec", &mut problems);
+    let groups = doc["spec"]["groups"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if groups.is_empty() {
+        problems.push(format!("{what}: no rule groups"));
+    }
+    for g in &groups {
+        let at = format!("group {}", g["name"]);
+        unexpected(
+            g,
+            &["name", "interval", "rules", "limit"],
+            &at,
+            &mut problems,
+        );
+        for r in g["rules"].as_array().into_iter().flatten() {
+            let keys = [
+                "alert",
+                "record",
+                "expr",
+                "for",
+                "keep_firing_for",
+                "labels",
+                "annotations",
+            ];
+            unexpected(r, &keys, &at, &mut problems);
+            if r["alert"].is_string() == r["record"].is_string() {
+                problems.push(format!("{what}: {at}: a rule is an alert or a record: {r}"));
+            }
+            if r["expr"].as_str().is_none_or(|e| e.trim().is_empty()) {
+                problems.push(format!("{what}: {at}: a rule without expr: {r}"));
+            }
+            for map in ["labels", "annotations"] {
+                let ok = r[map].is_null()
+                    || r[map]
+                        .as_object()
+                        .is_some_and(|m| m.values().all(Value::is_string));
+                if !ok {
+                    problems.push(format!("{what}: {at}: {map} must map to strings: {r}"));
+                }
+            }
+        }
+    }
+    problems
+}
+
 pub fn check_object(doc: &Value) -> Vec<String> {
     let kind = doc["kind"].as_str().unwrap_or("<no kind>");
     let what = format!("{kind} {}", doc["metadata"]["name"]);
@@ -125,6 +193,7 @@ pub fn check_object(doc: &Value) -> Vec<String> {
         "PodDisruptionBudget" => check_typed::<policy::v1::PodDisruptionBudget>(doc, &what),
         "NetworkPolicy" => check_typed::<networking::v1::NetworkPolicy>(doc, &what),
         "ServiceMonitor" => check_service_monitor(doc, &what),
+        "PrometheusRule" => check_prometheus_rule(doc, &what),
         other => vec![format!("{what}: a kind this test does not know: {other}")],
     }
 }
@@ -195,10 +264,22 @@ pub fn mounts(docs: &[Value]) -> Mounts {
     Mounts { files, secret }
 }
 
+/// The one ConfigMap that holds `key`: fleet.toml's, or the dashboard's.
+pub fn config_map_with<'a>(docs: &'a [Value], key: &str) -> &'a Value {
+    let found: Vec<&Value> = all(docs, "ConfigMap")
+        .into_iter()
+        .filter(|c| c["data"][key].is_string())
+        .collect();
+    match found.as_slice() {
+        [c] => c,
+        other => panic!("expected one ConfigMap with {key}, found {}", other.len()),
+    }
+}
+
 pub fn fleet_toml(docs: &[Value]) -> String {
-    one(docs, "ConfigMap")["data"]["fleet.toml"]
+    config_map_with(docs, "fleet.toml")["data"]["fleet.toml"]
         .as_str()
-        .expect("fleet.toml in the ConfigMap")
+        .unwrap()
         .to_string()
 }
 

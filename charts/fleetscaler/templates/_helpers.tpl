@@ -183,3 +183,37 @@ the table it belongs to. Keys with nulls are left out.
 {{- else }}{{ fail (printf "fleet: %v (%s) has no TOML form" $v (kindOf $v)) }}
 {{- end }}
 {{- end }}
+
+{{/*
+"true" when the pods run under OpenShift's SecurityContextConstraints: openshift.enabled
+true, or "auto" and the cluster serves security.openshift.io/v1 (helm template sees that
+only with --api-versions security.openshift.io/v1).
+*/}}
+{{- define "fleetscaler.openshift" -}}
+{{- $on := .Values.openshift.enabled }}
+{{- if eq (toString $on) "auto" }}
+{{- $on = .Capabilities.APIVersions.Has "security.openshift.io/v1" }}
+{{- end }}
+{{- if $on }}true{{ end }}
+{{- end }}
+
+{{/*
+The pod's and the container's security contexts. restricted-v2 assigns the UID, GID and
+fsGroup from the namespace's range and refuses a pod that fixes others (the image's 65532
+is outside every range), so under OpenShift those are left to it.
+*/}}
+{{- define "fleetscaler.podSecurityContext" -}}
+{{- $sc := .Values.podSecurityContext }}
+{{- if include "fleetscaler.openshift" . }}
+{{- $sc = omit $sc "runAsUser" "runAsGroup" "fsGroup" "supplementalGroups" }}
+{{- end }}
+{{- toYaml $sc }}
+{{- end }}
+
+{{- define "fleetscaler.securityContext" -}}
+{{- $sc := .Values.securityContext }}
+{{- if include "fleetscaler.openshift" . }}
+{{- $sc = omit $sc "runAsUser" "runAsGroup" }}
+{{- end }}
+{{- toYaml $sc }}
+{{- end }}
