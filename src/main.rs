@@ -25,6 +25,8 @@ enum Command {
     Run(fleetscaler::cli::run::RunArgs),
     /// A simulated fleet and the hub autoscaling it, with a live view (the quickest look).
     Demo(fleetscaler::cli::demo::DemoArgs),
+    /// The fleet at a glance from a running hub's API: one row per cluster.
+    Status(fleetscaler::cli::status::StatusArgs),
     /// Run only a simulated fleet (HTTPS Kubernetes API servers on loopback), for kubectl or tests.
     Sim(fleetscaler::sim::cli::SimArgs),
 }
@@ -53,6 +55,10 @@ fn main() -> ExitCode {
                     .map_err(anyhow::Error::from)
             })
         }
+        Command::Status(args) => runtime().and_then(|rt| {
+            rt.block_on(fleetscaler::cli::status::run(&args, &mut out))
+                .map_err(anyhow::Error::from)
+        }),
         Command::Sim(args) => {
             drop(out);
             // `sim machines` reports each failed call as one log line of its own (`RUST_LOG`

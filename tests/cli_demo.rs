@@ -1,9 +1,11 @@
 //! `fleetscaler demo` as a user runs it: it serves the fleet's API, its clusters come up,
-//! and SIGTERM (or Ctrl-C) stops it cleanly with exit status 0.
+//! its kubeconfig lives in a private directory (not the working directory) while it runs,
+//! and SIGTERM (or Ctrl-C) stops it cleanly with exit status 0, removing that directory.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -17,32 +19,67 @@ fn get(addr: &str, path: &str) -> Option<String> {
 }
 
 #[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+/// `  kubeconfig: PATH (removed when the demo stops)` and the kubectl line naming it.
+fn kubeconfig_path(line: &str, kubectl: &str) -> PathBuf {
+    let path = line
+        .strip_prefix("  kubeconfig: ")
+        .and_then(|rest| rest.strip_suffix(" (removed when the demo stops)"))
+        .unwrap_or_else(|| panic!("no kubeconfig in {line:?}"));
+    assert!(
+        kubectl.contains(&format!("export KUBECONFIG={path};")),
+        "{kubectl}"
+    );
+    PathBuf::from(path)
+}
+
+#[cfg(unix)]
 #[test]
-fn demo_serves_its_fleet_and_stops_cleanly_on_sigterm() {
+fn demo_serves_its_fleet_keeps_its_kubeconfig_private_and_stops_cleanly_on_sigterm() {
     let dir = std::env::temp_dir().join(format!("fleetscaler-demo-test-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // The user's working directory, and their $XDG_RUNTIME_DIR.
+    let (cwd, runtime) = (dir.join("checkout"), dir.join("run"));
+    std::fs::create_dir_all(&cwd).unwrap();
+    std::fs::create_dir_all(&runtime).unwrap();
     let mut demo = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
-        .args([
-            "demo",
-            "--clusters",
-            "2",
-            "--listen",
-            "127.0.0.1:0",
-            "--kubeconfig-out",
-        ])
-        .arg(dir.join("demo.kubeconfig"))
+        .args(["demo", "--clusters", "2", "--listen", "127.0.0.1:0"])
+        .current_dir(&cwd)
+        .env("XDG_RUNTIME_DIR", &runtime)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(demo.stdout.take().unwrap()).lines();
-    let first = lines.next().unwrap().unwrap();
+    let mut line = || lines.next().unwrap().unwrap();
+    let first = line();
     let addr = first
         .split("http://")
         .nth(1)
         .and_then(|rest| rest.split('/').next())
         .unwrap_or_else(|| panic!("no API address in {first:?}"))
         .to_string();
+    let (where_line, kubectl_line) = (line(), line());
+    let kubeconfig = kubeconfig_path(&where_line, &kubectl_line);
+    assert!(kubeconfig.starts_with(&runtime), "{kubeconfig:?}");
+    assert!(kubeconfig.is_file(), "{kubeconfig:?}");
+    assert_eq!(mode(&kubeconfig), 0o600);
+    let private = kubeconfig.parent().unwrap().to_path_buf();
+    assert_ne!(
+        private, runtime,
+        "the kubeconfig has a directory of its own"
+    );
+    assert_eq!(mode(&private), 0o700);
+    let clusters = std::fs::read_to_string(&kubeconfig).unwrap();
+    assert!(clusters.contains("sim-2"), "{clusters}");
+    assert_eq!(
+        std::fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "written into the working directory"
+    );
     // Keep reading both pipes so the demo never blocks on a full one.
     std::thread::spawn(move || for _ in lines {});
     let mut stderr_pipe = demo.stderr.take().unwrap();
@@ -100,5 +137,7 @@ fn demo_serves_its_fleet_and_stops_cleanly_on_sigterm() {
     let stderr = stderr.join().unwrap();
     assert!(status.success(), "{status}: {stderr}");
     assert!(stderr.contains("stopped"), "{stderr}");
+    assert!(!private.exists(), "{private:?} is left after a clean stop");
+    assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }

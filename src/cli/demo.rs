@@ -2,9 +2,11 @@
 //! live view in the terminal and the hub's HTTP endpoints.
 //!
 //! The hub reaches the simulated clusters exactly as it reaches real ones: through a
-//! kubeconfig (written next to nothing else, readable by the owner only) and HTTPS.
+//! kubeconfig and HTTPS. The kubeconfig holds the clusters' credentials, so it goes into a
+//! directory of its own that only the user can read, outside the working directory (which
+//! is often a checkout), and is removed when the demo stops.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
@@ -41,9 +43,11 @@ pub struct DemoArgs {
     /// Plan and report without writing to the clusters.
     #[arg(long)]
     pub dry_run: bool,
-    /// Where to write the simulated fleet's kubeconfig (for kubectl).
-    #[arg(long, default_value = "fleetscaler-demo.kubeconfig")]
-    pub kubeconfig_out: PathBuf,
+    /// Write the simulated fleet's kubeconfig (for kubectl) here, and keep it, instead of
+    /// into a private directory under $XDG_RUNTIME_DIR or the temporary directory that is
+    /// removed when the demo stops.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig_out: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
@@ -58,6 +62,11 @@ pub enum DemoError {
     Hub(#[from] crate::hub::HubError),
     #[error("traces: {0}")]
     Traces(#[from] crate::telemetry::OtelError),
+    #[error("cannot create a private directory for the demo's kubeconfig in {base}: {source}")]
+    KubeconfigDir {
+        base: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
@@ -65,17 +74,19 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     let telemetry = super::run::start_telemetry("warn", &HubConfig::default())?;
     let listener = server::bind(&args.listen).await?;
     let fleet = Fleet::start(sim_settings(&args)).await?;
-    fleet.write_kubeconfig(&args.kubeconfig_out)?;
-    let kubeconfig = args
-        .kubeconfig_out
-        .canonicalize()
-        .unwrap_or_else(|_| args.kubeconfig_out.clone());
+    // Dropped when `run` returns, which removes the directory and the kubeconfig in it.
+    let (kubeconfig, private_dir) = write_kubeconfig(&fleet, args.kubeconfig_out.as_deref())?;
     let config = demo_config(&args, &kubeconfig);
     let addr = server::local_addr(&listener).map_or(args.listen.clone(), |a| a.to_string());
     println!(
         "fleetscaler demo: {} simulated clusters; dashboard on http://{addr}/ (API /api/v1/fleet, metrics /metrics)",
         fleet.clusters().len(),
     );
+    let lifetime = match private_dir {
+        Some(_) => "removed when the demo stops",
+        None => "kept after the demo",
+    };
+    println!("  kubeconfig: {} ({lifetime})", kubeconfig.display());
     println!(
         "  kubectl: export KUBECONFIG={}; kubectl --context sim-1 get nodes,machinesets -A",
         kubeconfig.display()
@@ -89,6 +100,84 @@ pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     let _ = view.await;
     fleet.shutdown().await;
     Ok(())
+}
+
+/// Writes the fleet's kubeconfig where the user asked, or else into a fresh private
+/// directory (returned, to be dropped when the demo stops). Returns the file's path.
+fn write_kubeconfig(
+    fleet: &Fleet,
+    asked: Option<&Path>,
+) -> Result<(PathBuf, Option<PrivateDir>), DemoError> {
+    if let Some(path) = asked {
+        fleet.write_kubeconfig(path)?;
+        let absolute = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+        return Ok((absolute, None));
+    }
+    let dir = PrivateDir::create(&private_base())?;
+    let path = dir.0.join("fleetscaler-demo.kubeconfig");
+    fleet.write_kubeconfig(&path)?;
+    Ok((path, Some(dir)))
+}
+
+/// `$XDG_RUNTIME_DIR` (per user, in memory, emptied at logout) when there is one, else the
+/// OS's temporary directory.
+fn private_base() -> PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// A directory only its owner can enter, removed with everything in it when dropped.
+#[derive(Debug)]
+struct PrivateDir(PathBuf);
+
+impl PrivateDir {
+    /// Tries a few names rather than reusing one: an existing directory (left by a demo that
+    /// was killed, or made by someone else in a shared /tmp) is never written into.
+    fn create(base: &Path) -> Result<PrivateDir, DemoError> {
+        let pid = std::process::id();
+        let mut last = None;
+        for n in 0..16 {
+            let name = match n {
+                0 => format!("fleetscaler-demo-{pid}"),
+                n => format!("fleetscaler-demo-{pid}-{n}"),
+            };
+            let dir = base.join(name);
+            match create_private_dir(&dir) {
+                Ok(()) => return Ok(PrivateDir(dir)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(dir_error(base, e)),
+            }
+        }
+        let e = last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into());
+        Err(dir_error(base, e))
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.0) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                eprintln!("could not remove {}: {e}", self.0.display());
+            }
+            _ => {}
+        }
+    }
+}
+
+fn dir_error(base: &Path, source: std::io::Error) -> DemoError {
+    DemoError::KubeconfigDir {
+        base: base.to_path_buf(),
+        source,
+    }
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
 }
 
 fn sim_settings(args: &DemoArgs) -> FleetSettings {
@@ -146,5 +235,31 @@ pub fn demo_config(args: &DemoArgs, kubeconfig: &std::path::Path) -> FleetConfig
                 ..ClusterConfig::named(&format!("sim-{i}"))
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn the_kubeconfig_directory_is_private_fresh_and_removed() {
+        use std::os::unix::fs::PermissionsExt;
+        let base =
+            std::env::temp_dir().join(format!("fleetscaler-demo-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let first = PrivateDir::create(&base).unwrap();
+        let mode = std::fs::metadata(&first.0).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700);
+        // A directory already there (left by a killed demo) is not reused.
+        let second = PrivateDir::create(&base).unwrap();
+        assert_ne!(first.0, second.0);
+        std::fs::write(first.0.join("kubeconfig"), "x").unwrap();
+        let path = first.0.clone();
+        drop(first);
+        assert!(!path.exists());
+        drop(second);
+        std::fs::remove_dir(&base).unwrap();
     }
 }

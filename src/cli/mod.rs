@@ -8,4 +8,5 @@ pub mod plan;
 mod render;
 pub mod run;
 mod signal;
+pub mod status;
 pub mod view;

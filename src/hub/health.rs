@@ -5,14 +5,14 @@
 use std::time::Duration;
 
 use jiff::Timestamp;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::cluster::ClusterName;
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::config::FleetHealthConfig;
 
 /// A cluster as the fleet counts it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum ClusterState {
     /// Running, and its last pass found it healthy.
@@ -46,25 +46,40 @@ impl ClusterState {
     /// A cluster still connecting or syncing past `STARTUP_LIMIT` has failed to start: it
     /// counts against the fleet instead of looking like a cluster that is about to be fine.
     pub fn at(r: &ClusterReport, now: Timestamp) -> Self {
+        Self::judged(r, now).0
+    }
+
+    /// The state, with what a person needs to know when it is not healthy (served by the
+    /// API, so that clients never judge for themselves).
+    pub fn judged(r: &ClusterReport, now: Timestamp) -> (Self, Option<String>) {
+        let message = || r.message.clone().unwrap_or_else(|| r.phase.as_str().into());
         match r.phase {
             Phase::Connecting | Phase::Syncing
                 if Duration::try_from(now.duration_since(r.since))
                     .is_ok_and(|d| d > STARTUP_LIMIT) =>
             {
-                ClusterState::Failed
+                let minutes = STARTUP_LIMIT.as_secs() / 60;
+                let why = format!("not started after {minutes} minutes: {}", message());
+                (ClusterState::Failed, Some(why))
             }
-            Phase::Connecting | Phase::Syncing => ClusterState::Starting,
-            Phase::Failed => ClusterState::Failed,
-            Phase::Stopped => ClusterState::Stopped,
-            Phase::Running if r.last_pass.is_none() => ClusterState::Starting,
-            Phase::Running => {
-                let skipped = r.last_pass.as_ref().is_some_and(|p| p.skipped.is_some());
-                if r.healthy && !skipped {
-                    ClusterState::Healthy
-                } else {
-                    ClusterState::Unhealthy
+            Phase::Connecting | Phase::Syncing => (ClusterState::Starting, Some(message())),
+            Phase::Failed => (ClusterState::Failed, r.message.clone()),
+            Phase::Stopped => (ClusterState::Stopped, r.message.clone()),
+            Phase::Running => match &r.last_pass {
+                None => (
+                    ClusterState::Starting,
+                    Some(
+                        r.message
+                            .clone()
+                            .unwrap_or_else(|| "waiting for its first pass".into()),
+                    ),
+                ),
+                Some(pass) if pass.skipped.is_some() => {
+                    (ClusterState::Unhealthy, pass.skipped.clone())
                 }
-            }
+                Some(_) if r.healthy => (ClusterState::Healthy, None),
+                Some(_) => (ClusterState::Unhealthy, r.health_reason.clone()),
+            },
         }
     }
 
@@ -357,13 +372,23 @@ mod tests {
     /// Seed of issue 12: a runner that never got past connecting looked like one about to
     /// be fine, and the fleet read healthy.
     #[test]
-    fn a_cluster_that_cannot_start_counts_as_failed() {
-        let r = report("a", Phase::Connecting, true, 1, 0);
+    fn a_cluster_that_cannot_start_counts_as_failed_and_says_since_when() {
+        let mut r = report("a", Phase::Connecting, true, 1, 0);
+        r.message = Some("listing pods".into());
         let t = r.since;
         let later = |s: i64| t.checked_add(jiff::SignedDuration::from_secs(s)).unwrap();
-        assert_eq!(ClusterState::at(&r, later(10)), ClusterState::Starting);
+        assert_eq!(
+            ClusterState::judged(&r, later(10)),
+            (ClusterState::Starting, Some("listing pods".into()))
+        );
         let limit = STARTUP_LIMIT.as_secs() as i64;
-        assert_eq!(ClusterState::at(&r, later(limit + 1)), ClusterState::Failed);
+        assert_eq!(
+            ClusterState::judged(&r, later(limit + 1)),
+            (
+                ClusterState::Failed,
+                Some("not started after 3 minutes: listing pods".into())
+            )
+        );
         assert!(ClusterState::Failed.counts_against());
     }
 
@@ -374,7 +399,10 @@ mod tests {
         if let Some(p) = r.last_pass.as_mut() {
             p.skipped = Some("stale".into());
         }
-        assert_eq!(ClusterState::of(&r), ClusterState::Unhealthy);
+        assert_eq!(
+            ClusterState::judged(&r, Timestamp::now()),
+            (ClusterState::Unhealthy, Some("stale".into()))
+        );
         let config = FleetHealthConfig::default();
         let first = judge(std::slice::from_ref(&r), &config);
         let later = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(5);

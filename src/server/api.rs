@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::cluster::report::ClusterReport;
 use crate::engine::plan::PodExplanation;
-use crate::hub::health::FleetHealth;
+use crate::hub::health::{ClusterState, FleetHealth};
 use crate::hub::{FleetView, HubStatus};
 
 /// Pending pods listed per cluster (the plan has them all; `pendingPods` counts them).
@@ -30,6 +30,11 @@ struct FleetBody<'a> {
 struct ClusterBody<'a> {
     #[serde(flatten)]
     report: &'a ClusterReport,
+    /// How the hub judges the cluster (`hub::health::ClusterState`), and why when it is
+    /// not healthy.
+    state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state_reason: Option<String>,
     /// The pending pods of the last pass, each with its outcome and reasons.
     pending: Vec<&'a PodExplanation>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -93,8 +98,11 @@ fn probe(result: Result<String, String>) -> Response<Full<Bytes>> {
 }
 
 fn cluster_body(r: &ClusterReport, shown: usize) -> ClusterBody<'_> {
+    let (state, state_reason) = ClusterState::judged(r, jiff::Timestamp::now());
     ClusterBody {
         report: r,
+        state: state.as_str(),
+        state_reason,
         pending: r
             .plan
             .iter()

@@ -1,0 +1,295 @@
+//! The status as a person reads it, kubectl-style: a line on the fleet and its leader, then
+//! one row per cluster in aligned columns, times as ages ("3m").
+
+use std::io::{self, Write};
+
+use jiff::Timestamp;
+
+use super::shape::{Cluster, Hub, Status};
+use crate::hub::health::ClusterState;
+
+/// Between columns, as kubectl.
+const GAP: &str = "   ";
+
+pub(super) fn render(s: &Status, out: &mut impl Write) -> io::Result<()> {
+    if let Some(line) = header(s) {
+        writeln!(out, "{line}")?;
+    }
+    if s.clusters.is_empty() {
+        return writeln!(out, "no clusters");
+    }
+    for line in table(&rows(s)) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// `fleet healthy for 12m: all 3 clusters healthy or starting; leader: this replica (hub-0)`
+fn header(s: &Status) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(f) = &s.fleet {
+        let state = match f.state.as_str() {
+            "healthy" => "healthy".to_string(),
+            other => other.to_uppercase(),
+        };
+        let paused = if f.scale_down_paused {
+            "; scale-down paused in every cluster"
+        } else {
+            ""
+        };
+        let since = age(f.since, s.at);
+        parts.push(format!("fleet {state} for {since}: {}{paused}", f.reason));
+    }
+    if let Some(h) = &s.hub {
+        parts.push(leader(h, s.at));
+        if h.dry_run {
+            parts.push("dry run".into());
+        }
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn leader(h: &Hub, now: Timestamp) -> String {
+    let me = h.identity.as_deref().unwrap_or("this replica");
+    let mut text = match (h.leader_election, h.leading, &h.holder) {
+        (false, ..) => "no leader election".to_string(),
+        (true, true, _) => format!("leader: this replica ({me})"),
+        (true, false, Some(holder)) => format!("standby ({me}); leader: {holder}"),
+        (true, false, None) => format!("standby ({me}); no leader"),
+    };
+    if let Some(e) = &h.lease_error {
+        let since = age(e.at, now);
+        text.push_str(&format!(
+            "; the lease has failed for {since}: {}",
+            e.message
+        ));
+    }
+    text
+}
+
+fn rows(s: &Status) -> Vec<Vec<String>> {
+    let reasons = s.clusters.iter().any(|c| c.reason.is_some());
+    let mut titles: Vec<String> = [
+        "NAME",
+        "HEALTH",
+        "NODES",
+        "PENDING",
+        "GROUPS",
+        "LAST ACTION",
+    ]
+    .map(String::from)
+    .into();
+    if reasons {
+        titles.push("REASON".into());
+    }
+    // The ages of the last actions line up, so that their descriptions do too.
+    let ages: Vec<Option<String>> = s
+        .clusters
+        .iter()
+        .map(|c| c.last_action.as_ref().map(|a| age(a.at, s.at)))
+        .collect();
+    let age_width = ages.iter().flatten().map(|a| a.len()).max().unwrap_or(0);
+    let mut rows = vec![titles];
+    for (c, age) in s.clusters.iter().zip(ages) {
+        let last = match (&c.last_action, age) {
+            (Some(a), Some(age)) => format!("{age:<age_width$}  {}", a.description),
+            _ => "-".into(),
+        };
+        let mut row = cluster_row(c, last);
+        if reasons {
+            row.push(c.reason.clone().unwrap_or_else(|| "-".into()));
+        }
+        rows.push(row);
+    }
+    rows
+}
+
+fn cluster_row(c: &Cluster, last_action: String) -> Vec<String> {
+    vec![
+        c.name.clone(),
+        health(c),
+        nodes(c),
+        pending(c),
+        c.node_groups.to_string(),
+        last_action,
+    ]
+}
+
+fn health(c: &Cluster) -> String {
+    match (c.health, c.dry_run) {
+        (ClusterState::Healthy, true) => "healthy (dry run)".into(),
+        (state, _) => state.as_str().into(),
+    }
+}
+
+/// `9`, or `12 (9 ready)` while some are not (unready, starting or being removed).
+fn nodes(c: &Cluster) -> String {
+    match c.ready_nodes {
+        r if r == c.nodes => r.to_string(),
+        r => format!("{} ({r} ready)", c.nodes),
+    }
+}
+
+/// `3`, or `3 (1 stuck)` when some no scale-up can help.
+fn pending(c: &Cluster) -> String {
+    match c.stuck_pods {
+        0 => c.pending_pods.to_string(),
+        n => format!("{} ({n} stuck)", c.pending_pods),
+    }
+}
+
+/// Aligned columns; the last one is not padded (no trailing blanks).
+fn table(rows: &[Vec<String>]) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|i| {
+            let cells = rows.iter().filter_map(|r| r.get(i));
+            cells.map(|c| c.chars().count()).max().unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|row| {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate() {
+                if i + 1 == row.len() {
+                    line.push_str(cell);
+                } else {
+                    let pad = widths[i].saturating_sub(cell.chars().count());
+                    line.push_str(cell);
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(GAP);
+                }
+            }
+            line
+        })
+        .collect()
+}
+
+/// How long ago, as kubectl's AGE column says it (`k8s.io/apimachinery`'s
+/// `HumanDuration`): `45s`, `3m20s`, `12m`, `5h3m`, `20h`, `3d4h`, `40d`, `2y30d`.
+pub(super) fn age(then: Timestamp, now: Timestamp) -> String {
+    let secs = now.duration_since(then).as_secs().max(0);
+    let (minutes, hours, days) = (secs / 60, secs / 3600, secs / 86_400);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        _ if minutes < 10 => match secs % 60 {
+            0 => format!("{minutes}m"),
+            s => format!("{minutes}m{s}s"),
+        },
+        _ if minutes < 180 => format!("{minutes}m"),
+        _ if hours < 8 => match minutes % 60 {
+            0 => format!("{hours}h"),
+            m => format!("{hours}h{m}m"),
+        },
+        _ if hours < 48 => format!("{hours}h"),
+        _ if hours < 24 * 8 => match hours % 24 {
+            0 => format!("{days}d"),
+            h => format!("{days}d{h}h"),
+        },
+        _ if days < 365 * 2 => format!("{days}d"),
+        _ if days < 365 * 8 => match days % 365 {
+            0 => format!("{}y", days / 365),
+            d => format!("{}y{d}d", days / 365),
+        },
+        _ => format!("{}y", days / 365),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::api::parse;
+    use super::*;
+
+    fn fixture() -> Status {
+        let doc = parse(include_bytes!("fixture.json")).unwrap();
+        Status::from_api("http://hub:8080", doc, Timestamp::UNIX_EPOCH)
+    }
+
+    fn rendered(s: &Status) -> String {
+        let mut out = Vec::new();
+        render(s, &mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn the_fleet_renders_as_a_table() {
+        let expected = "\
+fleet healthy for 12m: 2 of 3 clusters unhealthy: sim-2 (unhealthy), sim-3 (failed); leader: this replica (hub-0)
+NAME    HEALTH      NODES         PENDING       GROUPS   LAST ACTION                                                                                        REASON
+sim-1   healthy     9             3 (1 stuck)   4        3m    MachineSet openshift-machine-api/sim-1-worker-b replicas 2 -> 3                              -
+sim-2   unhealthy   5 (3 ready)   0             2        120m  scale up MachineDeployment.cluster.x-k8s.io/default/sim-2-md-0 1 -> 2 failed: 409 Conflict   2 of 5 nodes unready (more than 45%)
+sim-3   failed      0             0             0        -                                                                                                  connecting: tcp connect error: Connection refused (os error 111)
+";
+        assert_eq!(rendered(&fixture()), expected);
+    }
+
+    #[test]
+    fn healthy_clusters_need_no_reason_column() {
+        let mut s = fixture();
+        s.clusters.truncate(1);
+        let text = rendered(&s);
+        assert!(!text.contains("REASON"), "{text}");
+        assert!(text.lines().all(|l| !l.ends_with(' ')), "{text:?}");
+    }
+
+    #[test]
+    fn a_degraded_fleet_and_a_standby_say_so() {
+        let mut s = fixture();
+        if let Some(f) = s.fleet.as_mut() {
+            f.state = "degraded".into();
+            f.scale_down_paused = true;
+        }
+        if let Some(h) = s.hub.as_mut() {
+            h.leading = false;
+            h.holder = Some("hub-1".into());
+            h.lease_error = Some(super::super::shape::Timed {
+                at: "2025-06-01T11:59:30Z".parse().unwrap(),
+                message: "409 Conflict".into(),
+            });
+        }
+        let first = rendered(&s).lines().next().unwrap_or_default().to_string();
+        assert!(first.starts_with("fleet DEGRADED for 12m: "), "{first}");
+        assert!(
+            first.contains("; scale-down paused in every cluster"),
+            "{first}"
+        );
+        assert!(
+            first.ends_with(
+                "standby (hub-0); leader: hub-1; the lease has failed for 30s: 409 Conflict"
+            ),
+            "{first}"
+        );
+    }
+
+    #[test]
+    fn without_hub_or_fleet_only_the_rows_show() {
+        let doc = parse(br#"{"clusters": []}"#).unwrap();
+        let s = Status::from_api("x", doc, Timestamp::UNIX_EPOCH);
+        assert_eq!(rendered(&s), "no clusters\n");
+    }
+
+    #[test]
+    fn ages_read_as_kubectl_prints_them() {
+        let now: Timestamp = "2025-06-01T12:00:00Z".parse().unwrap();
+        let ago = |secs: i64| age(now - jiff::SignedDuration::from_secs(secs), now);
+        let cases = [
+            (-5, "0s"),
+            (0, "0s"),
+            (119, "119s"),
+            (200, "3m20s"),
+            (180, "3m"),
+            (720, "12m"),
+            (179 * 60, "179m"),
+            (5 * 3600 + 180, "5h3m"),
+            (2 * 3600, "120m"),
+            (20 * 3600, "20h"),
+            (3 * 86_400 + 4 * 3600, "3d4h"),
+            (40 * 86_400, "40d"),
+            (3 * 365 * 86_400 + 30 * 86_400, "3y30d"),
+            (9 * 365 * 86_400, "9y"),
+        ];
+        for (secs, expected) in cases {
+            assert_eq!(ago(secs), expected, "{secs}s");
+        }
+    }
+}
