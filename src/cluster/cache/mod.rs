@@ -8,6 +8,7 @@
 //! group or machine that changed); the rest waits for the scan interval.
 
 pub mod discovery;
+pub mod listwatch;
 mod table;
 pub mod update;
 pub mod watch;
@@ -109,8 +110,9 @@ impl Cache {
     pub fn apply(&mut self, update: Update, now: Instant) -> bool {
         let kind = update.kind;
         let state = self.kinds.entry(kind).or_default();
-        // `Init` comes before a list is even requested: only data proves the watch works.
-        if !matches!(update.change, Change::Error(_) | Change::Init) {
+        // Anything but an error proves the kind is read again: a list page arrived, or the
+        // API server accepted a watch (`Resumed`).
+        if !matches!(update.change, Change::Error(_)) {
             state.failing = None;
         }
         let wake = match update.change {
@@ -128,6 +130,8 @@ impl Cache {
                 false
             }
             Change::Apply(object) => self.upsert(kind, object, now),
+            // Cleared `failing` above: the watch works again, and nothing changed.
+            Change::Resumed => false,
             Change::Delete(object) => self.delete(kind, object),
             Change::Error(error) => {
                 let failing = &mut self.kinds.entry(kind).or_default().failing;

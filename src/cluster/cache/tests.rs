@@ -200,9 +200,16 @@ async fn a_watch_failing_for_long_makes_the_cache_stale_until_it_recovers() {
         stale.contains("pods") && stale.contains("503 again"),
         "{stale}"
     );
-    // A restarted list is no proof yet; its end is.
-    c.apply(update(Kind::Pod, Change::Init), Instant::now());
+    // A watch the API server accepts again proves the kind is read, with no event at all.
+    c.apply(update(Kind::Pod, Change::Resumed), Instant::now());
+    assert_eq!(c.stale(Instant::now(), Duration::from_secs(60)), None);
+    // So does a list page, after the watch had to list again.
+    c.apply(
+        update(Kind::Node, Change::Error(WatchError::new("410"))),
+        Instant::now(),
+    );
+    tokio::time::advance(Duration::from_secs(61)).await;
     assert!(c.stale(Instant::now(), Duration::from_secs(60)).is_some());
-    c.apply(update(Kind::Pod, Change::InitDone), Instant::now());
+    c.apply(update(Kind::Node, Change::Init), Instant::now());
     assert_eq!(c.stale(Instant::now(), Duration::from_secs(60)), None);
 }

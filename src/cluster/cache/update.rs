@@ -2,8 +2,9 @@
 
 use k8s_openapi::api::{apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1};
 use kube::api::DynamicObject;
-use kube::runtime::watcher;
 
+use super::listwatch::Event;
+use crate::cluster::error::{CallError, Category};
 use crate::model::{MachineApiGroup, ScalableKind};
 
 /// The kinds of object the cache watches.
@@ -63,7 +64,9 @@ pub enum Change {
     InitDone,
     Apply(Object),
     Delete(Object),
-    /// The watch failed; it starts over after a backoff.
+    /// A watch that had failed works again (resumed where it stopped).
+    Resumed,
+    /// The watch failed; it resumes (or lists again) after a backoff.
     Error(WatchError),
 }
 
@@ -82,17 +85,19 @@ impl WatchError {
         }
     }
 
-    fn of(e: &watcher::Error) -> Self {
-        let forbidden = match e {
-            watcher::Error::InitialListFailed(kube::Error::Api(s))
-            | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-            | watcher::Error::WatchFailed(kube::Error::Api(s)) => s.code == 403,
-            watcher::Error::WatchError(s) => s.code == 403,
-            _ => false,
-        };
+    /// A list or watch call that failed (a 403 is for good).
+    pub fn of_call(e: &CallError) -> Self {
         WatchError {
             message: e.to_string(),
-            forbidden,
+            forbidden: e.category() == Category::Forbidden,
+        }
+    }
+
+    /// An error the API server sent inside a watch stream.
+    pub fn from_status(s: &kube::core::Status) -> Self {
+        WatchError {
+            message: format!("watch: {} ({})", s.message, s.code),
+            forbidden: s.code == 403,
         }
     }
 }
@@ -110,19 +115,16 @@ pub struct Update {
 }
 
 impl Update {
-    /// Wraps one item of a kube watcher stream.
-    pub fn from_watch<K>(
-        kind: Kind,
-        item: Result<watcher::Event<K>, watcher::Error>,
-        object: fn(K) -> Object,
-    ) -> Update {
-        let change = match item {
-            Ok(watcher::Event::Init) => Change::Init,
-            Ok(watcher::Event::InitApply(o)) => Change::InitApply(object(o)),
-            Ok(watcher::Event::InitDone) => Change::InitDone,
-            Ok(watcher::Event::Apply(o)) => Change::Apply(object(o)),
-            Ok(watcher::Event::Delete(o)) => Change::Delete(object(o)),
-            Err(e) => Change::Error(WatchError::of(&e)),
+    /// Wraps one step of a kind's list and watch.
+    pub fn from_event<K>(kind: Kind, event: Event<K>, object: fn(K) -> Object) -> Update {
+        let change = match event {
+            Event::Init => Change::Init,
+            Event::InitApply(o) => Change::InitApply(object(o)),
+            Event::InitDone => Change::InitDone,
+            Event::Apply(o) => Change::Apply(object(o)),
+            Event::Delete(o) => Change::Delete(object(o)),
+            Event::Resumed => Change::Resumed,
+            Event::Error(e) => Change::Error(e),
         };
         Update { kind, change }
     }

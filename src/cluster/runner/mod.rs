@@ -17,8 +17,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::stream::{BoxStream, SelectAll};
 use jiff::Timestamp;
 use tokio::sync::watch;
 use tokio::task::{Id, JoinSet};
@@ -197,7 +195,7 @@ pub async fn run(
         infra,
         infra_problems: Vec::new(),
         cache: Cache::new(&served.kinds),
-        updates: watches::updates(&ctx.client, &served),
+        updates: watches::updates(&ctx.client, &served, ctx.timing.request_timeout),
         machine_apis: served.machine_apis,
         discovery_warnings: served.warnings,
         ctx,
@@ -230,7 +228,7 @@ struct Runner {
     infra: infra::InfraTemplates,
     /// The infrastructure templates that could not be read, with why (for the plan).
     infra_problems: Vec<String>,
-    updates: SelectAll<BoxStream<'static, Update>>,
+    updates: watches::Updates,
     /// The version of each Machine API group the cluster is read and written through.
     machine_apis: MachineApis,
     /// What discovery found wrong (a Machine API in versions the hub cannot read): repeated

@@ -2,7 +2,6 @@
 //! interrupted run left (at start, whenever this replica becomes the leader, and now and
 //! then while it leads), scale-downs ending, and shutdown.
 
-use futures::StreamExt;
 use jiff::Timestamp;
 use tokio::task::{Id, JoinError};
 use tokio::time::Instant;
