@@ -45,6 +45,8 @@ pub enum Event<K> {
     Delete(K),
     /// A watch that had failed was accepted again.
     Resumed,
+    /// The watch's resourceVersion was compacted away (410 Gone): a full list follows.
+    Expired(String),
     /// A call failed; it is tried again after a backoff.
     Error(WatchError),
 }
@@ -185,7 +187,7 @@ where
                     since: Instant::now(),
                 };
             }
-            Err(e) if is_gone(&e) => self.phase = Phase::List(None),
+            Err(e) if is_gone(&e) => self.expired(e.to_string()),
             Err(e) => self.fail(WatchError::of_call(&e), Phase::Watch(version)),
         }
     }
@@ -215,7 +217,9 @@ where
                 return self.keep_watching(version, open);
             }
             // Compacted past our version: only a list can catch up.
-            Some(Ok(WatchEvent::Error(s))) if s.code == 410 => return,
+            Some(Ok(WatchEvent::Error(s))) if s.code == 410 => {
+                return self.expired(format!("{} ({})", s.message, s.code));
+            }
             Some(Ok(WatchEvent::Error(s))) => {
                 let error = WatchError::from_status(&s);
                 return self.fail(error, Phase::Watch(version));
@@ -266,6 +270,11 @@ where
     fn back_off(&mut self) {
         self.wait = true;
         self.retry = Some(self.retry.map_or(FIRST_RETRY, |r| (r * 2).min(MAX_RETRY)));
+    }
+
+    fn expired(&mut self, why: String) {
+        self.ready.push_back(Event::Expired(why));
+        self.phase = Phase::List(None);
     }
 
     fn fail(&mut self, error: WatchError, then: Phase<K>) {

@@ -131,7 +131,7 @@ impl Cache {
             }
             Change::Apply(object) => self.upsert(kind, object, now),
             // Cleared `failing` above: the watch works again, and nothing changed.
-            Change::Resumed => false,
+            Change::Resumed | Change::Expired(_) => false,
             Change::Delete(object) => self.delete(kind, object),
             Change::Error(error) => {
                 let failing = &mut self.kinds.entry(kind).or_default().failing;

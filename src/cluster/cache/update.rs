@@ -66,6 +66,8 @@ pub enum Change {
     Delete(Object),
     /// A watch that had failed works again (resumed where it stopped).
     Resumed,
+    /// The watch fell too far behind (410 Gone, with the server's message): a list follows.
+    Expired(String),
     /// The watch failed; it resumes (or lists again) after a backoff.
     Error(WatchError),
 }
@@ -124,6 +126,7 @@ impl Update {
             Event::Apply(o) => Change::Apply(object(o)),
             Event::Delete(o) => Change::Delete(object(o)),
             Event::Resumed => Change::Resumed,
+            Event::Expired(why) => Change::Expired(why),
             Event::Error(e) => Change::Error(e),
         };
         Update { kind, change }

@@ -315,11 +315,16 @@ impl Runner {
     /// Says so once when a watch starts failing (it starts over on its own; the cache goes
     /// stale if it keeps failing).
     fn log_watch_failure(&self, update: &Update) {
-        if let Change::Error(e) = &update.change
-            && !self.cache.is_failing(update.kind)
-        {
-            tracing::warn!(k8s.cluster.name = %self.ctx.name,
-                "the watch of {} failed, starting it over: {e}", update.kind.describe());
+        match &update.change {
+            Change::Error(e) if !self.cache.is_failing(update.kind) => {
+                tracing::warn!(k8s.cluster.name = %self.ctx.name,
+                    "the watch of {} failed, resuming it: {e}", update.kind.describe());
+            }
+            Change::Expired(why) => {
+                tracing::info!(k8s.cluster.name = %self.ctx.name,
+                    "the watch of {} expired, listing again: {why}", update.kind.describe());
+            }
+            _ => {}
         }
     }
 }
