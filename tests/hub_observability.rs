@@ -222,8 +222,10 @@ async fn a_degraded_fleet_holds_scale_down_everywhere() {
         async move {
             let plan = r.plan.clone()?;
             let paused = plan.scale_down_paused.clone()?;
+            // The hold is an input of the pass, recorded in its plan for replay.
             (r.phase == Phase::Running
                 && paused.contains("the fleet is degraded")
+                && plan.fleet_policy.scale_down_hold.as_ref() == Some(&paused)
                 && !plan.unneeded.is_empty())
             .then_some(r.counters.durations.get("main").map_or(0, |h| h.count))
         }

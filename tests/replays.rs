@@ -2,7 +2,8 @@
 //! Replays: a sequence of cluster dumps and times, run one after the other through
 //! `fleetscaler plan --state FILE --save-state FILE`, as from a shell loop. Each folder in
 //! `tests/replays/` holds the dumps and `expected.yaml`: `passes`, each with its `dump`, its
-//! `now` and what its plan must contain (`expect`, as in the scenario tests).
+//! `now` and what its plan must contain (`expect`, as in the scenario tests), and may name a
+//! `fleetPolicy` file (`--fleet-policy`). A dump may be another replay's (`../<replay>/t00.yaml`).
 
 mod support;
 
@@ -33,6 +34,7 @@ fn replay(dir: &Path) -> Vec<String> {
             set: Vec::new(),
             output: OutputFormat::Json,
             state: Some(state.clone()),
+            fleet_policy: pass["fleetPolicy"].as_str().map(|f| dir.join(f)),
             save_state: Some(state.clone()),
         };
         let plan = serde_json::to_value(

@@ -9,7 +9,7 @@
 //! reasons), `limits`, `settings` (by key), `health`, `fixTargetSize`, `deleteFailedMachines`,
 //! `deleteUnregistered`, `reasonContains` (substrings of any scale-up reason) and `warnings`
 //! (substrings of any warning). `args` may give `state` (a state file in the folder), `seed`,
-//! `expander`, `set` (a list of `key=value`), `config` and `cluster`.
+//! `expander`, `set` (a list of `key=value`), `config`, `cluster` and `fleetPolicy` (a file).
 
 use std::path::{Path, PathBuf};
 
@@ -50,6 +50,7 @@ fn args_for(dir: &Path, spec: &Value) -> PlanArgs {
             .unwrap_or_default(),
         output: OutputFormat::Json,
         state: text("state").map(|f| dir.join(f)),
+        fleet_policy: text("fleetPolicy").map(|f| dir.join(f)),
         save_state: None,
     }
 }

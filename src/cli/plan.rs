@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::render;
 use crate::config::{EffectiveSettings, FleetConfig, Layers, effective_settings};
 use crate::engine::settings::{ExpanderKind, SettingsPatch};
-use crate::engine::{EngineState, Plan, run_once};
+use crate::engine::{EngineState, FleetPolicy, Plan, run_once_with};
 use crate::model::dump::{DumpReport, SnapshotBuilder};
 
 #[derive(clap::Args, Debug, Clone)]
@@ -45,6 +45,10 @@ pub struct PlanArgs {
     /// The engine's memory from an earlier pass (JSON); read if the file exists.
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
+    /// The fleet's policy as the hub gave it to this cluster's pass (JSON, e.g.
+    /// `{"scaleDownHold": "fleet degraded: ..."}`; docs/plan-format.md), to replay its plan.
+    #[arg(long, value_name = "FILE")]
+    pub fleet_policy: Option<PathBuf>,
     /// Where to write the engine's memory after this pass, to replay a sequence of dumps.
     #[arg(long, value_name = "FILE")]
     pub save_state: Option<PathBuf>,
@@ -163,7 +167,8 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
         None => Timestamp::now(),
     };
     let mut state = read_state(args.state.as_deref())?;
-    let mut plan = run_once(&snapshot, &mut state, &effective.settings, now);
+    let policy = read_policy(args.fleet_policy.as_deref())?;
+    let mut plan = run_once_with(&snapshot, &mut state, &effective.settings, &policy, now);
     if let Some(path) = &args.save_state {
         std::fs::write(path, state.to_json()).map_err(|source| PlanError::SaveState {
             path: path.display().to_string(),
@@ -192,6 +197,21 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
 }
 
 /// The state file's engine memory; a file that does not exist yet is an empty memory.
+fn read_policy(path: Option<&std::path::Path>) -> Result<FleetPolicy, PlanError> {
+    let Some(path) = path else {
+        return Ok(FleetPolicy::none());
+    };
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
+        path: name.clone(),
+        source,
+    })?;
+    FleetPolicy::from_json(&text).map_err(|message| PlanError::Flag {
+        flag: format!("--fleet-policy {name}"),
+        message,
+    })
+}
+
 fn read_state(path: Option<&std::path::Path>) -> Result<EngineState, PlanError> {
     let Some(path) = path else {
         return Ok(EngineState::default());

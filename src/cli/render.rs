@@ -188,6 +188,13 @@ fn scale_down(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
     if let Some(why) = &p.scale_down_paused {
         writeln!(out, "  paused: {why}")?;
     }
+    for a in &p.scale_down_held {
+        writeln!(
+            out,
+            "  held back: {} of {} would go: {}",
+            a.node, a.node_group, a.reason
+        )?;
+    }
     for a in &p.scale_down {
         let kind = if a.empty { "empty" } else { "drain" };
         writeln!(

@@ -3,8 +3,9 @@
 //! In the upstream autoscaler's vocabulary: node groups and their templates, the scheduling
 //! `simulator` with its predicates, the `estimator` (binpacking), the `expander`, resource
 //! limits, balancing of similar groups, and the scale-up orchestration. The entry point is
-//! [`run_once`]: a snapshot, the engine's memory, settings and the time in, a [`Plan`] out,
-//! every action and every pending pod with its reasons.
+//! [`run_once_with`]: a snapshot, the engine's memory, settings, the fleet's policy and the
+//! time in, a [`Plan`] out, every action and every pending pod with its reasons
+//! ([`run_once`] for a cluster on its own).
 
 pub mod balance;
 pub mod cluster_state;
@@ -15,6 +16,7 @@ pub(crate) mod fixtures;
 pub mod limits;
 pub mod nodegroups;
 pub mod plan;
+pub mod policy;
 pub mod reason;
 pub mod scale_down;
 pub mod scale_up;
@@ -31,16 +33,28 @@ use expander::{Priorities, SeededRng};
 use nodegroups::NodeGroups;
 use plan::NodeGroupStatus;
 pub use plan::Plan;
+pub use policy::FleetPolicy;
 pub use settings::{Settings, SettingsPatch};
 pub use state::EngineState;
 use template::{TemplateNode, TemplateSource};
 
-/// One decision pass over one cluster: `state` is the engine's memory, updated as if the
-/// plan is carried out.
+/// One decision pass over a cluster on its own (no fleet policy).
 pub fn run_once(
     snapshot: &ClusterSnapshot,
     state: &mut EngineState,
     settings: &Settings,
+    now: Timestamp,
+) -> Plan {
+    run_once_with(snapshot, state, settings, &FleetPolicy::none(), now)
+}
+
+/// One decision pass over one cluster of a fleet: `state` is the engine's memory, updated as
+/// if the plan is carried out; `policy` is what the hub decided for the whole fleet.
+pub fn run_once_with(
+    snapshot: &ClusterSnapshot,
+    state: &mut EngineState,
+    settings: &Settings,
+    policy: &FleetPolicy,
     now: Timestamp,
 ) -> Plan {
     let groups = nodegroups::discover(snapshot, &settings.node_groups);
@@ -81,6 +95,8 @@ pub fn run_once(
             expected: expected_placements(snapshot, &scale_up.pods),
         })
     });
+    let mut scale_down = scale_down;
+    let held = hold_scale_down(&mut scale_down, policy);
     remember(state, &scale_up.actions, &scale_down, now);
     Plan {
         now,
@@ -102,8 +118,23 @@ pub fn run_once(
         scale_down: scale_down.actions,
         not_removable: scale_down.not_removable,
         scale_down_paused: scale_down.paused,
+        scale_down_held: held,
+        fleet_policy: policy.clone(),
         warnings,
     }
+}
+
+/// The fleet's hold: the removals planned are kept aside (before the engine remembers them
+/// as done, so no cooldown starts), and the plan says why none happens.
+fn hold_scale_down(
+    scale_down: &mut scale_down::ScaleDownOutput,
+    policy: &FleetPolicy,
+) -> Vec<plan::ScaleDownAction> {
+    let Some(why) = &policy.scale_down_hold else {
+        return Vec::new();
+    };
+    scale_down.paused = Some(why.clone());
+    std::mem::take(&mut scale_down.actions)
 }
 
 /// OpenShift's operator honours only the ClusterAutoscaler named `default`; any other is

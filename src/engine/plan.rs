@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::limits::LimitsReport;
 use super::nodegroups::NodeGroupId;
+use super::policy::FleetPolicy;
 use super::reason::Reason;
 use super::template::TemplateSource;
 use crate::model::pod::PodId;
@@ -36,6 +37,14 @@ pub struct Plan {
     /// Why no node is removed in this pass at all (cooldown, disabled, unhealthy cluster).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scale_down_paused: Option<String>,
+    /// Removals the fleet's policy held back (`scaleDownPaused` says why): they would have
+    /// happened on a cluster of its own.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scale_down_held: Vec<ScaleDownAction>,
+    /// The fleet's policy this pass was given (left out when it held nothing): with the same
+    /// dump, `fleetscaler plan --fleet-policy` replays the plan.
+    #[serde(skip_serializing_if = "is_no_policy")]
+    pub fleet_policy: FleetPolicy,
     /// Problems that did not stop the pass: bad settings, odd objects, invalid expander config.
     pub warnings: Vec<String>,
 }
@@ -249,4 +258,8 @@ pub struct NotRemovable {
     pub node: Arc<str>,
     pub code: super::reason::ReasonCode,
     pub message: String,
+}
+
+fn is_no_policy(p: &FleetPolicy) -> bool {
+    *p == FleetPolicy::none()
 }

@@ -100,7 +100,7 @@ pub fn contains_all(
 /// Checks a plan (as JSON) against an `expect` block; returns every difference.
 pub fn check_expect(expect: &Value, plan: &Value) -> Vec<String> {
     let mut errors = Vec::new();
-    for key in ["scaleUp", "scaleDown", "unneeded"] {
+    for key in ["scaleUp", "scaleDown", "scaleDownHeld", "unneeded"] {
         if let Some(e) = expect.get(key) {
             subset(e, &plan[key], key, &mut errors);
         }
@@ -132,6 +132,7 @@ pub fn check_expect(expect: &Value, plan: &Value) -> Vec<String> {
         "deleteFailedMachines",
         "deleteUnregistered",
         "scaleDownPaused",
+        "fleetPolicy",
     ] {
         if let Some(e) = expect.get(key) {
             subset(e, &plan[key], key, &mut errors);

@@ -13,6 +13,7 @@ use crate::cluster::events::events_for;
 use crate::cluster::outcome::{Action, Entry, Outcome};
 use crate::cluster::report::{PassSummary, Phase};
 use crate::config::{EffectiveSettings, Layers, effective_settings};
+use crate::engine::FleetPolicy;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
 use crate::engine::settings::Settings;
 use crate::engine::state::EngineState;
@@ -64,7 +65,10 @@ impl Runner {
         drop(snapshot_span);
         let settings = effective.settings;
         let engine_started = Instant::now();
-        let mut plan = run_engine(snapshot, &mut self.state, &settings, now);
+        let policy = FleetPolicy {
+            scale_down_hold: self.ctx.hold.reason(),
+        };
+        let mut plan = run_engine(snapshot, &mut self.state, &settings, &policy, now);
         let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
         plan.warnings.extend(
             self.discovery_warnings
@@ -73,7 +77,7 @@ impl Runner {
                 .chain(effective.warnings.iter().map(|w| format!("setting {w}")))
                 .chain(problems.iter().map(|p| format!("unreadable object: {p}"))),
         );
-        let held = hold_scale_down(&mut plan, self.ctx.hold.reason());
+        let held = held_entries(&plan);
         let mut execution = executor
             .execute(&plan, snapshot, &settings, &self.in_flight)
             .await;
@@ -240,19 +244,16 @@ impl Cooldowns {
     }
 }
 
-/// A degraded fleet holds scale-down back: the plan's removals become skipped actions (so
-/// the engine's cooldowns are put back as for a dry run) and the plan says why.
-fn hold_scale_down(plan: &mut Plan, hold: Option<String>) -> Vec<Entry> {
-    let Some(why) = hold else {
-        return Vec::new();
-    };
-    let held = std::mem::take(&mut plan.scale_down);
-    plan.scale_down_paused = Some(why.clone());
-    held.into_iter()
+/// The removals the fleet's hold kept back, as skipped actions (so the report and events say
+/// why each did not happen).
+fn held_entries(plan: &Plan) -> Vec<Entry> {
+    let why = plan.scale_down_paused.clone().unwrap_or_default();
+    plan.scale_down_held
+        .iter()
         .map(|d| {
             let action = Action::MarkNode {
-                group: d.node_group,
-                node: d.node,
+                group: d.node_group.clone(),
+                node: d.node.clone(),
                 empty: d.empty,
             };
             Entry::skipped(action, why.clone())
@@ -282,11 +283,13 @@ fn run_engine(
     snapshot: &ClusterSnapshot,
     state: &mut EngineState,
     settings: &Settings,
+    policy: &FleetPolicy,
     now: Timestamp,
 ) -> Plan {
     // The engine's spans go under the pass: it is entered again wherever the work runs.
     let pass = Span::current();
-    let mut work = || pass.in_scope(|| crate::engine::run_once(snapshot, state, settings, now));
+    let mut work =
+        || pass.in_scope(|| crate::engine::run_once_with(snapshot, state, settings, policy, now));
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
         _ => work(),
