@@ -29,7 +29,11 @@ fn fleet_toml_example_documents_every_setting_and_hub_key() {
         .map(|k| k.to_string())
         .chain(hub_keys)
         .chain(fleet_keys)
-        .filter(|k| !text.contains(&format!("{k} =")) && !text.contains(&format!("[hub.{k}]")))
+        .filter(|k| {
+            !text.contains(&format!("{k} ="))
+                && !text.contains(&format!("[hub.{k}]"))
+                && !text.contains(&format!("[fleet.{k}]"))
+        })
         .collect();
     assert!(
         missing.is_empty(),

@@ -9,7 +9,8 @@
 //! reasons), `limits`, `settings` (by key), `health`, `fixTargetSize`, `deleteFailedMachines`,
 //! `deleteUnregistered`, `reasonContains` (substrings of any scale-up reason) and `warnings`
 //! (substrings of any warning). `args` may give `state` (a state file in the folder), `seed`,
-//! `expander`, `set` (a list of `key=value`), `config`, `cluster` and `fleetPolicy` (a file).
+//! `expander`, `set` (a list of `key=value`), `config`, `cluster`, `fleetPolicy` (a file) and
+//! `dump` (another scenario's dump, instead of the folder's own).
 
 use std::path::{Path, PathBuf};
 
@@ -33,7 +34,7 @@ fn args_for(dir: &Path, spec: &Value) -> PlanArgs {
     let extra = spec.get("args").cloned().unwrap_or(Value::Null);
     let text = |k: &str| extra.get(k).and_then(Value::as_str).map(str::to_string);
     PlanArgs {
-        snapshots: vec![dir.join("dump.yaml")],
+        snapshots: vec![dir.join(text("dump").unwrap_or_else(|| "dump.yaml".into()))],
         config: text("config").map(|c| dir.join(c)),
         cluster: text("cluster"),
         now: spec.get("now").and_then(Value::as_str).map(str::to_string),

@@ -4,8 +4,17 @@
 //! elector closes it the moment the lease is lost, and every write checks it first, so a
 //! replica that lost the lease stops writing at once (reads and planning go on, which keeps
 //! its caches warm for a fast take-over). Without leader election the gate is always open.
+//!
+//! `FleetLink`: what else a runner reads of the fleet at each pass (the scale-down hold, the
+//! capacity failures the clusters share).
 
+use std::sync::{Arc, Mutex};
+
+use jiff::Timestamp;
 use tokio::sync::watch;
+
+use crate::config::SharedFailuresConfig;
+use crate::engine::policy::SharedFailure;
 
 #[derive(Clone, Debug)]
 pub struct WriteGate(watch::Receiver<bool>);
@@ -34,25 +43,107 @@ impl WriteGate {
     }
 }
 
-/// Why scale-down is held back in every cluster (a degraded fleet), while it is. The hub
-/// sets it; each runner reads it at the start of a pass.
+/// What ties a runner to the rest of the fleet, read at the start of each pass into its
+/// `FleetPolicy`: why scale-down is held back in every cluster (a degraded fleet, set by the
+/// hub), and the capacity failures the clusters share.
 #[derive(Clone, Debug)]
-pub struct ScaleDownHold(watch::Receiver<Option<String>>);
-
-/// A hold and the handle that sets and lifts it (held by the hub).
-pub fn hold_channel() -> (watch::Sender<Option<String>>, ScaleDownHold) {
-    let (tx, rx) = watch::channel(None);
-    (tx, ScaleDownHold(rx))
+pub struct FleetLink {
+    hold: watch::Receiver<Option<String>>,
+    failures: SharedFailures,
 }
 
-impl ScaleDownHold {
-    /// A hold that never holds anything back.
+/// A link and the handle that sets and lifts the hold (held by the hub).
+pub fn hold_channel() -> (watch::Sender<Option<String>>, FleetLink) {
+    let (tx, rx) = watch::channel(None);
+    let link = FleetLink {
+        hold: rx,
+        failures: SharedFailures::default(),
+    };
+    (tx, link)
+}
+
+impl FleetLink {
+    /// A link to no fleet: nothing held back, nothing shared.
     pub fn never() -> Self {
         hold_channel().1
     }
 
     pub fn reason(&self) -> Option<String> {
-        self.0.borrow().clone()
+        self.hold.borrow().clone()
+    }
+
+    pub fn failures(&self) -> &SharedFailures {
+        &self.failures
+    }
+}
+
+/// At most this many failures are shared at once: one cluster failing everywhere must not
+/// grow the hub or every pass of every other cluster.
+const MAX_SHARED: usize = 256;
+
+/// The capacity failures found by the fleet's clusters, until their backoffs end.
+#[derive(Clone, Debug, Default)]
+pub struct SharedFailures(Arc<Mutex<Shared>>);
+
+#[derive(Debug, Default)]
+struct Shared {
+    config: SharedFailuresConfig,
+    list: Vec<SharedFailure>,
+}
+
+impl SharedFailures {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn configure(&self, config: &SharedFailuresConfig) {
+        let mut s = self.lock();
+        s.config = config.clone();
+        if !config.enabled {
+            s.list.clear();
+        }
+    }
+
+    /// Adds what `cluster` found in a pass (a newer failure of the same group replaces the
+    /// older); expired ones, then the oldest past the bound, go.
+    pub fn publish(&self, cluster: &str, found: &[SharedFailure], now: Timestamp) {
+        let mut s = self.lock();
+        if !s.config.enabled {
+            return;
+        }
+        let scope = s.config.scope;
+        for f in found {
+            s.list
+                .retain(|x| !(x.cluster == cluster && x.node_group == f.node_group));
+            s.list.push(SharedFailure {
+                cluster: cluster.to_string(),
+                scope,
+                ..f.clone()
+            });
+        }
+        s.list.retain(|f| f.until > now);
+        let over = s.list.len().saturating_sub(MAX_SHARED);
+        s.list.drain(..over);
+    }
+
+    /// The failures of the other clusters still in force, for `cluster`'s pass.
+    pub fn for_cluster(&self, cluster: &str, now: Timestamp) -> Vec<SharedFailure> {
+        self.lock()
+            .list
+            .iter()
+            .filter(|f| f.cluster != cluster && f.until > now)
+            .cloned()
+            .collect()
+    }
+
+    /// Every failure in force, for the API.
+    pub fn current(&self, now: Timestamp) -> Vec<SharedFailure> {
+        self.lock()
+            .list
+            .iter()
+            .filter(|f| f.until > now)
+            .cloned()
+            .collect()
     }
 }
 
@@ -80,6 +171,61 @@ mod tests {
         assert_eq!(hold.reason().as_deref(), Some("the fleet is degraded"));
         tx.send_replace(None);
         assert_eq!(hold.reason(), None);
-        assert_eq!(ScaleDownHold::never().reason(), None);
+        assert_eq!(FleetLink::never().reason(), None);
+    }
+
+    fn failure(group: &str, at: Timestamp, minutes: i64) -> SharedFailure {
+        SharedFailure {
+            cluster: String::new(),
+            node_group: group.into(),
+            machine: None,
+            key: crate::engine::policy::CapacityKey {
+                instance_type: "m5.2xlarge".into(),
+                zone: Some("us-east-1a".into()),
+                region: Some("us-east-1".into()),
+            },
+            scope: Default::default(),
+            reason: "InsufficientInstanceCapacity".into(),
+            at,
+            until: at + jiff::SignedDuration::from_mins(minutes),
+        }
+    }
+
+    #[test]
+    fn failures_are_shared_with_the_other_clusters_until_they_end() {
+        let shared = SharedFailures::default();
+        let t0: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        shared.publish("east", &[failure("g", t0, 5)], t0);
+        assert!(shared.for_cluster("east", t0).is_empty(), "not its own");
+        let west = shared.for_cluster("west", t0);
+        assert_eq!(west.len(), 1);
+        assert_eq!(west[0].cluster, "east");
+        // A newer failure of the same group replaces the older.
+        let t1 = t0 + jiff::SignedDuration::from_mins(1);
+        shared.publish("east", &[failure("g", t1, 10)], t1);
+        assert_eq!(shared.current(t1).len(), 1);
+        assert_eq!(shared.current(t1)[0].at, t1);
+        let later = t1 + jiff::SignedDuration::from_mins(10);
+        assert!(shared.for_cluster("west", later).is_empty(), "ended");
+        // Turned off: nothing is kept or given.
+        shared.configure(&SharedFailuresConfig {
+            enabled: false,
+            ..Default::default()
+        });
+        shared.publish("east", &[failure("h", t1, 5)], t1);
+        assert!(shared.current(t1).is_empty());
+    }
+
+    #[test]
+    fn one_cluster_failing_everywhere_is_bounded() {
+        let shared = SharedFailures::default();
+        let t0: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        let many: Vec<SharedFailure> = (0..MAX_SHARED + 40)
+            .map(|i| failure(&format!("g{i}"), t0, 5))
+            .collect();
+        shared.publish("east", &many, t0);
+        let kept = shared.current(t0);
+        assert_eq!(kept.len(), MAX_SHARED);
+        assert_eq!(kept.last().map(|f| f.node_group.as_str()), Some("g295"));
     }
 }

@@ -22,6 +22,28 @@ pub struct FleetHealthConfig {
     pub max_unready_nodes_percentage: Option<f64>,
     /// While degraded, no cluster starts a scale-down (scale-ups and repairs go on).
     pub pause_scale_down_when_degraded: bool,
+    /// `[fleet.shared_failures]`: capacity failures shared across clusters.
+    pub shared_failures: SharedFailuresConfig,
+}
+
+/// A scale-up that fails in one cluster for want of capacity (a machine's capacity or quota
+/// error, a provisioning timeout) backs off every other cluster's groups of the same
+/// instance type in the same zone (or region), for as long.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SharedFailuresConfig {
+    pub enabled: bool,
+    /// `zone` (the same instance type in the same zone) or `region`.
+    pub scope: crate::engine::policy::FailureScope,
+}
+
+impl Default for SharedFailuresConfig {
+    fn default() -> Self {
+        SharedFailuresConfig {
+            enabled: true,
+            scope: crate::engine::policy::FailureScope::Zone,
+        }
+    }
 }
 
 impl Default for FleetHealthConfig {
@@ -31,6 +53,7 @@ impl Default for FleetHealthConfig {
             max_unhealthy_clusters: None,
             max_unready_nodes_percentage: None,
             pause_scale_down_when_degraded: true,
+            shared_failures: SharedFailuresConfig::default(),
         }
     }
 }

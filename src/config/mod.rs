@@ -19,7 +19,7 @@ pub mod fleet;
 pub mod hub;
 pub mod tracing;
 
-pub use fleet::FleetHealthConfig;
+pub use fleet::{FleetHealthConfig, SharedFailuresConfig};
 pub use hub::{HubConfig, LeaderElection};
 
 /// The file as written.

@@ -13,6 +13,7 @@ pub mod estimator;
 pub mod expander;
 #[cfg(test)]
 pub(crate) mod fixtures;
+pub mod fleet_backoff;
 pub mod limits;
 pub mod nodegroups;
 pub mod plan;
@@ -68,7 +69,10 @@ pub fn run_once_with(
         &templates,
     ));
     warnings.extend(ignored_cluster_autoscalers(snapshot));
-    let cluster = trace::health(|| cluster_state::assess(snapshot, &groups, state, settings, now));
+    let mut cluster =
+        trace::health(|| cluster_state::assess(snapshot, &groups, state, settings, now));
+    fleet_backoff::apply(&mut cluster, &groups, &templates, policy, now);
+    let capacity_failures = fleet_backoff::found(&groups, &templates, state, now);
     warnings.extend(cluster.warnings.iter().cloned());
     let priorities = priorities(snapshot, settings, &mut warnings);
     let mut rng = SeededRng::new(settings.seed);
@@ -98,7 +102,7 @@ pub fn run_once_with(
     let mut scale_down = scale_down;
     let held = hold_scale_down(&mut scale_down, policy);
     remember(state, &scale_up.actions, &scale_down, now);
-    Plan {
+    let mut plan = Plan {
         now,
         node_groups: node_group_statuses(
             snapshot,
@@ -120,8 +124,11 @@ pub fn run_once_with(
         scale_down_paused: scale_down.paused,
         scale_down_held: held,
         fleet_policy: policy.clone(),
+        capacity_failures,
         warnings,
-    }
+    };
+    fleet_backoff::note(&mut plan);
+    plan
 }
 
 /// The fleet's hold: the removals planned are kept aside (before the engine remembers them

@@ -45,6 +45,10 @@ pub struct Plan {
     /// dump, `fleetscaler plan --fleet-policy` replays the plan.
     #[serde(skip_serializing_if = "is_no_policy")]
     pub fleet_policy: FleetPolicy,
+    /// Scale-ups of this pass found failing for want of capacity (a machine's capacity error,
+    /// a timeout), for the hub to share with the fleet's other clusters.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub capacity_failures: Vec<super::policy::SharedFailure>,
     /// Problems that did not stop the pass: bad settings, odd objects, invalid expander config.
     pub warnings: Vec<String>,
 }
@@ -175,6 +179,9 @@ pub struct GroupHealth {
     pub backoff_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backoff_kind: Option<super::reason::FailureKind>,
+    /// Another cluster's capacity failure this group is backed off for (`FleetBackoff`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet_backoff: Option<super::policy::SharedFailure>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scale_up_in_flight: Option<InFlight>,
 }

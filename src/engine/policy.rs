@@ -2,7 +2,10 @@
 //! input of its pass, so that a plan made with it is replayable offline (`fleetscaler plan
 //! --fleet-policy FILE`) exactly as the hub made it.
 
+use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+
+use super::template::TemplateNode;
 
 /// The fleet's decisions one cluster's pass takes into account.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -12,6 +15,139 @@ pub struct FleetPolicy {
     /// pass still finds the unneeded nodes and keeps their timers, and removes none of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_down_hold: Option<String>,
+    /// Scale-ups that failed in other clusters for want of capacity: this cluster's groups of
+    /// the same instance type in the same zone (or region) are backed off until they end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_failures: Vec<SharedFailure>,
+}
+
+/// How far a capacity failure reaches: the same instance type in the same zone, or anywhere
+/// in the same region.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum FailureScope {
+    #[default]
+    Zone,
+    Region,
+}
+
+/// What new machines of a group are, as far as capacity goes: read off its template node's
+/// well-known labels.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityKey {
+    pub instance_type: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+}
+
+pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
+pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
+pub const REGION_LABEL: &str = "topology.kubernetes.io/region";
+
+impl CapacityKey {
+    /// The key of a group's template; none without an instance type.
+    pub fn of(template: &TemplateNode) -> Option<Self> {
+        let get = |k: &str| template.labels.get(k).map(str::to_string);
+        Some(CapacityKey {
+            instance_type: get(INSTANCE_TYPE_LABEL)?,
+            zone: get(ZONE_LABEL),
+            region: get(REGION_LABEL).or_else(|| get(ZONE_LABEL).map(|z| region_of(&z))),
+        })
+    }
+
+    /// The same capacity within `scope`: a zone (or region) both name.
+    fn covers(&self, other: &CapacityKey, scope: FailureScope) -> bool {
+        let place = |k: &CapacityKey| match scope {
+            FailureScope::Zone => k.zone.clone(),
+            FailureScope::Region => k.region.clone(),
+        };
+        self.instance_type == other.instance_type
+            && place(self).is_some()
+            && place(self) == place(other)
+    }
+
+    pub fn describe(&self) -> String {
+        let place = self.zone.as_ref().or(self.region.as_ref());
+        match place {
+            Some(p) => format!("{} in {p}", self.instance_type),
+            None => self.instance_type.clone(),
+        }
+    }
+}
+
+/// AWS and GCP zones are their region and a letter (`us-east-1a`, `europe-west1-b`).
+fn region_of(zone: &str) -> String {
+    let trimmed = zone.trim_end_matches(|c: char| c.is_ascii_lowercase());
+    trimmed.trim_end_matches('-').to_string()
+}
+
+/// A scale-up that failed in one cluster for want of capacity, as the hub shares it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SharedFailure {
+    /// The cluster it happened in (filled in by the hub).
+    #[serde(default)]
+    pub cluster: String,
+    pub node_group: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    pub key: CapacityKey,
+    #[serde(default)]
+    pub scope: FailureScope,
+    /// What the failure said.
+    pub reason: String,
+    pub at: Timestamp,
+    /// The end of the backoff it started there: other clusters back off as long.
+    pub until: Timestamp,
+}
+
+impl SharedFailure {
+    /// Whether it backs off a group with this key at `now`.
+    pub fn applies(&self, key: &CapacityKey, now: Timestamp) -> bool {
+        self.until > now && self.key.covers(key, self.scope)
+    }
+
+    /// The reason a group of another cluster is backed off.
+    pub fn explain(&self) -> String {
+        let machine = self
+            .machine
+            .as_ref()
+            .map_or(String::new(), |m| format!(" (machine {m})"));
+        format!(
+            "{} failed in cluster {} at {}{machine}: {}; backed off here too until {}",
+            self.key.describe(),
+            self.cluster,
+            self.at,
+            self.reason,
+            self.until
+        )
+    }
+}
+
+/// Words of cloud providers' errors that mean "no capacity for this instance type here",
+/// not "this cluster is broken" (AWS, Azure, GCP, OpenStack), lower case.
+const CAPACITY_ERRORS: &[&str] = &[
+    "insufficientinstancecapacity",
+    "instancelimitexceeded",
+    "insufficient capacity",
+    "insufficientcapacity",
+    "capacity",
+    "quota",
+    "zonal_resource_pool_exhausted",
+    "resource_pool_exhausted",
+    "skunotavailable",
+    "allocationfailed",
+    "overconstrainedallocationrequest",
+    "novalidhost",
+];
+
+/// A machine failure about the capacity behind the group.
+pub fn is_capacity_error(message: &str) -> bool {
+    let lower = message.to_ascii_lowercase();
+    CAPACITY_ERRORS.iter().any(|w| lower.contains(w))
 }
 
 impl FleetPolicy {
@@ -34,6 +170,59 @@ impl FleetPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn key(t: &str, zone: &str) -> CapacityKey {
+        CapacityKey {
+            instance_type: t.into(),
+            zone: Some(zone.into()),
+            region: Some(region_of(zone)),
+        }
+    }
+
+    #[test]
+    fn a_failure_covers_the_same_type_in_its_zone_or_region() {
+        let at: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        let f = SharedFailure {
+            cluster: "a".into(),
+            node_group: "g".into(),
+            machine: Some("ns/m".into()),
+            key: key("m6i.2xlarge", "us-east-1a"),
+            scope: FailureScope::Zone,
+            reason: "InsufficientInstanceCapacity".into(),
+            at,
+            until: at + jiff::SignedDuration::from_mins(5),
+        };
+        let soon = at + jiff::SignedDuration::from_mins(1);
+        assert!(f.applies(&key("m6i.2xlarge", "us-east-1a"), soon));
+        assert!(!f.applies(&key("m6i.2xlarge", "us-east-1b"), soon));
+        assert!(!f.applies(&key("m6i.4xlarge", "us-east-1a"), soon));
+        assert!(!f.applies(&key("m6i.2xlarge", "us-east-1a"), f.until));
+        let region = SharedFailure {
+            scope: FailureScope::Region,
+            ..f.clone()
+        };
+        assert!(region.applies(&key("m6i.2xlarge", "us-east-1c"), soon));
+        assert!(!region.applies(&key("m6i.2xlarge", "eu-west-1a"), soon));
+        assert!(
+            f.explain()
+                .contains("m6i.2xlarge in us-east-1a failed in cluster a")
+        );
+    }
+
+    #[test]
+    fn capacity_errors_are_told_from_others() {
+        assert!(is_capacity_error(
+            "InsufficientCapacity: We currently do not have sufficient m6i.2xlarge capacity"
+        ));
+        assert!(is_capacity_error(
+            "error launching instance: InstanceLimitExceeded"
+        ));
+        assert!(!is_capacity_error(
+            "InvalidAMIID.NotFound: the image does not exist"
+        ));
+        assert_eq!(region_of("us-east-1a"), "us-east-1");
+        assert_eq!(region_of("europe-west1-b"), "europe-west1");
+    }
 
     #[test]
     fn a_policy_is_read_from_json_and_unknown_fields_are_named() {

@@ -77,6 +77,9 @@ pub enum ReasonCode {
     NoNodeGroups,
     /// The group is backed off after a failed scale-up (a timeout, a failed machine).
     NodeGroupBackedOff,
+    /// Another cluster of the fleet found no capacity for the group's instance type in its
+    /// zone (or region): the group is backed off here too, without trying.
+    FleetBackoff,
     /// Too few of the group's nodes are ready for it to be trusted with more.
     NodeGroupUnhealthy,
     /// The group's size differs from its target for a reason the engine cannot explain.
@@ -148,6 +151,7 @@ impl ReasonCode {
             ReasonCode::NodeGroupInvalid => "NodeGroupInvalid",
             ReasonCode::NoNodeGroups => "NoNodeGroups",
             ReasonCode::NodeGroupBackedOff => "NodeGroupBackedOff",
+            ReasonCode::FleetBackoff => "FleetBackoff",
             ReasonCode::NodeGroupUnhealthy => "NodeGroupUnhealthy",
             ReasonCode::NodeGroupSizeUnexplained => "NodeGroupSizeUnexplained",
             ReasonCode::ClusterUnhealthy => "ClusterUnhealthy",
@@ -175,7 +179,7 @@ impl ReasonCode {
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 41] = [
+    pub const ALL: [ReasonCode; 42] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -194,6 +198,7 @@ impl ReasonCode {
         ReasonCode::NodeGroupInvalid,
         ReasonCode::NoNodeGroups,
         ReasonCode::NodeGroupBackedOff,
+        ReasonCode::FleetBackoff,
         ReasonCode::NodeGroupUnhealthy,
         ReasonCode::NodeGroupSizeUnexplained,
         ReasonCode::ClusterUnhealthy,
@@ -314,29 +319,30 @@ mod tests {
             NodeGroupInvalid => 15,
             NoNodeGroups => 16,
             NodeGroupBackedOff => 17,
-            NodeGroupUnhealthy => 18,
-            NodeGroupSizeUnexplained => 19,
-            ClusterUnhealthy => 20,
-            ScaleDownDisabledAnnotation => 21,
-            NotAutoscaled => 22,
-            NotUnderutilized => 23,
-            UtilizationUnknown => 24,
-            CurrentlyBeingDeleted => 25,
-            HoldsMovedPods => 26,
-            NoPlaceToMovePods => 27,
-            NotReplicated => 28,
-            ControllerNotFound => 29,
-            LocalStorageRequested => 30,
-            NotSafeToEvictAnnotation => 31,
-            UnmovableKubeSystemPod => 32,
-            NotEnoughPdb => 33,
-            NodeGroupMinSizeReached => 34,
-            MinimalResourceLimitExceeded => 35,
-            DeletionBudgetReached => 36,
-            BelowPriorityCutoff => 37,
-            DaemonSetPod => 38,
-            PodTooNew => 39,
-            NotSimulated => 40,
+            FleetBackoff => 18,
+            NodeGroupUnhealthy => 19,
+            NodeGroupSizeUnexplained => 20,
+            ClusterUnhealthy => 21,
+            ScaleDownDisabledAnnotation => 22,
+            NotAutoscaled => 23,
+            NotUnderutilized => 24,
+            UtilizationUnknown => 25,
+            CurrentlyBeingDeleted => 26,
+            HoldsMovedPods => 27,
+            NoPlaceToMovePods => 28,
+            NotReplicated => 29,
+            ControllerNotFound => 30,
+            LocalStorageRequested => 31,
+            NotSafeToEvictAnnotation => 32,
+            UnmovableKubeSystemPod => 33,
+            NotEnoughPdb => 34,
+            NodeGroupMinSizeReached => 35,
+            MinimalResourceLimitExceeded => 36,
+            DeletionBudgetReached => 37,
+            BelowPriorityCutoff => 38,
+            DaemonSetPod => 39,
+            PodTooNew => 40,
+            NotSimulated => 41,
         }
     }
 

@@ -81,6 +81,9 @@ pub struct Backoff {
     /// States saved before it existed read as a failed size change.
     #[serde(default)]
     pub kind: FailureKind,
+    /// The machine whose failure started it, if one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
 }
 
 /// Why a state file cannot be used.
@@ -141,6 +144,7 @@ impl EngineState {
                 last_failure: now,
                 reason,
                 kind,
+                machine: None,
             },
         );
     }
@@ -381,6 +385,7 @@ mod tests {
                 last_failure: at(0),
                 kind: FailureKind::Timeout,
                 reason: "x".into(),
+                machine: None,
             },
         );
         st.back_off("g", at(1), FailureKind::Timeout, "again".into(), &s);

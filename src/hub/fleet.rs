@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 use super::health::{self, FleetHealth, FleetState, Glance};
 use super::supervise::{Connection, Supervised, TimingKey, supervise};
 use crate::cluster::ClusterName;
-use crate::cluster::gate::{ScaleDownHold, WriteGate, hold_channel};
+use crate::cluster::gate::{FleetLink, WriteGate, hold_channel};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::RunnerSpec;
 use crate::config::{ClusterConfig, FleetConfig, FleetHealthConfig, HubConfig};
@@ -145,7 +145,7 @@ pub struct Fleet {
     health: watch::Sender<FleetHealth>,
     /// Sets the scale-down hold every runner reads.
     hold: watch::Sender<Option<String>>,
-    hold_rx: ScaleDownHold,
+    hold_rx: FleetLink,
 }
 
 impl Fleet {
@@ -184,6 +184,9 @@ impl Fleet {
     /// Brings the running clusters in line with `config`.
     pub async fn apply(&mut self, config: &FleetConfig) -> Changes {
         self.health_config = config.fleet.clone();
+        self.hold_rx
+            .failures()
+            .configure(&config.fleet.shared_failures);
         let mut changes = Changes::default();
         let wanted: BTreeMap<&str, &ClusterConfig> = config
             .clusters

@@ -16,7 +16,7 @@ use tracing::Instrument;
 use crate::cluster::ClusterName;
 use crate::cluster::client::{connect, load_kubeconfig};
 use crate::cluster::error::Category;
-use crate::cluster::gate::{ScaleDownHold, WriteGate};
+use crate::cluster::gate::{FleetLink, WriteGate};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::{self, Context, EngineMemory, RunnerError, RunnerSpec, Timing};
 
@@ -52,7 +52,7 @@ pub struct Supervised {
     pub name: ClusterName,
     pub connection: Connection,
     pub gate: WriteGate,
-    pub hold: ScaleDownHold,
+    pub hold: FleetLink,
     /// This hub replica's name (on events).
     pub instance: String,
     pub spec: watch::Receiver<Arc<RunnerSpec>>,
@@ -230,7 +230,7 @@ mod tests {
                 status_namespace: "ns".into(),
             },
             gate: WriteGate::always_open(),
-            hold: ScaleDownHold::never(),
+            hold: FleetLink::never(),
             instance: "test".into(),
             spec: spec_rx,
             report,

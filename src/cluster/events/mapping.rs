@@ -502,6 +502,7 @@ fn phrase(r: &Reason) -> String {
         }
         MaxNodesTotalReached => "max total nodes in cluster reached".into(),
         NodeGroupBackedOff => "in backoff after failed scale-up".into(),
+        FleetBackoff => "in backoff after failed scale-up in another cluster".into(),
         NodeGroupUnhealthy | NodeGroupSizeUnexplained => "not ready for scale-up".into(),
         NoTemplate => "no node template".into(),
         ScaleUpCapReached => "max nodes per scale-up reached".into(),

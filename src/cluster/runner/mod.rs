@@ -28,7 +28,7 @@ use super::cache::{Cache, Change, Update, discovery, watch as watches};
 use super::error::{CallError, Category};
 use super::events::{EventRecorder, RecorderSettings};
 use super::executor::Executor;
-use super::gate::{ScaleDownHold, WriteGate};
+use super::gate::{FleetLink, WriteGate};
 use super::outcome::Entry;
 use super::report::{ClusterReport, Phase};
 use super::status::{StatusSettings, StatusWriter};
@@ -81,8 +81,9 @@ pub struct Context {
     pub name: ClusterName,
     pub client: kube::Client,
     pub gate: WriteGate,
-    /// Why scale-down is held back fleet-wide, while it is.
-    pub hold: ScaleDownHold,
+    /// Why scale-down is held back fleet-wide, while it is, and the capacity failures the
+    /// fleet's clusters share.
+    pub hold: FleetLink,
     pub timing: Timing,
     pub status_namespace: String,
     /// This hub replica's name, on the events it writes.

@@ -67,6 +67,11 @@ impl Runner {
         let engine_started = Instant::now();
         let policy = FleetPolicy {
             scale_down_hold: self.ctx.hold.reason(),
+            shared_failures: self
+                .ctx
+                .hold
+                .failures()
+                .for_cluster(self.ctx.name.as_str(), now),
         };
         let mut plan = run_engine(snapshot, &mut self.state, &settings, &policy, now);
         let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
@@ -78,6 +83,7 @@ impl Runner {
                 .chain(problems.iter().map(|p| format!("unreadable object: {p}"))),
         );
         let held = held_entries(&plan);
+        share_capacity_failures(&self.ctx, &plan, now);
         let mut execution = executor
             .execute(&plan, snapshot, &settings, &self.in_flight)
             .await;
@@ -242,6 +248,21 @@ impl Cooldowns {
             state.last_scale_down_delete = self.last_scale_down_delete;
         }
     }
+}
+
+/// Hands a pass's capacity failures to the fleet, and says so.
+fn share_capacity_failures(ctx: &super::Context, plan: &Plan, now: Timestamp) {
+    if plan.capacity_failures.is_empty() {
+        return;
+    }
+    for f in &plan.capacity_failures {
+        tracing::warn!(k8s.cluster.name = %ctx.name, fleetscaler.node_group = %f.node_group,
+            "no capacity for {}: the fleet's other clusters back off their groups of it until {}: {}",
+            f.key.describe(), f.until, f.reason);
+    }
+    ctx.hold
+        .failures()
+        .publish(ctx.name.as_str(), &plan.capacity_failures, now);
 }
 
 /// The removals the fleet's hold kept back, as skipped actions (so the report and events say

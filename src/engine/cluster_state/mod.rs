@@ -278,6 +278,7 @@ fn report(g: &NodeGroup, gs: &GroupState, state: &EngineState, now: Timestamp) -
         backoff_until: backoff.map(|b| b.until),
         backoff_reason: backoff.map(|b| b.reason.clone()),
         backoff_kind: backoff.map(|b| b.kind),
+        fleet_backoff: None,
         scale_up_in_flight: gs.in_flight.clone(),
     }
 }

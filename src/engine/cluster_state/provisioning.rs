@@ -191,13 +191,17 @@ impl Tracker<'_> {
             self.cs.delete_failed.push(action);
             if self.state.failed_machines.insert(key.clone()) {
                 let reason = format!("machine {key} failed: {what}");
+                let id = self.g.id.as_str();
                 self.state.back_off(
-                    self.g.id.as_str(),
+                    id,
                     self.now,
                     FailureKind::MachineFailed,
                     reason,
                     self.settings,
                 );
+                if let Some(b) = self.state.backoff.get_mut(id) {
+                    b.machine = Some(key.clone());
+                }
             }
             consume_oldest(self.increments(), 1);
         }
