@@ -85,9 +85,35 @@ def cases(chart: Path) -> dict[str, dict]:
         "openshift": {},
         "openshift-forced": {"openshift": {"enabled": True}},
         "openshift-off": {"openshift": {"enabled": False}},
+        # The certificate from cert-manager, Prometheus with a token from a Secret, the
+        # ClusterRoles bound, and the serving limits passed through to fleet.toml.
+        "cert-manager": {
+            "serving": {"tls": {"source": "certManager", "certManager": {
+                "issuerRef": {"name": "platform-ca", "kind": "ClusterIssuer"}}}},
+            "metrics": {"serviceMonitor": {"enabled": True,
+                                           "bearerTokenSecret": {"name": "scraper-token"}}},
+            "rbac": {
+                "metricsReaderSubjects": [{"kind": "ServiceAccount", "name": "prometheus",
+                                           "namespace": "monitoring"}],
+                "viewerSubjects": [{"kind": "ServiceAccount", "name": "status",
+                                    "namespace": "platform"}],
+            },
+            "fleet": {"hub": {"serving": {"max_connections": 64, "request_timeout": "15s"}}},
+        },
+        # Your own Secret, served over TLS to anyone (authentication none), with a
+        # ServiceMonitor trusting whatever it is given.
+        "tls-secret": {
+            "serving": {"authentication": "none",
+                        "tls": {"source": "secret", "existingSecret": "my-tls"}},
+            "metrics": {"serviceMonitor": {"enabled": True,
+                                           "tlsConfig": {"insecureSkipVerify": True}}},
+            "configToml": '[[clusters]]\nname = "prod-east"\n',
+        },
+        # Plain and open, as the chart served before: one port, no certificate, no reviews.
         "single": {
             "replicaCount": 1,
             "leaderElection": {"enabled": False},
+            "serving": {"authentication": "none", "tls": {"enabled": False}},
             "networkPolicy": {
                 "enabled": True,
                 "egress": {
@@ -105,7 +131,7 @@ OPENSHIFT_API = "security.openshift.io/v1"
 API_VERSIONS = {"openshift": [OPENSHIFT_API], "openshift-off": [OPENSHIFT_API]}
 
 # Cases linted besides the default values and the examples.
-LINTED = ["observability", "openshift-forced"]
+LINTED = ["observability", "openshift-forced", "cert-manager", "single"]
 
 
 # Values that must not render, with a word the error must contain.
@@ -129,6 +155,23 @@ REFUSED = {
         {"prometheusRule": {"labels": {"release": True}}}, "release"),
     "openshift.enabled neither auto nor a boolean": (
         {"openshift": {"enabled": "yes"}}, "/openshift/enabled"),
+    "an authentication the hub does not know": (
+        {"serving": {"authentication": "oidc"}}, "authentication"),
+    "tokens over plain HTTP": (
+        {"serving": {"tls": {"enabled": False}}}, "serving.tls.enabled"),
+    "a certificate source the chart does not know": (
+        {"serving": {"tls": {"source": "vault"}}}, "source"),
+    "cert-manager without an issuer": (
+        {"serving": {"tls": {"source": "certManager"}}}, "issuerRef"),
+    "a Secret source without the Secret": (
+        {"serving": {"tls": {"source": "secret"}}}, "existingSecret"),
+    "the probes on the main port": ({"serving": {"probePort": 8080}}, "probePort"),
+    "hub.serving's certificate, which the chart sets": (
+        {"fleet": {"hub": {"serving": {"tls_cert_file": "/x"}}}}, "tls_cert_file"),
+    "a misspelt hub.serving key": (
+        {"fleet": {"hub": {"serving": {"max_conections": 3}}}}, "max_conections"),
+    "a binding subject without a name": (
+        {"rbac": {"viewerSubjects": [{"kind": "Group"}]}}, "name"),
 }
 
 

@@ -6,8 +6,11 @@
 //! fleet.toml must pass `fleetscaler check-config`, and what matters is asserted: two
 //! replicas with leader election, the locked-down pod, the read-only kubeconfig mount, the
 //! ServiceMonitor only when asked for, a pod that OpenShift's restricted-v2 SCC admits when
-//! the cluster is OpenShift, and a Role that allows exactly the hub's Lease calls. The
-//! dashboard and the PrometheusRule are tests/chart_observability.rs's.
+//! the cluster is OpenShift, a Role that allows exactly the hub's Lease calls, and HTTPS
+//! with Kubernetes authentication by default with the probes on a plain port (or plain and
+//! open on one port). The certificate's sources and the ClusterRoles at work are
+//! tests/chart_serving.rs's; the dashboard and the PrometheusRule are
+//! tests/chart_observability.rs's.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod chart_support;
@@ -18,6 +21,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use base64::Engine as _;
+use chart_support::serving::assert_secured;
 use chart_support::*;
 use e2e_support::{Hub, TempDir, eventually};
 use fleetscaler::config::FleetConfig;
@@ -66,17 +70,19 @@ fn default_values_run_two_replicas_with_leader_election_in_a_locked_down_pod() {
         pod["securityContext"]["seccompProfile"]["type"],
         "RuntimeDefault"
     );
+    // The probes on their plain port: the main one is HTTPS behind authentication.
     assert_eq!(
         c["livenessProbe"]["httpGet"],
-        json!({"path": "/livez", "port": "http"})
+        json!({"path": "/livez", "port": "probes"})
     );
     assert_eq!(
         c["readinessProbe"]["httpGet"],
-        json!({"path": "/readyz", "port": "http"})
+        json!({"path": "/readyz", "port": "probes"})
     );
     assert_eq!(
         c["ports"],
-        json!([{"name": "http", "containerPort": 8080, "protocol": "TCP"}])
+        json!([{"name": "https", "containerPort": 8080, "protocol": "TCP"},
+               {"name": "probes", "containerPort": 8081, "protocol": "TCP"}])
     );
     assert!(c["resources"]["requests"]["cpu"].is_string());
     assert!(c["resources"]["limits"]["memory"].is_string());
@@ -102,7 +108,7 @@ fn default_values_run_two_replicas_with_leader_election_in_a_locked_down_pod() {
     let service = one(&docs, "Service");
     assert_eq!(
         service["spec"]["ports"],
-        json!([{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}])
+        json!([{"name": "https", "port": 8080, "targetPort": "https", "protocol": "TCP"}])
     );
     assert_eq!(
         service["spec"]["selector"],
@@ -119,6 +125,7 @@ fn default_values_run_two_replicas_with_leader_election_in_a_locked_down_pod() {
     assert_eq!(config["hub"]["listen"], "0.0.0.0:8080");
     let role = one(&docs, "Role");
     assert_eq!(role["rules"][0]["resourceNames"], json!([le["lease_name"]]));
+    assert_secured(&docs, &config, "fleetscaler-tls");
 }
 
 #[test]
@@ -164,22 +171,40 @@ fn the_multi_cluster_example_mounts_every_kubeconfig_and_passes_check_config() {
             "{path} is not under {dir}"
         );
     }
-    assert!(
-        all(&docs, "Secret").is_empty(),
-        "an existing Secret is not made again"
-    );
+    let made: Vec<&Value> = all(&docs, "Secret")
+        .into_iter()
+        .filter(|s| s["metadata"]["name"] != "fleetscaler-tls")
+        .collect();
+    assert!(made.is_empty(), "an existing Secret is not made again");
 
+    // Prometheus scrapes over HTTPS, checks the certificate against the chart's CA for the
+    // Service's name, and sends its own service-account token.
     let monitor = one(&docs, "ServiceMonitor");
     let endpoint = &monitor["spec"]["endpoints"][0];
     assert_eq!(endpoint["path"], "/metrics");
-    assert_eq!(endpoint["port"], "http");
+    assert_eq!(endpoint["port"], "https");
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(
+        endpoint["tlsConfig"],
+        json!({"serverName": "fleetscaler.fleetscaler.svc",
+               "ca": {"secret": {"name": "fleetscaler-tls", "key": "ca.crt"}}})
+    );
+    assert_eq!(
+        endpoint["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
     let policy = one(&docs, "NetworkPolicy");
     assert_eq!(
         policy["spec"]["policyTypes"],
         json!(["Ingress"]),
         "egress stays open"
     );
-    assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], "http");
+    assert_eq!(policy["spec"]["ingress"][0]["ports"][0]["port"], "https");
+    // The kubelet reaches the probe port from the node, whatever ingressFrom says.
+    assert_eq!(
+        policy["spec"]["ingress"][1],
+        json!({"ports": [{"port": "probes", "protocol": "TCP"}]})
+    );
     assert_eq!(
         policy["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
         "monitoring"
@@ -215,7 +240,8 @@ fn the_toml_writer_carries_strings_and_numbers_exactly() {
 
 #[test]
 fn the_service_monitor_is_rendered_only_when_enabled() {
-    for case in CASES.into_iter().filter(|c| *c != "multi-cluster") {
+    let enabled = ["multi-cluster", "cert-manager", "tls-secret"];
+    for case in CASES.into_iter().filter(|c| !enabled.contains(c)) {
         assert!(all(&docs(case), "ServiceMonitor").is_empty(), "{case}");
     }
     let monitor = one(&docs("multi-cluster"), "ServiceMonitor").clone();
@@ -228,7 +254,10 @@ fn the_service_monitor_is_rendered_only_when_enabled() {
 #[test]
 fn kubeconfigs_given_as_values_become_a_mounted_secret() {
     let docs = docs("kubeconfig-files");
-    let secret = one(&docs, "Secret");
+    let secret = all(&docs, "Secret")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == "fleetscaler-kubeconfigs")
+        .expect("the kubeconfig Secret");
     let data = secret["data"]["prod-east.yaml"].as_str().unwrap();
     let text = base64::engine::general_purpose::STANDARD
         .decode(data)
@@ -260,6 +289,7 @@ fn config_toml_is_used_verbatim_with_leader_election_from_the_environment() {
     );
     assert_eq!(config["hub"]["leader_election"]["namespace"], NAMESPACE);
     assert_eq!(config["hub"]["listen"], "0.0.0.0:8080");
+    assert_secured(&docs, &config, "fleetscaler-tls");
     let (secret, dir) = mounts(&docs).secret.expect("the kubeconfig Secret mounted");
     assert_eq!(
         (secret.as_str(), dir.as_str()),
@@ -267,20 +297,43 @@ fn config_toml_is_used_verbatim_with_leader_election_from_the_environment() {
     );
 }
 
+/// One replica, plain and open: no leader election and no reviews, so no role, no token,
+/// no budget, no certificate, and the probes on the one port, as the chart served before.
 #[test]
-fn one_replica_without_leader_election_gets_no_role_no_token_and_no_budget() {
+fn one_plain_replica_gets_no_role_no_token_no_budget_and_one_port() {
     let docs = docs("single");
     assert_eq!(one(&docs, "Deployment")["spec"]["replicas"], 1);
     assert_eq!(pod_spec(&docs)["automountServiceAccountToken"], false);
-    for kind in ["Role", "RoleBinding", "PodDisruptionBudget", "Secret"] {
+    let kinds = [
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PodDisruptionBudget",
+        "Secret",
+    ];
+    for kind in kinds {
         assert!(all(&docs, kind).is_empty(), "{kind}");
     }
+    let config = check_config("single", &docs);
+    assert_eq!(config["hub"]["leader_election"]["enabled"], false);
+    let serving = &config["hub"]["serving"];
+    assert_eq!(serving["authentication"], "none", "{config}");
+    assert_eq!(serving["tls_cert_file"], Value::Null);
+    let c = container(&docs);
     assert_eq!(
-        check_config("single", &docs)["hub"]["leader_election"]["enabled"],
-        false
+        c["ports"],
+        json!([{"name": "http", "containerPort": 8080, "protocol": "TCP"}])
     );
+    assert_eq!(c["livenessProbe"]["httpGet"]["port"], "http");
+    assert_eq!(c["readinessProbe"]["httpGet"]["port"], "http");
     let policy = one(&docs, "NetworkPolicy");
     assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert_eq!(
+        policy["spec"]["ingress"].as_array().unwrap().len(),
+        1,
+        "one port"
+    );
     let egress = policy["spec"]["egress"].as_array().unwrap();
     assert_eq!(egress[0]["ports"][0]["port"], 53, "DNS");
     assert_eq!(egress[1]["to"][0]["ipBlock"]["cidr"], "10.0.0.1/32");
@@ -337,8 +390,9 @@ fn on_openshift_the_pod_leaves_its_ids_to_restricted_v2() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_charts_role_allows_exactly_the_hubs_lease_calls() {
     let docs = docs("default");
+    // The namespaced Role: the ClusterRoles are for serving, checked below.
     let mut policy = Policy::default();
-    for doc in &docs {
+    for doc in docs.iter().filter(|d| d["kind"] != "ClusterRoleBinding") {
         policy.add(doc.clone(), "the default render");
     }
     let account = one(&docs, "ServiceAccount");

@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::ConfigIssue;
+pub use super::serving::{Authentication, ServingConfig};
 use super::tracing::TracingConfig;
 use crate::engine::settings::duration_serde;
 use crate::model::duration::format_go_duration;
@@ -25,7 +26,8 @@ const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HubConfig {
-    /// Address of the HTTP endpoints (health probes, metrics, API, dashboard).
+    /// Address of the HTTP endpoints (metrics, API, dashboard; the probes too unless
+    /// `serving` secures this port).
     pub listen: String,
     /// A pass runs at least this often for every cluster.
     #[serde(with = "duration_serde")]
@@ -47,6 +49,8 @@ pub struct HubConfig {
     pub leader_election: LeaderElection,
     /// Traces over OTLP (docs/tracing.md); the `OTEL_*` variables fill what is not set.
     pub tracing: TracingConfig,
+    /// TLS, authentication and limits of the HTTP endpoints (docs/hub.md, "Serving").
+    pub serving: ServingConfig,
 }
 
 impl Default for HubConfig {
@@ -61,6 +65,7 @@ impl Default for HubConfig {
             status_namespace: "openshift-machine-api".into(),
             leader_election: LeaderElection::default(),
             tracing: TracingConfig::default(),
+            serving: ServingConfig::default(),
         }
     }
 }
@@ -161,5 +166,6 @@ impl HubConfig {
             );
         }
         self.tracing.validate(issues);
+        self.serving.validate(&self.listen, issues);
     }
 }

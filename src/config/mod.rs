@@ -17,6 +17,7 @@ use crate::model::autoscaler::ClusterAutoscalerSpec;
 mod env;
 pub mod fleet;
 pub mod hub;
+pub mod serving;
 pub mod tracing;
 
 pub use fleet::{FleetHealthConfig, SharedFailuresConfig};

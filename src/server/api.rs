@@ -3,9 +3,8 @@
 //! settings with their sources) and its last plan.
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, header};
+use http::{Method, Response, StatusCode, header};
 use http_body_util::Full;
-use hyper::body::Incoming;
 use serde::Serialize;
 
 use crate::cluster::report::ClusterReport;
@@ -41,21 +40,26 @@ struct ClusterBody<'a> {
     settings: Option<&'a serde_json::Value>,
 }
 
-pub(super) fn route(view: &FleetView, req: &Request<Incoming>) -> Response<Full<Bytes>> {
-    // hyper leaves the body out of a response to HEAD.
-    if req.method() != Method::GET && req.method() != Method::HEAD {
-        return text(
+/// GET and HEAD only: the hub serves nothing else (hyper leaves the body out of a HEAD).
+pub(super) fn method_refused(method: &Method) -> Option<Response<Full<Bytes>>> {
+    (method != Method::GET && method != Method::HEAD).then(|| {
+        text(
             StatusCode::METHOD_NOT_ALLOWED,
             "only GET and HEAD are served\n",
-        );
-    }
-    if let Some(page) = super::dashboard::route(req.uri().path()) {
+        )
+    })
+}
+
+/// The answer for `path` on the main port.
+pub(super) fn route(view: &FleetView, path: &str) -> Response<Full<Bytes>> {
+    if let Some(page) = super::dashboard::route(path) {
         return page;
     }
-    let path = req.uri().path().trim_end_matches('/');
+    if let Some(answer) = probe_route(view, path) {
+        return answer;
+    }
+    let path = path.trim_end_matches('/');
     match path.split('/').collect::<Vec<_>>().as_slice() {
-        ["", "healthz"] | ["", "livez"] => probe(super::probes::live(view)),
-        ["", "readyz"] => probe(super::probes::ready(view)),
         ["", "metrics"] => respond(
             StatusCode::OK,
             crate::telemetry::metrics::CONTENT_TYPE,
@@ -87,6 +91,15 @@ pub(super) fn route(view: &FleetView, req: &Request<Incoming>) -> Response<Full<
             StatusCode::NOT_FOUND,
             "not found; try /api/v1/fleet, /api/v1/clusters/<name>[/plan], /metrics, /readyz\n",
         ),
+    }
+}
+
+/// The probes' answer for `path`, if it is one of theirs.
+pub(super) fn probe_route(view: &FleetView, path: &str) -> Option<Response<Full<Bytes>>> {
+    match path.trim_end_matches('/') {
+        "/healthz" | "/livez" => Some(probe(super::probes::live(view))),
+        "/readyz" => Some(probe(super::probes::ready(view))),
+        _ => None,
     }
 }
 

@@ -1,25 +1,44 @@
 //! The hub's HTTP endpoints: health probes (`probes`), Prometheus metrics (`metrics`), the
 //! fleet's JSON API (`api`), read-only views of the runners' reports, and the dashboard page
 //! that reads that API (`dashboard`).
+//!
+//! They are served as fleet.toml's `[hub.serving]` says (docs/hub.md, "Serving"): over
+//! HTTPS when it names a certificate (`tls`, re-read when its files change), to the users
+//! RBAC allows when it asks for Kubernetes authentication (`auth`), with a cap on
+//! connections, request sizes and time (`conn`, `site`, `io`). A secured main port leaves
+//! the probes to a plain port of their own; otherwise they share the main one.
 
 mod api;
+mod auth;
+mod conn;
 mod dashboard;
+mod io;
 mod metrics;
 mod probes;
+mod site;
+mod throttle;
+mod tls;
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
 
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use self::auth::Access;
+pub use self::auth::AccessError;
+use self::conn::Rules;
+use self::site::{Probes, Site};
+use self::throttle::Throttle;
+pub use self::tls::TlsError;
+use crate::config::{ConfigError, FleetConfig, HubConfig};
 use crate::hub::FleetView;
 
-/// A client gets this long to send its request's headers.
-const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(100);
+/// The kubelet and little else asks the probe port.
+const PROBE_CONNECTIONS: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot listen on {addr}: {source}")]
@@ -27,6 +46,28 @@ pub struct ListenError {
     pub addr: String,
     #[source]
     pub source: std::io::Error,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    #[error("hub.serving.tls_cert_file, tls_key_file: {0}")]
+    Tls(#[from] TlsError),
+    #[error("hub.serving.authentication: {0}")]
+    Access(#[from] AccessError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// Where the hub answers, once serving.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Endpoints {
+    pub main: SocketAddr,
+    /// Whether the main port serves HTTPS.
+    pub https: bool,
+    /// The plain probe port, while the main port is secured.
+    pub probes: Option<SocketAddr>,
 }
 
 /// Binds the listen address (so a taken port is reported before anything starts).
@@ -37,38 +78,126 @@ pub async fn bind(addr: &str) -> Result<TcpListener, ListenError> {
     })
 }
 
-/// Serves until `cancel` fires.
+/// What `[hub.serving]` needs before anything is served: the certificate read, the
+/// management cluster's client built.
+struct Prepared {
+    tls: Option<TlsAcceptor>,
+    access: Access,
+}
+
+impl Prepared {
+    async fn new(hub: &HubConfig) -> Result<Prepared, ServeError> {
+        let tls = match hub.serving.tls() {
+            Some((cert, key)) => Some(tls::acceptor(cert, key)?),
+            None => None,
+        };
+        Ok(Prepared {
+            tls,
+            access: Access::new(hub).await?,
+        })
+    }
+}
+
+/// Whether `hub.serving` can be served (its certificate read, its client built), so that a
+/// hub that could not serve fails at start rather than running unseen.
+pub async fn check(hub: &HubConfig) -> Result<(), ServeError> {
+    Prepared::new(hub).await.map(drop)
+}
+
+/// Serves `view` on `main` as `hub.serving` says, and the probes on `probe_listen` when the
+/// main port is secured, until `cancel` fires.
+pub async fn start(
+    hub: &HubConfig,
+    main: TcpListener,
+    view: FleetView,
+    cancel: CancellationToken,
+) -> Result<Endpoints, ServeError> {
+    let s = &hub.serving;
+    let Prepared { tls, access } = Prepared::new(hub).await?;
+    let probes = match s.secured() {
+        true => Some(bind(&s.probe_listen).await?),
+        false => None,
+    };
+    let endpoints = Endpoints {
+        main: main.local_addr().map_err(|source| ListenError {
+            addr: "the main port".into(),
+            source,
+        })?,
+        https: tls.is_some(),
+        probes: probes.as_ref().and_then(|p| p.local_addr().ok()),
+    };
+    let rules = Rules {
+        name: "main",
+        tls,
+        max_connections: s.max_connections,
+        max_header_bytes: s.max_request_header_bytes,
+        write_timeout: s.request_timeout,
+    };
+    let site = Site {
+        view: view.clone(),
+        access,
+        max_body_bytes: s.max_request_body_bytes,
+        deadline: s.request_timeout,
+        late: Throttle::new(Duration::from_secs(10)),
+    };
+    if let Some(probes) = probes {
+        let rules = Rules {
+            name: "probe",
+            tls: None,
+            max_connections: PROBE_CONNECTIONS,
+            ..rules.clone()
+        };
+        let handler = Arc::new(Probes { view });
+        tokio::spawn(conn::accept(probes, rules, handler, cancel.clone()));
+    }
+    tokio::spawn(conn::accept(main, rules, Arc::new(site), cancel));
+    announce(&endpoints, hub);
+    Ok(endpoints)
+}
+
+/// Serves until `cancel` fires, with the `[hub.serving]` of the fleet.toml the hub was
+/// started from (`view`'s), or as an unsecured hub without one (the demo, tests). A failure
+/// is logged: the hub's start (`hub::start`) has already checked the same settings.
 pub async fn serve(listener: TcpListener, view: FleetView, cancel: CancellationToken) {
-    loop {
-        let accepted = tokio::select! {
-            _ = cancel.cancelled() => return,
-            a = listener.accept() => a,
-        };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
-            Err(e) => {
-                // Out of file descriptors, say: wait rather than spin.
-                tracing::warn!("accepting an HTTP connection failed: {e}");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-                continue;
-            }
-        };
-        let view = view.clone();
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req| {
-                let view = view.clone();
-                async move { Ok::<_, Infallible>(api::route(&view, &req)) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(tcp), service);
-            tokio::select! {
-                _ = conn => {}
-                _ = cancel.cancelled() => {}
-            }
-        });
+    let started = match hub_settings(&view) {
+        Ok(hub) => start(&hub, listener, view, cancel.clone()).await,
+        Err(e) => Err(e.into()),
+    };
+    match started {
+        Ok(_) => cancel.cancelled().await,
+        Err(e) => {
+            tracing::error!("not serving the API, the dashboard, /metrics or the probes: {e}")
+        }
+    }
+}
+
+fn hub_settings(view: &FleetView) -> Result<HubConfig, ConfigError> {
+    match view.hub().config_path {
+        Some(path) => FleetConfig::load(Path::new(&path)).map(|c| c.hub),
+        None => Ok(HubConfig::default()),
+    }
+}
+
+fn announce(e: &Endpoints, hub: &HubConfig) {
+    let scheme = if e.https { "https" } else { "http" };
+    let auth = match hub.serving.authentication {
+        crate::config::hub::Authentication::None => "no authentication",
+        crate::config::hub::Authentication::Kubernetes => {
+            "Kubernetes authentication (TokenReview, SubjectAccessReview)"
+        }
+    };
+    let probes = match e.probes {
+        Some(p) => format!("probes on http://{p}/livez, /readyz"),
+        None => "probes on the same port".into(),
+    };
+    tracing::info!("serving {scheme}://{}/ with {auth}; {probes}", e.main);
+    if !hub.serving.secured() && !e.main.ip().is_loopback() {
+        tracing::warn!(
+            "the API, the dashboard and /metrics are served on {} without TLS or \
+             authentication: whoever reaches the port reads every cluster's node groups and \
+             pods; [hub.serving] secures them (docs/hub.md, \"Serving\")",
+            e.main
+        );
     }
 }
 

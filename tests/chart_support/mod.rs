@@ -6,6 +6,7 @@
 
 pub mod promql;
 pub mod scc;
+pub mod serving;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -22,13 +23,15 @@ use crate::rbac_support::lost_fields;
 
 /// The release namespace and name scripts/helm_check.py renders with.
 pub const NAMESPACE: &str = "fleetscaler";
-pub const CASES: [&str; 10] = [
+pub const CASES: [&str; 12] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
     "config-toml",
     "toml-edge",
     "single",
+    "cert-manager",
+    "tls-secret",
     "observability",
     "openshift",
     "openshift-forced",
@@ -97,26 +100,101 @@ pub fn check_typed<T: DeserializeOwned + Serialize>(doc: &Value, what: &str) -> 
         .collect()
 }
 
+/// The keys of `value` (an object) that are not in `allowed`, named with `at`.
+fn unexpected_keys(value: &Value, allowed: &[&str], at: &str) -> Vec<String> {
+    value
+        .as_object()
+        .into_iter()
+        .flat_map(|o| o.keys())
+        .filter(|k| !allowed.contains(&k.as_str()))
+        .map(|k| format!("unexpected {at}.{k}"))
+        .collect()
+}
+
 /// The Prometheus Operator's CRD is not in k8s-openapi: its few fields, checked by hand.
 pub fn check_service_monitor(doc: &Value, what: &str) -> Vec<String> {
     let mut problems = Vec::new();
     if doc["apiVersion"] != "monitoring.coreos.com/v1" {
         problems.push(format!("{what}: apiVersion {}", doc["apiVersion"]));
     }
-    let spec = doc["spec"].as_object().cloned().unwrap_or_default();
-    for key in spec.keys() {
-        if !["selector", "namespaceSelector", "endpoints"].contains(&key.as_str()) {
-            problems.push(format!("{what}: unexpected spec.{key}"));
-        }
-    }
-    for e in doc["spec"]["endpoints"].as_array().into_iter().flatten() {
-        for key in e.as_object().into_iter().flat_map(|o| o.keys()) {
-            if !["port", "path", "interval", "scrapeTimeout"].contains(&key.as_str()) {
-                problems.push(format!("{what}: unexpected endpoint field {key}"));
-            }
+    let spec = &doc["spec"];
+    problems.extend(unexpected_keys(
+        spec,
+        &["selector", "namespaceSelector", "endpoints"],
+        "spec",
+    ));
+    let endpoint_keys = [
+        "port",
+        "path",
+        "interval",
+        "scrapeTimeout",
+        "scheme",
+        "tlsConfig",
+        "bearerTokenFile",
+        "authorization",
+    ];
+    let tls_keys = [
+        "ca",
+        "serverName",
+        "insecureSkipVerify",
+        "cert",
+        "keySecret",
+    ];
+    for e in spec["endpoints"].as_array().into_iter().flatten() {
+        problems.extend(unexpected_keys(e, &endpoint_keys, "endpoint"));
+        problems.extend(unexpected_keys(&e["tlsConfig"], &tls_keys, "tlsConfig"));
+        problems.extend(unexpected_keys(
+            &e["tlsConfig"]["ca"],
+            &["secret", "configMap"],
+            "ca",
+        ));
+        problems.extend(unexpected_keys(
+            &e["authorization"],
+            &["type", "credentials"],
+            "authorization",
+        ));
+        if !(e["scheme"].is_null() || e["scheme"] == "https" || e["scheme"] == "http") {
+            problems.push(format!("scheme {}", e["scheme"]));
         }
     }
     problems
+        .into_iter()
+        .map(|p| format!("{what}: {p}"))
+        .collect()
+}
+
+/// cert-manager's Certificate, checked by hand as the ServiceMonitor: the fields the chart
+/// writes, and an issuer named.
+pub fn check_certificate(doc: &Value, what: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if doc["apiVersion"] != "cert-manager.io/v1" {
+        problems.push(format!("apiVersion {}", doc["apiVersion"]));
+    }
+    let spec = &doc["spec"];
+    let keys = [
+        "secretName",
+        "dnsNames",
+        "duration",
+        "renewBefore",
+        "privateKey",
+        "issuerRef",
+    ];
+    problems.extend(unexpected_keys(spec, &keys, "spec"));
+    problems.extend(unexpected_keys(
+        &spec["issuerRef"],
+        &["name", "kind", "group"],
+        "issuerRef",
+    ));
+    if spec["issuerRef"]["name"].as_str().is_none_or(str::is_empty) {
+        problems.push("no issuerRef.name".into());
+    }
+    if spec["dnsNames"].as_array().is_none_or(|n| n.is_empty()) {
+        problems.push("no dnsNames".into());
+    }
+    problems
+        .into_iter()
+        .map(|p| format!("{what}: {p}"))
+        .collect()
 }
 
 /// The PrometheusRule's fields that Prometheus reads, checked by hand as the ServiceMonitor's.
@@ -190,6 +268,9 @@ pub fn check_object(doc: &Value) -> Vec<String> {
         "Secret" => check_typed::<core::v1::Secret>(doc, &what),
         "Role" => check_typed::<rbac::v1::Role>(doc, &what),
         "RoleBinding" => check_typed::<rbac::v1::RoleBinding>(doc, &what),
+        "ClusterRole" => check_typed::<rbac::v1::ClusterRole>(doc, &what),
+        "ClusterRoleBinding" => check_typed::<rbac::v1::ClusterRoleBinding>(doc, &what),
+        "Certificate" => check_certificate(doc, &what),
         "PodDisruptionBudget" => check_typed::<policy::v1::PodDisruptionBudget>(doc, &what),
         "NetworkPolicy" => check_typed::<networking::v1::NetworkPolicy>(doc, &what),
         "ServiceMonitor" => check_service_monitor(doc, &what),

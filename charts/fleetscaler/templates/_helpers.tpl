@@ -79,8 +79,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-The fleet values tree with what the chart decides: listen address, leader election, and the
-mounted kubeconfig files unless fleet.hub.kubeconfigs names some.
+The fleet values tree with what the chart decides: listen address, leader election, how the
+hub serves (certificate, authentication, probe port), and the mounted kubeconfig files
+unless fleet.hub.kubeconfigs names some.
 */}}
 {{- define "fleetscaler.fleet" -}}
 {{- $fleet := deepCopy .Values.fleet }}
@@ -92,6 +93,8 @@ mounted kubeconfig files unless fleet.hub.kubeconfigs names some.
 {{- $_ := set $le "enabled" .Values.leaderElection.enabled }}
 {{- $_ := set $le "namespace" .Release.Namespace }}
 {{- $_ := set $le "lease_name" (include "fleetscaler.leaseName" .) }}
+{{- $serving := default (dict) (get $hub "serving") }}
+{{- $_ := set $hub "serving" (merge (include "fleetscaler.servingToml" . | fromJson) $serving) }}
 {{- if not (get $hub "kubeconfigs") }}
 {{- $files := list }}
 {{- range $key := include "fleetscaler.kubeconfigKeys" . | fromJsonArray }}
@@ -216,4 +219,90 @@ is outside every range), so under OpenShift those are left to it.
 {{- $sc = omit $sc "runAsUser" "runAsGroup" }}
 {{- end }}
 {{- toYaml $sc }}
+{{- end }}
+
+{{/*
+Serving (docs/hub.md, "Serving"; values `serving`). The certificate's source, resolved:
+"" without TLS, else selfSigned, certManager, openshift or secret ("auto" is openshift on
+OpenShift, else selfSigned).
+*/}}
+{{- define "fleetscaler.tlsSource" -}}
+{{- $tls := .Values.serving.tls }}
+{{- if $tls.enabled }}
+{{- if eq $tls.source "auto" }}
+{{- if include "fleetscaler.openshift" . }}openshift{{ else }}selfSigned{{ end }}
+{{- else }}
+{{- $tls.source }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The kubernetes.io/tls Secret mounted for the hub ("" without TLS). */}}
+{{- define "fleetscaler.tlsSecret" -}}
+{{- $source := include "fleetscaler.tlsSource" . }}
+{{- if eq $source "secret" }}
+{{- .Values.serving.tls.existingSecret }}
+{{- else if $source }}
+{{- printf "%s-tls" (include "fleetscaler.fullname" .) }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when the main port is secured: the probes then have a port of their own. */}}
+{{- define "fleetscaler.secured" -}}
+{{- if or .Values.serving.tls.enabled (eq .Values.serving.authentication "kubernetes") }}true{{ end }}
+{{- end }}
+
+{{/* The main port's name, which says its scheme. */}}
+{{- define "fleetscaler.portName" -}}
+{{- if .Values.serving.tls.enabled }}https{{ else }}http{{ end }}
+{{- end }}
+
+{{/* The port the kubelet probes. */}}
+{{- define "fleetscaler.probePortName" -}}
+{{- if include "fleetscaler.secured" . }}probes{{ else }}{{ include "fleetscaler.portName" . }}{{ end }}
+{{- end }}
+
+{{- define "fleetscaler.probeListen" -}}
+{{- if contains ":" .Values.listenAddress }}
+{{- printf "[%s]:%d" .Values.listenAddress (int .Values.serving.probePort) }}
+{{- else }}
+{{- printf "%s:%d" .Values.listenAddress (int .Values.serving.probePort) }}
+{{- end }}
+{{- end }}
+
+{{/* Where the certificate is mounted. */}}
+{{- define "fleetscaler.tlsDir" -}}{{ include "fleetscaler.configDir" . }}/tls{{- end }}
+
+{{/* The names the certificate is for: the Service's, and localhost for port-forwards. */}}
+{{- define "fleetscaler.dnsNames" -}}
+{{- $svc := include "fleetscaler.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- toJson (list $svc (printf "%s.%s" $svc $ns) (printf "%s.%s.svc" $svc $ns) (printf "%s.%s.svc.cluster.local" $svc $ns) "localhost") }}
+{{- end }}
+
+{{/* What the chart decides of fleet.toml's [hub.serving], as a dict. */}}
+{{- define "fleetscaler.servingToml" -}}
+{{- $s := dict "authentication" .Values.serving.authentication "probe_listen" (include "fleetscaler.probeListen" .) }}
+{{- if .Values.serving.tls.enabled }}
+{{- $_ := set $s "tls_cert_file" (printf "%s/tls.crt" (include "fleetscaler.tlsDir" .)) }}
+{{- $_ := set $s "tls_key_file" (printf "%s/tls.key" (include "fleetscaler.tlsDir" .)) }}
+{{- end }}
+{{- toJson $s }}
+{{- end }}
+
+{{/* Values that cannot work together, refused with what to change. */}}
+{{- define "fleetscaler.checkServing" -}}
+{{- $s := .Values.serving }}
+{{- if and (eq $s.authentication "kubernetes") (not $s.tls.enabled) }}
+{{- fail "serving.authentication kubernetes needs serving.tls.enabled: bearer tokens must not cross the network in clear (or set serving.authentication none)" }}
+{{- end }}
+{{- if and $s.tls.enabled (eq $s.tls.source "secret") (not $s.tls.existingSecret) }}
+{{- fail "serving.tls.source secret needs serving.tls.existingSecret: a kubernetes.io/tls Secret in the release namespace" }}
+{{- end }}
+{{- if and $s.tls.enabled (eq $s.tls.source "certManager") (not (dig "issuerRef" "name" "" $s.tls.certManager)) }}
+{{- fail "serving.tls.source certManager needs serving.tls.certManager.issuerRef.name (and kind: Issuer or ClusterIssuer)" }}
+{{- end }}
+{{- if and (include "fleetscaler.secured" .) (eq (int $s.probePort) (int .Values.containerPort)) }}
+{{- fail "serving.probePort must differ from containerPort: the probes need a plain port of their own" }}
+{{- end }}
 {{- end }}

@@ -67,6 +67,12 @@ const ASSETS: &[Asset] = &[
     },
 ];
 
+/// Whether `path` is the dashboard's: the page and its assets, which hold no data of the
+/// fleet (the page reads that from the API). Authorization checks them all as one.
+pub(super) fn is_dashboard(path: &str) -> bool {
+    matches!(path, "/" | "/index.html" | "/favicon.ico") || path.starts_with(PREFIX)
+}
+
 /// The response for `path` if it is the dashboard's, else `None` (the API's routes follow).
 /// The page is at `/` (the cluster pages are `/#/clusters/<name>`, so the same page serves
 /// them and the browser's history works); its assets are under `/dashboard/`.
