@@ -33,6 +33,8 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // A log collector reading `run --log-format json` gets its last word as JSON too.
+    let json_errors = matches!(&cli.command, Command::Run(a) if a.log_format == fleetscaler::telemetry::LogFormat::Json);
     let mut out = std::io::stdout().lock();
     let result = match cli.command {
         Command::Plan(args) => {
@@ -74,6 +76,10 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`| head`): nothing more to say.
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if json_errors => {
+            fleetscaler::telemetry::log_json::line(tracing::Level::ERROR, &format!("{e:#}"));
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)

@@ -4,127 +4,27 @@
 //! standard `OTEL_*` variables) and over HTTP/protobuf (hyper and prost, configured by
 //! fleet.toml `[hub.tracing]`). The test reads the spans as a trace viewer would: names,
 //! attributes, parent links, reason events and resource attributes, and that a clean stop
-//! sends the last spans.
+//! sends the last spans. Metrics, not asked for, are not sent (tests/hub_otlp_metrics.rs
+//! asks for them).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod e2e_support;
+mod otlp_support;
 
 use std::collections::HashMap;
-use std::convert::Infallible;
-use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
-use bytes::Bytes;
 use e2e_support::*;
 use fleetscaler::sim::settings::Flavor;
-use http_body_util::{BodyExt, Full};
-use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
-    TraceService, TraceServiceServer,
-};
-use opentelemetry_proto::tonic::collector::trace::v1::{
-    ExportTraceServiceRequest, ExportTraceServiceResponse,
-};
-use opentelemetry_proto::tonic::common::v1::{KeyValue, any_value};
+use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::trace::v1::Span;
-use prost::Message;
-use tokio::net::TcpListener;
+use otlp_support::{
+    HubOptions, HubProcess, OTEL_VARS, Shared, attr, attrs, grpc_receiver, http_receiver,
+};
 
 const LONG: Duration = Duration::from_secs(30);
-
-/// What a receiver got: the export requests, and the `x-test` header of each.
-#[derive(Default)]
-struct Inbox {
-    requests: Vec<ExportTraceServiceRequest>,
-    x_test: Vec<String>,
-}
-
-type Shared = Arc<Mutex<Inbox>>;
-
-struct Grpc(Shared);
-
-#[tonic::async_trait]
-impl TraceService for Grpc {
-    async fn export(
-        &self,
-        request: tonic::Request<ExportTraceServiceRequest>,
-    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        let header = request
-            .metadata()
-            .get("x-test")
-            .map(|v| v.to_str().unwrap().to_string());
-        let mut inbox = self.0.lock().unwrap();
-        inbox.x_test.extend(header);
-        inbox.requests.push(request.into_inner());
-        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
-    }
-}
-
-/// A gRPC OTLP receiver on loopback: its endpoint and what it got.
-async fn grpc_receiver() -> (String, Shared) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let inbox = Shared::default();
-    let incoming = futures::stream::unfold(listener, |l| async move {
-        let accepted = l.accept().await.map(|(stream, _)| stream);
-        Some((accepted, l))
-    });
-    let server = tonic::transport::Server::builder()
-        .serve_with_incoming(TraceServiceServer::new(Grpc(inbox.clone())), incoming);
-    tokio::spawn(server);
-    (endpoint, inbox)
-}
-
-/// An OTLP/HTTP receiver (protobuf bodies at `/v1/traces`) on loopback.
-async fn http_receiver() -> (String, Shared) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
-    let inbox = Shared::default();
-    let shared = inbox.clone();
-    tokio::spawn(async move {
-        loop {
-            let Ok((stream, _)) = listener.accept().await else {
-                return;
-            };
-            let inbox = shared.clone();
-            let service = hyper::service::service_fn(move |req| receive(req, inbox.clone()));
-            tokio::spawn(
-                hyper::server::conn::http1::Builder::new()
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
-            );
-        }
-    });
-    (endpoint, inbox)
-}
-
-async fn receive(
-    req: http::Request<hyper::body::Incoming>,
-    inbox: Shared,
-) -> Result<http::Response<Full<Bytes>>, Infallible> {
-    assert_eq!(req.uri().path(), "/v1/traces");
-    assert_eq!(
-        req.headers()["content-type"],
-        "application/x-protobuf",
-        "OTLP/HTTP with protobuf"
-    );
-    let header = req
-        .headers()
-        .get("x-test")
-        .map(|v| v.to_str().unwrap().to_string());
-    let body = req.into_body().collect().await.unwrap().to_bytes();
-    let request = ExportTraceServiceRequest::decode(body).unwrap();
-    {
-        let mut inbox = inbox.lock().unwrap();
-        inbox.x_test.extend(header);
-        inbox.requests.push(request);
-    }
-    let answer = ExportTraceServiceResponse::default().encode_to_vec();
-    Ok(http::Response::builder()
-        .header("content-type", "application/x-protobuf")
-        .body(Full::new(Bytes::from(answer)))
-        .unwrap())
-}
 
 /// One span with its resource's attributes.
 #[derive(Clone, Debug)]
@@ -149,30 +49,10 @@ impl Got {
     }
 }
 
-fn value(kv: &KeyValue) -> Option<String> {
-    Some(match kv.value.as_ref()?.value.as_ref()? {
-        any_value::Value::StringValue(s) => s.clone(),
-        any_value::Value::IntValue(i) => i.to_string(),
-        any_value::Value::BoolValue(b) => b.to_string(),
-        any_value::Value::DoubleValue(d) => d.to_string(),
-        other => format!("{other:?}"),
-    })
-}
-
-fn attr(kvs: &[KeyValue], key: &str) -> Option<String> {
-    kvs.iter().find(|kv| kv.key == key).and_then(value)
-}
-
-fn attrs(kvs: &[KeyValue]) -> HashMap<String, String> {
-    kvs.iter()
-        .filter_map(|kv| Some((kv.key.clone(), value(kv)?)))
-        .collect()
-}
-
 fn spans(inbox: &Shared) -> Vec<Got> {
     let inbox = inbox.lock().unwrap();
     let mut all = Vec::new();
-    for request in &inbox.requests {
+    for request in &inbox.traces {
         for rs in &request.resource_spans {
             let resource = rs.resource.as_ref().map(|r| attrs(&r.attributes));
             for ss in &rs.scope_spans {
@@ -204,99 +84,6 @@ fn scale_up_pass(all: &[Got]) -> Option<(Got, Vec<Got>)> {
             let phases = ["snapshot", "health", "scale_up", "scale_down"];
             (wrote && phases.iter().all(|p| named.contains(p))).then(|| (pass.clone(), children))
         })
-}
-
-/// The variables of the process running the test must not reach the hub.
-const OTEL_VARS: &[&str] = &[
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-    "OTEL_EXPORTER_OTLP_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-    "OTEL_EXPORTER_OTLP_HEADERS",
-    "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-    "OTEL_EXPORTER_OTLP_TIMEOUT",
-    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-    "OTEL_SERVICE_NAME",
-    "OTEL_RESOURCE_ATTRIBUTES",
-    "OTEL_SDK_DISABLED",
-    "OTEL_TRACES_EXPORTER",
-    "OTEL_TRACES_SAMPLER",
-    "OTEL_TRACES_SAMPLER_ARG",
-    "POD_NAME",
-    "POD_NAMESPACE",
-];
-
-/// `fleetscaler run` as a child process; killed if the test fails before stopping it.
-struct HubProcess {
-    child: std::process::Child,
-    log: PathBuf,
-}
-
-impl HubProcess {
-    fn start(dir: &Path, kubeconfig: &Path, tracing: &str, vars: &[(&str, &str)]) -> Self {
-        let config = dir.join("fleet.toml");
-        let text = format!(
-            r#"[hub]
-listen = "127.0.0.1:0"
-scan_interval = "300ms"
-debounce = "50ms"
-request_timeout = "2s"
-kubeconfigs = [{kubeconfig:?}]
-{tracing}
-[defaults]
-scale_down_unneeded_time = "1s"
-scale_down_delay_after_add = "1s"
-scale_down_delay_after_delete = "0s"
-node_delete_delay_after_taint = "0s"
-max_node_provision_time = "20s"
-
-[[clusters]]
-name = "sim-1"
-use_cluster_autoscaler = false
-"#
-        );
-        std::fs::write(&config, text).unwrap();
-        let log = dir.join("hub.log");
-        let mut command = Command::new(env!("CARGO_BIN_EXE_fleetscaler"));
-        command.args(["run", "--config"]).arg(&config);
-        for var in OTEL_VARS {
-            command.env_remove(var);
-        }
-        let child = command
-            .envs(vars.iter().copied())
-            // Export often, so the test does not wait for the default 5 s batches.
-            .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        HubProcess { child, log }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGTERM, as Kubernetes stops a pod, then its exit status.
-    async fn stop(&mut self) -> ExitStatus {
-        let kill = Command::new("sh")
-            .args(["-c", &format!("kill -TERM {}", self.child.id())])
-            .status()
-            .unwrap();
-        assert!(kill.success());
-        eventually(LONG, "the hub to exit after SIGTERM", || {
-            let status = self.child.try_wait().unwrap();
-            async move { status }
-        })
-        .await
-    }
-}
-
-impl Drop for HubProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// A removal of a node: its own span, in the trace of the pass that decided it, with the
@@ -331,7 +118,13 @@ async fn a_pass_that_scales_up_is_traced(
     let dir = TempDir::new("tracing");
     let kubeconfig = dir.path().join("fleet.kubeconfig");
     fleet.write_kubeconfig(&kubeconfig).unwrap();
-    let mut hub = HubProcess::start(dir.path(), &kubeconfig, tracing, vars);
+    let options = HubOptions {
+        tracing,
+        vars,
+        args: &[],
+        clusters: 1,
+    };
+    let mut hub = HubProcess::start(dir.path(), &kubeconfig, options);
     eventually(LONG, "a first pass span", || {
         let any = spans(inbox).iter().any(|g| g.span.name == "pass");
         async move { any.then_some(()) }
@@ -496,6 +289,8 @@ async fn grpc_traces_configured_by_the_otel_variables() {
         ),
         ("POD_NAME", "fleetscaler-0"),
         ("POD_NAMESPACE", "autoscaling"),
+        // Were metrics sent without being asked for, they would come this often.
+        ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
     ];
     let all = a_pass_that_scales_up_is_traced("", &vars, &inbox, true).await;
     check_resource(&all, "fleetscaler-grpc");
@@ -504,6 +299,11 @@ async fn grpc_traces_configured_by_the_otel_variables() {
     assert!(
         !headers.is_empty() && headers.iter().all(|h| h == "from-env"),
         "{headers:?}"
+    );
+    assert_eq!(
+        inbox.lock().unwrap().metrics.len(),
+        0,
+        "metrics not asked for"
     );
 }
 
@@ -519,6 +319,7 @@ async fn http_protobuf_traces_configured_by_fleet_toml() {
         ("OTEL_EXPORTER_OTLP_HEADERS", "x-test=from-env"),
         ("POD_NAME", "fleetscaler-0"),
         ("POD_NAMESPACE", "autoscaling"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "100"),
     ];
     let all = a_pass_that_scales_up_is_traced(&tracing, &vars, &inbox, false).await;
     check_resource(&all, "fleetscaler");
@@ -527,6 +328,8 @@ async fn http_protobuf_traces_configured_by_fleet_toml() {
         !headers.is_empty() && headers.iter().all(|h| h == "from-file"),
         "{headers:?}"
     );
+    let paths = inbox.lock().unwrap().paths.clone();
+    assert!(paths.iter().all(|p| p == "/v1/traces"), "{paths:?}");
 }
 
 /// `fleetscaler check-config` with the given variables (the test's own OTEL ones removed).

@@ -1,5 +1,6 @@
 //! fleet.toml `[hub.tracing]`: traces over OTLP, and how it combines with the standard
-//! `OTEL_*` environment variables.
+//! `OTEL_*` environment variables. The hub's metrics over OTLP share the table and its
+//! endpoint (`metrics`, a child module: docs/metrics.md).
 //!
 //! Precedence, key by key: a key set in fleet.toml wins; else the signal-specific variable
 //! (`OTEL_EXPORTER_OTLP_TRACES_*`); else the generic one (`OTEL_EXPORTER_OTLP_*`); else the
@@ -43,6 +44,15 @@ pub struct TracingConfig {
     pub timeout: Option<Duration>,
     /// Share of passes traced, 0 to 1 (parent-based trace-id ratio); 1 when absent.
     pub sampler_ratio: Option<f64>,
+    /// `true` also sends the metrics of `/metrics` to the same collector; `false` never;
+    /// absent, `OTEL_METRICS_EXPORTER=otlp` asks for them.
+    pub metrics: Option<bool>,
+    /// Where metrics go when it is not where the traces go (a traces endpoint with a path
+    /// other than `/v1/traces`). HTTP: `/v1/metrics` is added when the URL has no path.
+    pub metrics_endpoint: Option<String>,
+    /// How often metrics are sent; 60 s when absent.
+    #[serde(with = "opt_duration_serde")]
+    pub metrics_interval: Option<Duration>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
@@ -160,13 +170,47 @@ impl TracingState {
     }
 }
 
+/// The OTLP signal a setting is resolved for: each has its own variables and HTTP path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Signal {
+    Traces,
+    Metrics,
+}
+
+impl Signal {
+    /// The signal's part of its variables' names (`OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`).
+    fn var_part(self) -> &'static str {
+        match self {
+            Signal::Traces => "TRACES",
+            Signal::Metrics => "METRICS",
+        }
+    }
+
+    /// The OTLP/HTTP path of the signal's exports.
+    fn http_path(self) -> &'static str {
+        match self {
+            Signal::Traces => "/v1/traces",
+            Signal::Metrics => "/v1/metrics",
+        }
+    }
+}
+
 /// What one setting resolved to, or the problems found on the way.
 struct Resolver<'a> {
     env: &'a dyn Fn(&str) -> Option<String>,
+    signal: Signal,
     issues: Vec<ConfigIssue>,
 }
 
-impl Resolver<'_> {
+impl<'a> Resolver<'a> {
+    fn new(env: &'a dyn Fn(&str) -> Option<String>, signal: Signal) -> Self {
+        Resolver {
+            env,
+            signal,
+            issues: Vec::new(),
+        }
+    }
+
     /// The variable's value, if set and not blank.
     fn var(&self, key: &str) -> Option<(String, String)> {
         (self.env)(key)
@@ -174,9 +218,10 @@ impl Resolver<'_> {
             .map(|v| (key.to_string(), v))
     }
 
-    /// The signal-specific variable, else the generic one.
+    /// The signal-specific variable (`OTEL_EXPORTER_OTLP_TRACES_{suffix}`), else the generic one.
     fn otlp_var(&self, suffix: &str) -> Option<(String, String)> {
-        self.var(&format!("OTEL_EXPORTER_OTLP_TRACES_{suffix}"))
+        let part = self.signal.var_part();
+        self.var(&format!("OTEL_EXPORTER_OTLP_{part}_{suffix}"))
             .or_else(|| self.var(&format!("OTEL_EXPORTER_OTLP_{suffix}")))
     }
 
@@ -186,6 +231,22 @@ impl Resolver<'_> {
             message,
         });
     }
+
+    /// With the signal off, the variables that would configure it do not matter (they may
+    /// be meant for another program); fleet.toml's keys and the `switches` still do.
+    fn keep_when_off(&mut self, switches: &[&str]) {
+        self.issues
+            .retain(|i| i.key.starts_with("hub.tracing") || switches.contains(&i.key.as_str()));
+    }
+
+    /// Every problem found, or `value` when there was none.
+    fn finish<T>(self, value: T) -> Result<T, Vec<ConfigIssue>> {
+        if self.issues.is_empty() {
+            Ok(value)
+        } else {
+            Err(self.issues)
+        }
+    }
 }
 
 /// Resolves `[hub.tracing]` against the environment (`env` returns a variable's value).
@@ -194,39 +255,30 @@ pub fn resolve(
     cfg: &TracingConfig,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<TracingState, Vec<ConfigIssue>> {
-    let mut r = Resolver {
-        env,
-        issues: Vec::new(),
-    };
+    let mut r = Resolver::new(env, Signal::Traces);
     let protocol = protocol(cfg, &mut r);
     let given = cfg.endpoint.is_some()
         || r.var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_some()
         || r.var("OTEL_EXPORTER_OTLP_ENDPOINT").is_some();
     let endpoint = endpoint(cfg, protocol, &mut r);
     let off = off_reason(cfg, given, &mut r);
+    let headers = headers(cfg, &mut r);
+    let timeout = timeout(cfg, &mut r);
+    let sampler = sampler(cfg, &mut r);
+    let (service_name, resource) = service(&mut r);
     let tracing = Tracing {
-        endpoint: endpoint.unwrap_or_else(|| default_endpoint(protocol)),
+        endpoint: endpoint.unwrap_or_else(|| default_endpoint(protocol, Signal::Traces)),
         protocol,
-        headers: headers(cfg, &mut r),
-        timeout: timeout(cfg, &mut r),
-        sampler: sampler(cfg, &mut r),
-        service_name: String::new(),
-        resource: Vec::new(),
+        headers,
+        timeout,
+        sampler,
+        service_name,
+        resource,
     };
-    let tracing = with_resource(tracing, &mut r);
     if off.is_some() {
-        // Traces off: the variables that would configure them do not matter (they may be
-        // meant for another program); fleet.toml's keys and the switches still do.
-        r.issues.retain(|i| {
-            i.key.starts_with("hub.tracing")
-                || i.key == "OTEL_SDK_DISABLED"
-                || i.key == "OTEL_TRACES_EXPORTER"
-        });
+        r.keep_when_off(&["OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER"]);
     }
-    if !r.issues.is_empty() {
-        return Err(r.issues);
-    }
-    Ok(match off {
+    r.finish(match off {
         Some(why) => TracingState::Off { why },
         None => TracingState::On(tracing),
     })
@@ -258,58 +310,69 @@ fn endpoint(cfg: &TracingConfig, protocol: Protocol, r: &mut Resolver) -> Option
             }
         },
     };
+    let (value, uri) = checked_url(&key, &value, r)?;
+    Some(match protocol {
+        Protocol::HttpProtobuf if base => with_signal_path(&value, uri.path(), r.signal),
+        _ => value,
+    })
+}
+
+/// The URL, trimmed, if it is an `http://` or `https://` URL with a host.
+fn checked_url(key: &str, value: &str, r: &mut Resolver) -> Option<(String, http::Uri)> {
     let value = value.trim().to_string();
     let uri: http::Uri = match value.parse() {
         Ok(uri) => uri,
         Err(e) => {
-            r.bad(&key, format!("{value:?} is not a URL: {e}"));
+            r.bad(key, format!("{value:?} is not a URL: {e}"));
             return None;
         }
     };
     let scheme_ok = matches!(uri.scheme_str(), Some("http" | "https"));
     if !scheme_ok || uri.authority().is_none() {
         r.bad(
-            &key,
+            key,
             format!("{value:?} must be an http:// or https:// URL with a host"),
         );
         return None;
     }
-    Some(match protocol {
-        Protocol::HttpProtobuf if base => with_traces_path(&value, uri.path()),
-        _ => value,
-    })
+    Some((value, uri))
 }
 
-/// The OTLP/HTTP rule for a base URL: `v1/traces` appended to its path. A fleet.toml endpoint
-/// that already has a path beyond `/` is taken as the full URL.
-fn with_traces_path(value: &str, path: &str) -> String {
+/// The OTLP/HTTP rule for a base URL: the signal's path (`v1/traces`) appended to its path. A
+/// fleet.toml endpoint that already has a path beyond `/` is taken as the full URL.
+fn with_signal_path(value: &str, path: &str, signal: Signal) -> String {
     if path.is_empty() || path == "/" {
-        format!("{}/v1/traces", value.trim_end_matches('/'))
+        format!("{}{}", value.trim_end_matches('/'), signal.http_path())
     } else {
         value.to_string()
     }
 }
 
-fn default_endpoint(protocol: Protocol) -> String {
+fn default_endpoint(protocol: Protocol, signal: Signal) -> String {
     match protocol {
         Protocol::Grpc => "http://localhost:4317".into(),
-        Protocol::HttpProtobuf => "http://localhost:4318/v1/traces".into(),
+        Protocol::HttpProtobuf => format!("http://localhost:4318{}", signal.http_path()),
+    }
+}
+
+/// `OTEL_SDK_DISABLED=true`: every signal off unless fleet.toml turns it on.
+fn sdk_disabled(r: &mut Resolver) -> bool {
+    let Some((key, v)) = r.var("OTEL_SDK_DISABLED") else {
+        return false;
+    };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "true" => true,
+        "false" => false,
+        _ => {
+            r.bad(&key, format!("{v:?} is neither true nor false"));
+            false
+        }
     }
 }
 
 /// Why traces are off, or `None` when they are on.
 fn off_reason(cfg: &TracingConfig, has_endpoint: bool, r: &mut Resolver) -> Option<String> {
-    let sdk_disabled = match r.var("OTEL_SDK_DISABLED") {
-        Some((key, v)) => match v.trim().to_ascii_lowercase().as_str() {
-            "true" => true,
-            "false" => false,
-            _ => {
-                r.bad(&key, format!("{v:?} is neither true nor false"));
-                false
-            }
-        },
-        None => false,
-    };
+    let sdk_disabled = sdk_disabled(r);
     let exporter_none = match r.var("OTEL_TRACES_EXPORTER") {
         Some((key, v)) => match v.trim() {
             "none" => true,
@@ -392,14 +455,19 @@ fn timeout(cfg: &TracingConfig, r: &mut Resolver) -> Duration {
     let Some((key, value)) = r.otlp_var("TIMEOUT") else {
         return DEFAULT_TIMEOUT;
     };
+    positive_millis(&key, &value, r).unwrap_or(DEFAULT_TIMEOUT)
+}
+
+/// A variable holding a positive number of milliseconds (`OTEL_EXPORTER_OTLP_TIMEOUT`).
+fn positive_millis(key: &str, value: &str, r: &mut Resolver) -> Option<Duration> {
     match value.trim().parse::<u64>() {
-        Ok(ms) if ms > 0 => Duration::from_millis(ms),
+        Ok(ms) if ms > 0 => Some(Duration::from_millis(ms)),
         _ => {
             r.bad(
-                &key,
+                key,
                 format!("{value:?} is not a positive number of milliseconds"),
             );
-            DEFAULT_TIMEOUT
+            None
         }
     }
 }
@@ -462,9 +530,9 @@ fn sampler_arg(r: &mut Resolver) -> f64 {
     }
 }
 
-/// `OTEL_RESOURCE_ATTRIBUTES` and the service name (`OTEL_SERVICE_NAME` wins over the
-/// attribute `service.name`).
-fn with_resource(mut tracing: Tracing, r: &mut Resolver) -> Tracing {
+/// The service name (`OTEL_SERVICE_NAME` wins over the attribute `service.name`) and the
+/// other attributes of `OTEL_RESOURCE_ATTRIBUTES`.
+fn service(r: &mut Resolver) -> (String, Vec<(String, String)>) {
     let mut attributes = Vec::new();
     if let Some((key, value)) = r.var("OTEL_RESOURCE_ATTRIBUTES") {
         match parse_pairs(&value) {
@@ -476,14 +544,13 @@ fn with_resource(mut tracing: Tracing, r: &mut Resolver) -> Tracing {
         .iter()
         .find(|(k, _)| k == "service.name")
         .map(|(_, v)| v.clone());
-    tracing.service_name = r
+    let name = r
         .var("OTEL_SERVICE_NAME")
         .map(|(_, v)| v.trim().to_string())
         .or(from_attributes)
         .unwrap_or_else(|| DEFAULT_SERVICE_NAME.to_string());
     attributes.retain(|(k, _)| k != "service.name");
-    tracing.resource = attributes;
-    tracing
+    (name, attributes)
 }
 
 impl TracingConfig {
@@ -492,13 +559,27 @@ impl TracingConfig {
         resolve(self, &|k| std::env::var(k).ok())
     }
 
-    /// Problems of `[hub.tracing]` and of the `OTEL_*` variables of this process.
+    /// The effective metrics export with the `OTEL_*` variables of this process.
+    pub fn metrics_with_process_env(&self) -> Result<MetricsState, Vec<ConfigIssue>> {
+        resolve_metrics(self, &|k| std::env::var(k).ok())
+    }
+
+    /// Problems of `[hub.tracing]` and of the `OTEL_*` variables of this process, for traces
+    /// and metrics (a problem both meet is named once).
     pub fn validate(&self, issues: &mut Vec<ConfigIssue>) {
-        if let Err(found) = self.with_process_env() {
-            issues.extend(found);
+        let traces = self.with_process_env().err().unwrap_or_default();
+        let metrics = self.metrics_with_process_env().err().unwrap_or_default();
+        for issue in traces.into_iter().chain(metrics) {
+            if !issues.contains(&issue) {
+                issues.push(issue);
+            }
         }
     }
 }
+
+#[path = "tracing_metrics.rs"]
+mod metrics;
+pub use metrics::{MetricsExport, MetricsState, resolve_metrics};
 
 #[cfg(test)]
 #[path = "tracing_tests.rs"]

@@ -295,3 +295,257 @@ fn the_example_documents_every_tracing_key() {
         "[hub.tracing] keys not in fleet.toml.example: {missing:?}"
     );
 }
+
+fn metrics_on(cfg: &TracingConfig, vars: &[(&str, &str)]) -> MetricsExport {
+    match resolve_metrics(cfg, &env(vars)) {
+        Ok(MetricsState::On(m)) => m,
+        other => panic!("expected metrics on, got {other:?}"),
+    }
+}
+
+fn metrics_off(cfg: &TracingConfig, vars: &[(&str, &str)]) -> String {
+    match resolve_metrics(cfg, &env(vars)) {
+        Ok(MetricsState::Off { why }) => why,
+        other => panic!("expected metrics off, got {other:?}"),
+    }
+}
+
+fn metrics_issues(cfg: &TracingConfig, vars: &[(&str, &str)]) -> Vec<String> {
+    match resolve_metrics(cfg, &env(vars)) {
+        Err(issues) => issues
+            .into_iter()
+            .map(|i| format!("{}: {}", i.key, i.message))
+            .collect(),
+        other => panic!("expected problems, got {other:?}"),
+    }
+}
+
+#[test]
+fn metrics_are_off_unless_asked_for_even_with_traces_on() {
+    let traced = TracingConfig {
+        endpoint: Some("http://collector:4318".into()),
+        ..TracingConfig::default()
+    };
+    assert!(matches!(
+        resolve(&traced, &env(&[])),
+        Ok(TracingState::On(_))
+    ));
+    assert!(metrics_off(&traced, &[]).starts_with("not asked for"));
+    let refused = TracingConfig {
+        metrics: Some(false),
+        ..traced.clone()
+    };
+    let otlp = ("OTEL_METRICS_EXPORTER", "otlp");
+    assert_eq!(
+        metrics_off(&refused, &[otlp]),
+        "hub.tracing.metrics = false"
+    );
+    assert_eq!(
+        metrics_off(&traced, &[("OTEL_METRICS_EXPORTER", "none")]),
+        "OTEL_METRICS_EXPORTER=none"
+    );
+    assert_eq!(
+        metrics_off(&traced, &[otlp, ("OTEL_SDK_DISABLED", "true")]),
+        "OTEL_SDK_DISABLED=true"
+    );
+}
+
+#[test]
+fn metrics_go_where_the_traces_go_with_their_own_path() {
+    let base = TracingConfig {
+        endpoint: Some("http://collector:4318".into()),
+        metrics: Some(true),
+        ..TracingConfig::default()
+    };
+    let m = metrics_on(&base, &[]);
+    assert_eq!(m.endpoint, "http://collector:4318/v1/metrics");
+    assert_eq!(m.protocol, Protocol::HttpProtobuf);
+    assert_eq!(m.interval, Duration::from_secs(60));
+    assert_eq!(m.timeout, Duration::from_secs(10));
+    let traces_url = TracingConfig {
+        endpoint: Some("https://gateway/otlp/v1/traces".into()),
+        ..base.clone()
+    };
+    assert_eq!(
+        metrics_on(&traces_url, &[]).endpoint,
+        "https://gateway/otlp/v1/metrics"
+    );
+    let grpc = TracingConfig {
+        endpoint: Some("http://collector:4317".into()),
+        protocol: Some(Protocol::Grpc),
+        ..base.clone()
+    };
+    assert_eq!(metrics_on(&grpc, &[]).endpoint, "http://collector:4317");
+    // Traces off, metrics on: each has its own switch.
+    let metrics_only = TracingConfig {
+        enabled: Some(false),
+        ..base
+    };
+    assert!(matches!(
+        resolve(&metrics_only, &env(&[])),
+        Ok(TracingState::Off { .. })
+    ));
+    assert_eq!(
+        metrics_on(&metrics_only, &[]).endpoint,
+        "http://collector:4318/v1/metrics"
+    );
+}
+
+#[test]
+fn a_traces_path_of_the_collectors_own_needs_a_metrics_endpoint() {
+    let custom = TracingConfig {
+        endpoint: Some("http://collector:4318/api/spans".into()),
+        metrics: Some(true),
+        ..TracingConfig::default()
+    };
+    let found = metrics_issues(&custom, &[]);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].starts_with("hub.tracing.endpoint: ")
+            && found[0].contains("set hub.tracing.metrics_endpoint"),
+        "{found:?}"
+    );
+    // Not a problem while metrics are off.
+    let off = TracingConfig {
+        metrics: None,
+        ..custom.clone()
+    };
+    assert!(metrics_off(&off, &[]).starts_with("not asked for"));
+    let with_metrics_endpoint = TracingConfig {
+        metrics_endpoint: Some("http://collector:4318/".into()),
+        ..custom
+    };
+    assert_eq!(
+        metrics_on(&with_metrics_endpoint, &[]).endpoint,
+        "http://collector:4318/v1/metrics"
+    );
+}
+
+#[test]
+fn metrics_variables_win_over_generic_ones_and_fleet_toml_over_both() {
+    let vars = [
+        ("OTEL_METRICS_EXPORTER", "otlp"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://generic:4318"),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        ("OTEL_EXPORTER_OTLP_METRICS_PROTOCOL", "http/protobuf"),
+        ("OTEL_EXPORTER_OTLP_HEADERS", "a=1"),
+        ("OTEL_EXPORTER_OTLP_METRICS_HEADERS", "b=2"),
+        ("OTEL_EXPORTER_OTLP_TRACES_HEADERS", "c=3"),
+        ("OTEL_EXPORTER_OTLP_TIMEOUT", "1000"),
+        ("OTEL_EXPORTER_OTLP_METRICS_TIMEOUT", "3000"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "15000"),
+        ("OTEL_SERVICE_NAME", "hub-a"),
+    ];
+    let m = metrics_on(&TracingConfig::default(), &vars);
+    assert_eq!(m.endpoint, "http://generic:4318/v1/metrics");
+    assert_eq!(m.protocol, Protocol::HttpProtobuf);
+    assert_eq!(m.headers, vec![("b".to_string(), "2".to_string())]);
+    assert_eq!(m.timeout, Duration::from_secs(3));
+    assert_eq!(m.interval, Duration::from_secs(15));
+    assert_eq!(m.service_name, "hub-a");
+    let specific = [
+        ("OTEL_METRICS_EXPORTER", "otlp"),
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://generic:4318"),
+        (
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            "http://metrics:9999/custom",
+        ),
+    ];
+    // The signal-specific endpoint is the full URL: nothing is appended.
+    let m = metrics_on(&TracingConfig::default(), &specific);
+    assert_eq!(m.endpoint, "http://metrics:9999/custom");
+    let file = TracingConfig {
+        endpoint: Some("http://file:4318".into()),
+        metrics_interval: Some(Duration::from_secs(5)),
+        timeout: Some(Duration::from_secs(2)),
+        ..TracingConfig::default()
+    };
+    let m = metrics_on(&file, &specific);
+    assert_eq!(m.endpoint, "http://file:4318/v1/metrics");
+    assert_eq!(m.interval, Duration::from_secs(5));
+    assert_eq!(m.timeout, Duration::from_secs(2));
+    assert_eq!(
+        m.describe(),
+        "http/protobuf to http://file:4318/v1/metrics every 5s, timeout 2s, service.name fleetscaler"
+    );
+}
+
+#[test]
+fn bad_metrics_settings_are_named_by_their_key_or_variable() {
+    let cfg = TracingConfig {
+        metrics: Some(true),
+        metrics_endpoint: Some("collector:4318".into()),
+        metrics_interval: Some(Duration::ZERO),
+        ..TracingConfig::default()
+    };
+    assert_eq!(
+        metrics_issues(&cfg, &[]),
+        [
+            "hub.tracing.metrics_endpoint: \"collector:4318\" must be an http:// or https:// URL with a host",
+            "hub.tracing.metrics_interval: must be longer than 0s",
+        ]
+    );
+    let vars = [
+        ("OTEL_METRICS_EXPORTER", "prometheus"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "soon"),
+    ];
+    assert_eq!(
+        metrics_issues(&TracingConfig::default(), &vars),
+        ["OTEL_METRICS_EXPORTER: \"prometheus\" is not supported: only otlp (or none)"],
+        "with metrics off, only the switch's problem counts"
+    );
+    let on = [
+        ("OTEL_METRICS_EXPORTER", "otlp"),
+        ("OTEL_METRIC_EXPORT_INTERVAL", "soon"),
+        ("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "not a url"),
+    ];
+    let keys: Vec<String> = metrics_issues(&TracingConfig::default(), &on)
+        .into_iter()
+        .map(|i| i.split(':').next().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            "OTEL_METRIC_EXPORT_INTERVAL"
+        ]
+    );
+}
+
+#[test]
+fn fleet_toml_parses_the_metrics_keys_and_names_bad_ones() {
+    let text = "[hub.tracing]\nmetrics = true\nmetrics_interval = \"30s\"\nmetrics_endpoint = \"http://c:4318\"\n";
+    let cfg = crate::config::FleetConfig::parse(text, "t.toml").expect("valid");
+    assert_eq!(cfg.hub.tracing.metrics, Some(true));
+    assert_eq!(
+        cfg.hub.tracing.metrics_interval,
+        Some(Duration::from_secs(30))
+    );
+    for (bad, key) in [
+        (
+            "metrics_interval = \"often\"",
+            "hub.tracing.metrics_interval",
+        ),
+        ("metrics = \"yes\"", "hub.tracing.metrics"),
+        ("metrics_interval = \"0s\"", "hub.tracing.metrics_interval"),
+    ] {
+        let text = format!("[hub.tracing]\n{bad}\n");
+        let err = crate::config::FleetConfig::parse(&text, "t.toml").expect_err(bad);
+        assert_eq!(err.issues[0].key, key, "{bad}: {err}");
+    }
+}
+
+#[test]
+fn a_problem_traces_and_metrics_share_is_reported_once() {
+    let cfg = TracingConfig {
+        timeout: Some(Duration::ZERO),
+        ..TracingConfig::default()
+    };
+    let mut found = Vec::new();
+    cfg.validate(&mut found);
+    let timeouts = found
+        .iter()
+        .filter(|i| i.key == "hub.tracing.timeout")
+        .count();
+    assert_eq!(timeouts, 1, "{found:?}");
+}

@@ -20,7 +20,6 @@ mod throttle;
 mod tls;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,10 +30,11 @@ use tokio_util::sync::CancellationToken;
 use self::auth::Access;
 pub use self::auth::AccessError;
 use self::conn::Rules;
+pub use self::metrics::render as metrics_exposition;
 use self::site::{Probes, Site};
 use self::throttle::Throttle;
 pub use self::tls::TlsError;
-use crate::config::{ConfigError, FleetConfig, HubConfig};
+use crate::config::{ConfigError, HubConfig};
 use crate::hub::FleetView;
 
 /// The kubelet and little else asks the probe port.
@@ -155,26 +155,14 @@ pub async fn start(
     Ok(endpoints)
 }
 
-/// Serves until `cancel` fires, with the `[hub.serving]` of the fleet.toml the hub was
-/// started from (`view`'s), or as an unsecured hub without one (the demo, tests). A failure
-/// is logged: the hub's start (`hub::start`) has already checked the same settings.
+/// Serves until `cancel` fires as an unsecured hub (the demo, tests; `fleetscaler run` calls
+/// [`start`] with its `[hub.serving]`). A failure is logged.
 pub async fn serve(listener: TcpListener, view: FleetView, cancel: CancellationToken) {
-    let started = match hub_settings(&view) {
-        Ok(hub) => start(&hub, listener, view, cancel.clone()).await,
-        Err(e) => Err(e.into()),
-    };
-    match started {
+    match start(&HubConfig::default(), listener, view, cancel.clone()).await {
         Ok(_) => cancel.cancelled().await,
         Err(e) => {
             tracing::error!("not serving the API, the dashboard, /metrics or the probes: {e}")
         }
-    }
-}
-
-fn hub_settings(view: &FleetView) -> Result<HubConfig, ConfigError> {
-    match view.hub().config_path {
-        Some(path) => FleetConfig::load(Path::new(&path)).map(|c| c.hub),
-        None => Ok(HubConfig::default()),
     }
 }
 

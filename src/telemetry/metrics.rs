@@ -1,7 +1,12 @@
 //! The Prometheus text exposition format (version 0.0.4), written by hand: the hub's
 //! metrics are read off its reports at scrape time, so it needs an encoder, not a registry.
+//! `parse` reads it back, for the OTLP export of the same metrics.
+
+mod parse;
 
 use std::fmt::Write;
+
+pub use parse::{Family, HistogramSeries, ParseError, Sample, parse};
 
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 

@@ -1,10 +1,17 @@
-//! Logging and traces. Logs: a `tracing` subscriber writing to stderr, filtered by
-//! `RUST_LOG` (e.g. `RUST_LOG=fleetscaler=debug`), with a default level chosen by the
-//! command. Traces: spans with the target [`TRACES`], sent over OTLP when `[hub.tracing]`
-//! or the `OTEL_*` variables turn them on (`otel`, docs/tracing.md); never printed as logs.
+//! Logging, traces and metrics. Logs: a `tracing` subscriber writing to stderr, as text or
+//! as JSON lines (`log_json`), filtered by `RUST_LOG` (e.g. `RUST_LOG=fleetscaler=debug`),
+//! with a default level chosen by the command. Traces: spans with the target [`TRACES`],
+//! sent over OTLP when `[hub.tracing]` or the `OTEL_*` variables turn them on (`otel`,
+//! docs/tracing.md); never printed as logs. Metrics: the Prometheus encoder of `/metrics`
+//! (`metrics`), and the same metrics over OTLP when asked for (`otel_metrics`,
+//! docs/metrics.md).
 
+pub mod log_json;
 pub mod metrics;
 pub mod otel;
+mod otel_metrics;
+mod otlp;
+mod served;
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -13,8 +20,20 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-use crate::config::tracing::TracingState;
+use crate::config::tracing::{MetricsExport, TracingState};
 pub use otel::{OtelError, Parent};
+pub use otel_metrics::{PendingMetrics, Source};
+pub use served::exposition;
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event, for people.
+    #[default]
+    Text,
+    /// One JSON object per line, with the trace of the span it was logged in.
+    Json,
+}
 
 /// The target of the spans (and their events) that only traces carry.
 pub const TRACES: &str = "fleetscaler::traces";
@@ -25,86 +44,172 @@ pub fn int<T: TryInto<i64>>(n: T) -> i64 {
     n.try_into().unwrap_or(i64::MAX)
 }
 
-/// Installs the log subscriber once; later calls do nothing.
+/// Installs the text log subscriber once; later calls do nothing.
 pub fn init_logging(default_filter: &str) {
     let _ = Registry::default()
-        .with(log_layer(default_filter))
+        .with(log_layer(default_filter, LogFormat::Text, false))
         .try_init();
 }
 
-/// Installs logs, and traces when `tracing` is on (`instance` is this replica's
+/// Installs text logs, and traces when `tracing` is on (`instance` is this replica's
 /// `service.instance.id`). Must run on the tokio runtime the exports are to use.
 pub fn init(
     default_filter: &str,
     tracing: &TracingState,
     instance: &str,
 ) -> Result<Telemetry, OtelError> {
+    init_with(default_filter, LogFormat::Text, tracing, instance)
+}
+
+/// [`init`], with logs in `format`.
+pub fn init_with(
+    default_filter: &str,
+    format: LogFormat,
+    tracing: &TracingState,
+    instance: &str,
+) -> Result<Telemetry, OtelError> {
+    let mut telemetry = Telemetry {
+        format,
+        traces: None,
+        metrics: None,
+    };
     let TracingState::On(settings) = tracing else {
-        init_logging(default_filter);
-        return Ok(Telemetry { provider: None });
+        let _ = Registry::default()
+            .with(log_layer(default_filter, format, false))
+            .try_init();
+        return Ok(telemetry);
     };
     let pipeline = otel::pipeline(settings, instance)?;
     let installed = Registry::default()
-        .with(vec![log_layer(default_filter), pipeline.layer])
+        .with(vec![
+            log_layer(default_filter, format, true),
+            pipeline.layer,
+        ])
         .try_init();
     if installed.is_err() {
         // Another subscriber came first (a test): its spans are not ours to send.
         let _ = pipeline.provider.shutdown();
-        return Ok(Telemetry { provider: None });
+        return Ok(telemetry);
     }
     otel::installed();
     tracing::info!("traces on: {}", settings.describe());
-    Ok(Telemetry {
-        provider: Some(pipeline.provider),
-    })
+    telemetry.traces = Some(pipeline.provider);
+    Ok(telemetry)
+}
+
+/// Builds the OTLP exporter of the metrics, so that a problem is reported before anything
+/// starts; [`Telemetry::export_metrics`] starts sending. `clusters`: the fleet's size, which
+/// the SDK's room for series follows. Must run on the tokio runtime the exports are to use.
+pub fn metrics_exporter(
+    settings: &MetricsExport,
+    instance: &str,
+    clusters: usize,
+) -> Result<PendingMetrics, OtelError> {
+    otel_metrics::exporter(settings, instance, clusters)
 }
 
 type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
-fn log_layer(default_filter: &str) -> BoxedLayer {
+/// `traced`: the OpenTelemetry layer is installed beside it (JSON lines then carry ids).
+fn log_layer(default_filter: &str, format: LogFormat, traced: bool) -> BoxedLayer {
     // kube's watcher logs every failed attempt at error level; the runners report a failing
     // watch once, with the cluster's name, so kube's own lines are left out by default.
     let default = format!("{default_filter},kube_runtime=off");
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    log_layer_with(filter)
+    match format {
+        LogFormat::Text => log_layer_with(filter),
+        LogFormat::Json => log_json::JsonLogs::stderr(traced)
+            .with_filter(without_trace_spans(filter))
+            .boxed(),
+    }
 }
 
-fn log_layer_with(mut filter: EnvFilter) -> BoxedLayer {
-    // Spans are for traces: with them off they cost nothing, and logs stay one line each.
+/// Spans are for traces: with them off they cost nothing, and logs stay one line each.
+fn without_trace_spans(mut filter: EnvFilter) -> EnvFilter {
     if let Ok(off) = format!("{TRACES}=off").parse() {
         filter = filter.add_directive(off);
     }
+    filter
+}
+
+fn log_layer_with(filter: EnvFilter) -> BoxedLayer {
     tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         // Colours only for a person at a terminal, not in files and log collectors.
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(false)
-        .with_filter(filter)
+        .with_filter(without_trace_spans(filter))
         .boxed()
 }
 
-/// What [`init`] started; [`Telemetry::shutdown`] sends the spans still queued.
+/// What [`init`] started; [`Telemetry::shutdown`] sends the spans and metrics still to send.
 pub struct Telemetry {
-    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+    format: LogFormat,
+    traces: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+    metrics: Option<otel_metrics::MetricsPipeline>,
 }
 
 impl Telemetry {
-    /// Sends what is queued and stops the exporter, waiting at most `limit`.
+    /// Starts sending the metrics `source` renders (the exposition `/metrics` serves) with
+    /// the exporter built before. Must run on the tokio runtime the exports are to use.
+    pub fn export_metrics(&mut self, pending: PendingMetrics, source: Source) {
+        self.metrics = Some(otel_metrics::start(pending, source));
+    }
+
+    /// Where the hub's own messages to whoever runs it go (a stop): stderr, in the logs'
+    /// format, whatever the log level.
+    pub fn console(&self) -> Console {
+        Console(self.format)
+    }
+
+    /// Sends what is queued (and the metrics once more) and stops the exporters, waiting
+    /// at most `limit`.
     pub async fn shutdown(self, limit: Duration) {
-        let Some(provider) = self.provider else {
-            return;
-        };
-        // The SDK blocks its caller until the worker thread is done; the exports it waits
-        // for run on this runtime, so the wait goes to a blocking thread.
-        let stop = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(limit));
-        match tokio::time::timeout(limit + Duration::from_secs(1), stop).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!("traces not all sent at shutdown: {e}"),
-            Ok(Err(e)) => tracing::warn!("traces not all sent at shutdown: {e}"),
-            Err(_) => tracing::warn!(
-                "traces not all sent at shutdown: no answer within {}s",
-                limit.as_secs()
-            ),
+        let traces = self.traces.map(|provider| {
+            // The SDK blocks its caller until the worker thread is done; the exports it
+            // waits for run on this runtime, so the wait goes to a blocking thread.
+            stop("traces", limit, move || {
+                provider.shutdown_with_timeout(limit)
+            })
+        });
+        let metrics = self
+            .metrics
+            .map(|pipeline| stop("metrics", limit, move || pipeline.shutdown(limit)));
+        futures::future::join(
+            futures::future::OptionFuture::from(traces),
+            futures::future::OptionFuture::from(metrics),
+        )
+        .await;
+    }
+}
+
+/// Runs a blocking shutdown off the runtime's threads, saying if it did not all go out.
+async fn stop(
+    what: &str,
+    limit: Duration,
+    shutdown: impl FnOnce() -> opentelemetry_sdk::error::OTelSdkResult + Send + 'static,
+) {
+    let stopped = tokio::task::spawn_blocking(shutdown);
+    match tokio::time::timeout(limit + Duration::from_secs(1), stopped).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => tracing::warn!("{what} not all sent at shutdown: {e}"),
+        Ok(Err(e)) => tracing::warn!("{what} not all sent at shutdown: {e}"),
+        Err(_) => tracing::warn!(
+            "{what} not all sent at shutdown: no answer within {}s",
+            limit.as_secs()
+        ),
+    }
+}
+
+/// The hub's messages to whoever runs it, outside the log levels: text or JSON lines.
+#[derive(Clone, Copy, Debug)]
+pub struct Console(LogFormat);
+
+impl Console {
+    pub fn say(&self, message: &str) {
+        match self.0 {
+            LogFormat::Text => eprintln!("{message}"),
+            LogFormat::Json => log_json::line(tracing::Level::INFO, message),
         }
     }
 }
@@ -127,6 +232,18 @@ mod tests {
                 tracing::enabled!(tracing::Level::INFO),
                 "logs at info still pass"
             );
+        });
+    }
+
+    #[test]
+    fn json_logs_leave_trace_spans_disabled_too() {
+        let logs = Registry::default().with(
+            log_json::JsonLogs::stderr(false)
+                .with_filter(without_trace_spans(EnvFilter::new("info"))),
+        );
+        tracing::subscriber::with_default(logs, || {
+            assert!(tracing::info_span!(target: TRACES, "pass").is_disabled());
+            assert!(tracing::enabled!(tracing::Level::INFO));
         });
     }
 

@@ -9,25 +9,20 @@
 //! [`Parent`].
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use bytes::Bytes;
-use http::{HeaderName, HeaderValue, Request, Response};
+use opentelemetry::Context;
 use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
-use opentelemetry::{Context, KeyValue};
-use opentelemetry_http::{HttpClient, HttpError};
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
-use opentelemetry_sdk::resource::TelemetryResourceDetector;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanData, SpanExporter};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
 
+use super::otlp::{Transport, process_env, resource};
 use crate::config::tracing::{Protocol, SamplerChoice, Tracing};
 
 /// Whether the OpenTelemetry layer is installed; [`Parent::current`] is free when not.
@@ -35,10 +30,14 @@ static ON: AtomicBool = AtomicBool::new(false);
 
 #[derive(Debug, thiserror::Error)]
 pub enum OtelError {
-    #[error("cannot build the OTLP exporter for {endpoint}: {message}")]
-    Exporter { endpoint: String, message: String },
-    #[error("traces need a tokio runtime to export from")]
-    NoRuntime,
+    #[error("cannot build the OTLP {signal} exporter for {endpoint}: {message}")]
+    Exporter {
+        signal: &'static str,
+        endpoint: String,
+        message: String,
+    },
+    #[error("{0} need a tokio runtime to export from")]
+    NoRuntime(&'static str),
 }
 
 /// The tracer provider and the layer that feeds it.
@@ -49,16 +48,21 @@ pub(super) struct Pipeline {
 
 /// Builds the exporter, the batch worker and the layer. Must run on the hub's runtime.
 pub(super) fn pipeline(t: &Tracing, instance: &str) -> Result<Pipeline, OtelError> {
-    let runtime = tokio::runtime::Handle::try_current().map_err(|_| OtelError::NoRuntime)?;
+    let runtime =
+        tokio::runtime::Handle::try_current().map_err(|_| OtelError::NoRuntime("traces"))?;
     let exporter = OnRuntime {
         inner: Arc::new(exporter(t)?),
         runtime,
     };
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
     let provider = SdkTracerProvider::builder()
         .with_batch_exporter(exporter)
         .with_sampler(sampler(t.sampler))
-        .with_resource(resource(t, instance, &env))
+        .with_resource(resource(
+            &t.service_name,
+            &t.resource,
+            instance,
+            &process_env,
+        ))
         .build();
     let tracer = provider.tracer("fleetscaler");
     // The hub's spans and events, and its warnings as span events; nothing of other crates
@@ -82,106 +86,18 @@ pub(super) fn installed() {
 }
 
 fn exporter(t: &Tracing) -> Result<opentelemetry_otlp::SpanExporter, OtelError> {
-    let failed = |e: &dyn std::fmt::Display| OtelError::Exporter {
-        endpoint: t.endpoint.clone(),
-        message: e.to_string(),
+    let transport = Transport {
+        signal: "traces",
+        endpoint: &t.endpoint,
+        headers: &t.headers,
+        timeout: t.timeout,
     };
-    let headers = header_map(&t.headers).map_err(|e| failed(&e))?;
-    let https = t.endpoint.starts_with("https://");
+    let builder = opentelemetry_otlp::SpanExporter::builder();
     let built = match t.protocol {
-        Protocol::Grpc => {
-            let mut builder = opentelemetry_otlp::SpanExporter::builder()
-                .with_tonic()
-                .with_endpoint(&t.endpoint)
-                .with_timeout(t.timeout)
-                .with_interceptor(SetMetadata(Arc::new(headers)));
-            if https {
-                let tls = tonic::transport::ClientTlsConfig::new().with_native_roots();
-                builder = builder.with_tls_config(tls);
-            }
-            builder.build()
-        }
-        Protocol::HttpProtobuf => {
-            let builder = opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_protocol(opentelemetry_otlp::Protocol::HttpBinary)
-                .with_endpoint(&t.endpoint)
-                .with_timeout(t.timeout);
-            if https {
-                let connector = hyper_rustls::HttpsConnectorBuilder::new()
-                    .with_native_roots()
-                    .map_err(|e| failed(&format!("no system root certificates: {e}")))?
-                    .https_or_http()
-                    .enable_http1()
-                    .build();
-                let client =
-                    opentelemetry_http::hyper::HyperClient::new(connector, t.timeout, None);
-                builder
-                    .with_http_client(SetHeaders { client, headers })
-                    .build()
-            } else {
-                let client =
-                    opentelemetry_http::hyper::HyperClient::with_default_connector(t.timeout, None);
-                builder
-                    .with_http_client(SetHeaders { client, headers })
-                    .build()
-            }
-        }
+        Protocol::Grpc => transport.grpc(builder.with_tonic())?.build(),
+        Protocol::HttpProtobuf => transport.http(builder.with_http())?.build(),
     };
-    built.map_err(|e| failed(&e))
-}
-
-fn header_map(headers: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
-    headers
-        .iter()
-        .map(|(k, v)| {
-            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|e| format!("{k}: {e}"))?;
-            let value = HeaderValue::from_str(v).map_err(|e| format!("{k}: {e}"))?;
-            Ok((name, value))
-        })
-        .collect()
-}
-
-/// The headers of fleet.toml win: the exporter adds those of the `OTEL_*` variables
-/// itself, then these are set over them on every request.
-#[derive(Clone, Debug)]
-struct SetMetadata(Arc<Vec<(HeaderName, HeaderValue)>>);
-
-impl tonic::service::Interceptor for SetMetadata {
-    fn call(
-        &mut self,
-        mut request: tonic::Request<()>,
-    ) -> Result<tonic::Request<()>, tonic::Status> {
-        for (name, value) in self.0.iter() {
-            let key = tonic::metadata::MetadataKey::from_bytes(name.as_str().as_bytes());
-            let value = tonic::metadata::MetadataValue::try_from(value.as_bytes());
-            if let (Ok(key), Ok(value)) = (key, value) {
-                request.metadata_mut().insert(key, value);
-            }
-        }
-        Ok(request)
-    }
-}
-
-#[derive(Debug)]
-struct SetHeaders<C> {
-    client: C,
-    headers: Vec<(HeaderName, HeaderValue)>,
-}
-
-type Sent<'a> = Pin<Box<dyn Future<Output = Result<Response<Bytes>, HttpError>> + Send + 'a>>;
-
-impl<C: HttpClient> HttpClient for SetHeaders<C> {
-    fn send_bytes<'a, 'b>(&'a self, mut request: Request<Bytes>) -> Sent<'b>
-    where
-        'a: 'b,
-        Self: 'b,
-    {
-        for (name, value) in &self.headers {
-            request.headers_mut().insert(name.clone(), value.clone());
-        }
-        self.client.send_bytes(request)
-    }
+    transport.built(built)
 }
 
 /// An exporter whose exports run on the tokio runtime, whichever thread asks for them.
@@ -235,58 +151,6 @@ fn sampler(choice: SamplerChoice) -> Sampler {
     }
 }
 
-/// The resource attributes: what the hub knows of itself, then `OTEL_RESOURCE_ATTRIBUTES`
-/// over them, then the service name.
-fn resource(t: &Tracing, instance: &str, env: &dyn Fn(&str) -> Option<String>) -> Resource {
-    Resource::builder_empty()
-        .with_detector(Box::new(TelemetryResourceDetector))
-        .with_attributes(resource_attributes(t, instance, env))
-        .build()
-}
-
-/// Every attribute but the SDK's own (`telemetry.sdk.*`), in the order they apply.
-pub(super) fn resource_attributes(
-    t: &Tracing,
-    instance: &str,
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Vec<KeyValue> {
-    let mut attributes = vec![
-        KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
-        KeyValue::new("service.instance.id", instance.to_string()),
-    ];
-    if let Some(host) = host_name(env) {
-        attributes.push(KeyValue::new("host.name", host));
-    }
-    for (key, var) in [
-        ("k8s.pod.name", "POD_NAME"),
-        ("k8s.namespace.name", "POD_NAMESPACE"),
-    ] {
-        if let Some(value) = env(var) {
-            attributes.push(KeyValue::new(key, value));
-        }
-    }
-    let user = t
-        .resource
-        .iter()
-        .map(|(k, v)| KeyValue::new(k.clone(), v.clone()));
-    let mut merged: Vec<KeyValue> = Vec::new();
-    for kv in attributes.into_iter().chain(user) {
-        merged.retain(|old| old.key != kv.key);
-        merged.push(kv);
-    }
-    merged.push(KeyValue::new("service.name", t.service_name.clone()));
-    merged
-}
-
-fn host_name(env: &dyn Fn(&str) -> Option<String>) -> Option<String> {
-    env("HOSTNAME").or_else(|| {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|h| h.trim().to_string())
-            .filter(|h| !h.is_empty())
-    })
-}
-
 /// The span a span started in another task belongs under (a removal, an event written
 /// later): taken where the work was decided, given to the new span before it starts.
 /// Holding it does not keep the parent open. Empty, and free, when traces are off.
@@ -315,57 +179,6 @@ impl Parent {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::tracing::DEFAULT_SERVICE_NAME;
-
-    fn tracing_with(resource: Vec<(&str, &str)>) -> Tracing {
-        Tracing {
-            endpoint: "http://c:4318/v1/traces".into(),
-            protocol: Protocol::HttpProtobuf,
-            headers: Vec::new(),
-            timeout: Duration::from_secs(1),
-            sampler: SamplerChoice {
-                parent_based: true,
-                ratio: 1.0,
-            },
-            service_name: DEFAULT_SERVICE_NAME.into(),
-            resource: resource
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        }
-    }
-
-    fn as_pairs(kvs: &[KeyValue]) -> Vec<(String, String)> {
-        kvs.iter()
-            .map(|kv| (kv.key.to_string(), kv.value.to_string()))
-            .collect()
-    }
-
-    #[test]
-    fn resource_attributes_follow_the_conventions_and_the_user_wins() {
-        let env = |k: &str| match k {
-            "HOSTNAME" => Some("node-7".to_string()),
-            "POD_NAME" => Some("fleetscaler-0".to_string()),
-            "POD_NAMESPACE" => Some("fleetscaler".to_string()),
-            _ => None,
-        };
-        let t = tracing_with(vec![("host.name", "override"), ("team", "infra")]);
-        let got = as_pairs(&resource_attributes(&t, "fleetscaler-0_1a2b", &env));
-        let want = [
-            ("service.version", env!("CARGO_PKG_VERSION")),
-            ("service.instance.id", "fleetscaler-0_1a2b"),
-            ("k8s.pod.name", "fleetscaler-0"),
-            ("k8s.namespace.name", "fleetscaler"),
-            ("host.name", "override"),
-            ("team", "infra"),
-            ("service.name", "fleetscaler"),
-        ];
-        let want: Vec<(String, String)> = want
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        assert_eq!(got, want);
-    }
 
     #[test]
     fn samplers_map_to_the_sdk() {
