@@ -27,6 +27,10 @@ need_debian chromium chromium
 # scripts/real-cluster.sh makes certificates with openssl and probes health with curl.
 need_debian openssl openssl
 need_debian curl curl
+# scripts/image.sh builds and runs the image (tests/image.rs) with podman; runc is its OCI
+# runtime (Debian's crun refuses this machine's cgroup layout).
+need_debian podman podman
+need_debian runc runc
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
@@ -41,4 +45,6 @@ scripts/real-cluster.sh build --upstream >/dev/null
 if [ "${CI:-}" = "true" ]; then
     go clean -cache -modcache
 fi
+# The image's release binary, once, before the tests (tests/image.rs builds the image from it).
+scripts/image.sh binary
 cargo test --all-targets --locked
