@@ -10,7 +10,6 @@ mod e2e_support;
 mod rbac_support;
 
 use std::collections::BTreeSet;
-use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
@@ -19,8 +18,6 @@ use chart_support::*;
 use e2e_support::*;
 use fleetscaler::sim::settings::Flavor;
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_util::sync::CancellationToken;
 
 const RULES: &str = "charts/fleetscaler/files/prometheus-rules.yaml";
 const DASHBOARD: &str = "charts/fleetscaler/files/grafana-dashboard.json";
@@ -241,31 +238,6 @@ fn metric_names_are_told_from_functions_keywords_and_labels() {
     assert_eq!(names("{__name__=\"f\"}"), ["{__name__=\"f\"}"]);
 }
 
-/// The hub's HTTP server on a free port.
-async fn serve(hub: &Hub) -> (SocketAddr, CancellationToken) {
-    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let cancel = CancellationToken::new();
-    tokio::spawn(fleetscaler::server::serve(
-        listener,
-        hub.view(),
-        cancel.clone(),
-    ));
-    (addr, cancel)
-}
-
-/// GET over plain HTTP/1.0: the status and body.
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.0\r\nHost: test\r\n\r\n");
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    tcp.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
-}
-
 /// What `queries` read that `served` does not have, and queries that read nothing of it.
 fn unserved(queries: &[Query], served: &BTreeSet<String>) -> Vec<String> {
     let mut problems = Vec::new();
@@ -288,7 +260,7 @@ async fn every_metric_the_dashboard_and_the_rule_read_is_served_by_the_hub() {
     let fleet = quiet_fleet(1, Flavor::OpenShift).await;
     let dir = TempDir::new("chart-observability");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
-    let (addr, stop_http) = serve(&hub).await;
+    let (addr, stop_http) = serve_http(&hub).await;
     let ready = format!("cluster_autoscaler_nodes_count{{cluster=\"{CLUSTER}\",state=\"ready\"}} ");
     let metrics = eventually(
         Duration::from_secs(40),
@@ -296,7 +268,7 @@ async fn every_metric_the_dashboard_and_the_rule_read_is_served_by_the_hub() {
         || {
             let ready = ready.clone();
             async move {
-                let (status, body) = get(addr, "/metrics").await;
+                let (status, body) = http_request(addr, "GET", "/metrics").await;
                 (status == 200 && body.contains(&ready)).then_some(body)
             }
         },

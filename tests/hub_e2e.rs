@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use e2e_support::*;
 use fleetscaler::cluster::outcome::{Action, Outcome};
-use fleetscaler::cluster::report::{ClusterReport, Phase};
+use fleetscaler::cluster::report::ClusterReport;
 use fleetscaler::engine::settings::SettingsPatch;
 use fleetscaler::engine::template::TemplateSource;
 use fleetscaler::hub::health::ClusterState;
@@ -21,15 +21,6 @@ use fleetscaler::sim::settings::Flavor;
 use serde_json::json;
 
 const LONG: Duration = Duration::from_secs(40);
-
-async fn running_report(hub: &Hub, name: &str) -> ClusterReport {
-    let view = hub.view();
-    eventually(LONG, &format!("{name} running"), || {
-        let r = view.report(name);
-        async move { r.filter(|r| r.phase == Phase::Running && r.last_pass.is_some()) }
-    })
-    .await
-}
 
 fn done(report: &ClusterReport, pick: impl Fn(&Action) -> bool) -> usize {
     report
@@ -45,7 +36,7 @@ async fn pending_pods_get_nodes_and_idle_nodes_go() {
     let dir = TempDir::new("e2e-updown");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
     let sim = &fleet.clusters()[0];
-    running_report(&hub, "sim-1").await;
+    running_report(&hub.view(), "sim-1").await;
     let before = sum_replicas(&worker_groups(sim));
 
     // Three workers hold six of these; four wait for two more nodes.
@@ -90,7 +81,7 @@ async fn cluster_api_machine_deployments_scale_up() {
     let dir = TempDir::new("e2e-capi");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
     let sim = &fleet.clusters()[0];
-    running_report(&hub, "sim-1").await;
+    running_report(&hub.view(), "sim-1").await;
     create_pods(sim, "batch", 8, "3").await;
     eventually(LONG, "all eight pods running", || {
         let n = running(&pods(sim, "batch"));
@@ -124,7 +115,7 @@ async fn pods_leave_a_group_whose_machines_fail_at_once() {
     };
     let dir = TempDir::new("e2e-failing");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), settings)).await;
-    running_report(&hub, "sim-1").await;
+    running_report(&hub.view(), "sim-1").await;
 
     create_pods(sim, "job", 8, "3").await;
     eventually(LONG, "the pods running on other groups", || {
@@ -160,7 +151,7 @@ async fn a_burst_of_refusals_on_scale_costs_no_backoff() {
     let dir = TempDir::new("e2e-burst");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
     let sim = &fleet.clusters()[0];
-    running_report(&hub, "sim-1").await;
+    running_report(&hub.view(), "sim-1").await;
     sim.faults().set(Faults {
         error_rate: 1.0,
         error_code: 429,
@@ -203,7 +194,7 @@ async fn a_cluster_down_or_failing_does_not_hold_the_others() {
     let dir = TempDir::new("e2e-outage");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
     for name in ["sim-1", "sim-2", "sim-3"] {
-        running_report(&hub, name).await;
+        running_report(&hub.view(), name).await;
     }
     let [one, two, three] = [0, 1, 2].map(|i| &fleet.clusters()[i]);
     two.faults().set(Faults {
@@ -275,7 +266,7 @@ async fn a_group_at_zero_scales_from_its_infrastructure_template() {
     let dir = TempDir::new("e2e-infra-template");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
     let sim = &fleet.clusters()[0];
-    running_report(&hub, "sim-1").await;
+    running_report(&hub.view(), "sim-1").await;
     create_big_group(sim).await;
     // Until a pod needs it the group stays at zero, modelled on its template.
     let view = hub.view();

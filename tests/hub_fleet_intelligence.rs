@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use e2e_support::*;
 use fleetscaler::cluster::outcome::{Action, Outcome};
-use fleetscaler::cluster::report::Phase;
 use fleetscaler::engine::settings::{ExpanderKind, SettingsPatch};
 use fleetscaler::hub::FleetView;
 use fleetscaler::sim::fleet::FailureMode;
@@ -34,14 +33,6 @@ fn settings() -> SettingsPatch {
         max_node_provision_time: Some(Duration::from_secs(600)),
         ..fast_settings()
     }
-}
-
-async fn running(view: &FleetView, name: &str) {
-    eventually(LONG, &format!("{name} running"), || {
-        let r = view.report(name);
-        async move { r.filter(|r| r.phase == Phase::Running && r.last_pass.is_some()) }
-    })
-    .await;
 }
 
 /// Scale-ups written for groups whose name ends with `suffix`.
@@ -71,8 +62,8 @@ async fn a_capacity_failure_in_one_cluster_backs_off_the_others_at_once() {
     let dir = TempDir::new("e2e-fleet-backoff");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), settings())).await;
     let view = hub.view();
-    running(&view, "sim-1").await;
-    running(&view, "sim-2").await;
+    running_report(&view, "sim-1").await;
+    running_report(&view, "sim-2").await;
 
     // Each worker (8 CPUs) takes one pod of 7: the fourth needs a new node. sim-1 tries its
     // us-east-1a group, whose machine fails for want of capacity.

@@ -5,7 +5,6 @@
 
 mod e2e_support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use e2e_support::*;
@@ -14,39 +13,8 @@ use fleetscaler::hub::health::FleetState;
 use fleetscaler::sim::faults::Faults;
 use fleetscaler::sim::settings::Flavor;
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_util::sync::CancellationToken;
 
 const LONG: Duration = Duration::from_secs(40);
-
-/// The hub's HTTP server on a free port.
-async fn serve(hub: &Hub) -> (SocketAddr, CancellationToken) {
-    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let cancel = CancellationToken::new();
-    tokio::spawn(fleetscaler::server::serve(
-        listener,
-        hub.view(),
-        cancel.clone(),
-    ));
-    (addr, cancel)
-}
-
-/// A plain HTTP/1.0 GET: status code and body.
-async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
-    request(addr, "GET", path).await
-}
-
-async fn request(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("{method} {path} HTTP/1.0\r\nHost: test\r\n\r\n");
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    tcp.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
-}
 
 /// The value of the one sample whose line starts with `series`.
 fn sample(metrics: &str, series: &str) -> Option<f64> {
@@ -118,7 +86,7 @@ async fn metrics_api_and_probes_describe_the_fleet() {
     let fleet = quiet_fleet(2, Flavor::OpenShift).await;
     let dir = TempDir::new("observability");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
-    let (addr, stop_http) = serve(&hub).await;
+    let (addr, stop_http) = serve_http(&hub).await;
     let sim = &fleet.clusters()[0];
     create_pods(sim, "web", 8, "3").await;
     eventually(LONG, "all eight pods running", || {
@@ -127,7 +95,7 @@ async fn metrics_api_and_probes_describe_the_fleet() {
     })
     .await;
 
-    let (status, metrics) = get(addr, "/metrics").await;
+    let (status, metrics) = http_request(addr, "GET", "/metrics").await;
     assert_eq!(status, 200);
     promtool_check(&metrics);
     let added = sample(
@@ -161,7 +129,7 @@ async fn metrics_api_and_probes_describe_the_fleet() {
         );
     }
 
-    let (status, body) = get(addr, "/api/v1/fleet").await;
+    let (status, body) = http_request(addr, "GET", "/api/v1/fleet").await;
     assert_eq!(status, 200);
     let fleet_json: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(fleet_json["fleet"]["state"], "healthy");
@@ -174,14 +142,18 @@ async fn metrics_api_and_probes_describe_the_fleet() {
         assert!(c["groups"].as_array().is_some_and(|g| !g.is_empty()), "{c}");
     }
     for probe in ["/livez", "/readyz", "/healthz"] {
-        assert_eq!(get(addr, probe).await, (200, "ok\n".to_string()), "{probe}");
         assert_eq!(
-            request(addr, "HEAD", probe).await,
+            http_request(addr, "GET", probe).await,
+            (200, "ok\n".to_string()),
+            "{probe}"
+        );
+        assert_eq!(
+            http_request(addr, "HEAD", probe).await,
             (200, String::new()),
             "{probe}"
         );
     }
-    assert_eq!(request(addr, "POST", "/readyz").await.0, 405);
+    assert_eq!(http_request(addr, "POST", "/readyz").await.0, 405);
     stop_http.cancel();
     hub.stop().await;
     fleet.shutdown().await;

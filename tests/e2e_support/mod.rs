@@ -311,3 +311,42 @@ pub async fn more_passes(view: &fleetscaler::hub::FleetView, name: &str, n: u64)
     )
     .await;
 }
+
+/// The hub's HTTP server (plain, open) on a free port; it stops when the token fires.
+pub async fn serve_http(hub: &Hub) -> (std::net::SocketAddr, CancellationToken) {
+    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let cancel = CancellationToken::new();
+    tokio::spawn(fleetscaler::server::serve(
+        listener,
+        hub.view(),
+        cancel.clone(),
+    ));
+    (addr, cancel)
+}
+
+/// One plain HTTP/1.0 request: the status code and the body.
+pub async fn http_request(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("{method} {path} HTTP/1.0\r\nHost: test\r\n\r\n");
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    tcp.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+/// The report of cluster `name` once it runs and has made a pass.
+pub async fn running_report(
+    view: &fleetscaler::hub::FleetView,
+    name: &str,
+) -> fleetscaler::cluster::report::ClusterReport {
+    use fleetscaler::cluster::report::Phase;
+    eventually(Duration::from_secs(40), &format!("{name} running"), || {
+        let r = view.report(name);
+        async move { r.filter(|r| r.phase == Phase::Running && r.last_pass.is_some()) }
+    })
+    .await
+}
