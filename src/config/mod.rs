@@ -214,28 +214,68 @@ impl FleetConfig {
 }
 
 /// The file as TOML says it, before the `config` crate reads it: that crate turns
-/// `max_nodes_total = 1.9` into 2 and `nan` into 0 without a word. Syntax errors are left
-/// to it (it names them the same way).
+/// `max_nodes_total = 1.9` into 2 and `nan` into 0 without a word, and names neither the key
+/// nor the line of an integer past i64. Syntax errors are told here too, with their line.
 fn strict_types(text: &str, name: &str) -> Result<(), ConfigError> {
-    let Ok(de) = toml::Deserializer::parse(text) else {
-        return Ok(());
+    let line_of = |span: Option<std::ops::Range<usize>>| {
+        span.map(|s| text[..s.start.min(text.len())].lines().count().max(1))
+    };
+    let issue = |key: String, message: String, line: Option<usize>| {
+        let at = line.map_or(String::new(), |l| format!(" (line {l})"));
+        Err(ConfigError {
+            source_name: name.to_string(),
+            issues: vec![ConfigIssue {
+                key,
+                message: format!("{message}{at}"),
+            }],
+        })
+    };
+    let de = match toml::Deserializer::parse(text) {
+        Ok(de) => de,
+        Err(e) => {
+            let line = line_of(e.span()).or_else(|| last_header_line(text));
+            return issue("<file>".into(), e.message().to_string(), line);
+        }
     };
     let Err(e) = serde_path_to_error::deserialize::<_, FleetConfig>(de) else {
-        return Ok(());
+        // The `config` crate holds integers as i64: one past it (read above as a u64) is
+        // refused there with no place; TOML's own values name its line.
+        return match toml::from_str::<toml::Table>(text) {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                let message = match e.message() {
+                    m if m.contains("too large") => {
+                        format!("integer too large: at most {} here", i64::MAX)
+                    }
+                    m => m.to_string(),
+                };
+                issue("<file>".into(), message, line_of(e.span()))
+            }
+        };
     };
+    let inner = e.inner();
+    // A TOML date where something else is expected: a type error of the key, not toml's
+    // private field name.
+    const DATETIME: &str = "$__toml_private_datetime";
     let key = e.path().to_string();
-    let inner = e.into_inner();
-    let line = inner
-        .span()
-        .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
-    let at = line.map_or(String::new(), |l| format!(" (line {l})"));
-    Err(ConfigError {
-        source_name: name.to_string(),
-        issues: vec![ConfigIssue {
-            key,
-            message: format!("{}{at}", inner.message()),
-        }],
-    })
+    let (key, message) = match key.strip_suffix(&format!(".{DATETIME}")) {
+        Some(parent) => (
+            parent.to_string(),
+            "a date or time is not valid here".to_string(),
+        ),
+        None => (key, inner.message().to_string()),
+    };
+    issue(key, message, line_of(inner.span()))
+}
+
+/// The line of the last table header, for a syntax error the parser gives no place for
+/// (a header nested past its recursion limit).
+fn last_header_line(text: &str) -> Option<usize> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim_start().starts_with('['))
+        .map(|(i, _)| i + 1)
+        .last()
 }
 
 fn check_patch(patch: &SettingsPatch, at: &str, issues: &mut Vec<ConfigIssue>) {

@@ -330,6 +330,21 @@ fn kind_of_value(v: &Value) -> &'static str {
 
 /// JSON (one value, or several concatenated) or multi-document YAML. A top-level list (a
 /// JSON array, a YAML sequence) holds objects, as a `List`'s items do.
+/// The YAML parser's limits, grown with the dump: the default 250,000 nodes is a cluster of
+/// about a thousand pods, and a dump is as large as its cluster. Every node takes at least
+/// two bytes of text, so nodes and events stay bounded by the text's size; aliases keep the
+/// parser's own limits, so an alias bomb still cannot expand past them.
+fn yaml_options(len: usize) -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = budget.max_nodes.max(len / 2);
+    budget.max_events = budget.max_events.max(len);
+    budget.max_documents = budget.max_documents.max(len / 16);
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(len);
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
+}
+
 fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     let trimmed = text.trim_start();
     let json = (trimmed.starts_with('{') || trimmed.starts_with('['))
@@ -342,7 +357,8 @@ fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     // Flow-style YAML (`{kind: List, items: []}`) starts like JSON and is not JSON.
     let values = match json {
         Some(values) => values,
-        None => serde_saphyr::from_multiple::<Value>(text).map_err(|e| e.to_string())?,
+        None => serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(text.len()))
+            .map_err(|e| e.to_string())?,
     };
     Ok(values
         .into_iter()

@@ -140,6 +140,18 @@ fn parse(text: &str) -> Result<Quantity, QuantityError> {
     // Exact rational: digits / 10^frac_len × scale, in nanos, rounded away from zero.
     let int_part = int_part.trim_start_matches('0');
     let frac_part = frac_part.trim_end_matches('0');
+    // Zero is zero whatever its exponent (`0e39`).
+    if int_part.is_empty() && frac_part.is_empty() {
+        return Ok(Quantity { nanos: 0 });
+    }
+    // Fraction digits past a nano-unit's precision (with room for a binary suffix) only round
+    // the value up: keep enough of them to round right, not so many the digits overflow.
+    let keep = usize::try_from(10 + scale.exp10 + 4 * i32::try_from(scale.exp1024).unwrap_or(0))
+        .unwrap_or(0);
+    let (frac_part, beyond) = match frac_part.get(keep..) {
+        Some(rest) if !rest.is_empty() => (&frac_part[..keep], true),
+        _ => (frac_part, false),
+    };
     let mut digits: i128 = 0;
     for b in int_part.bytes().chain(frac_part.bytes()) {
         digits = digits
@@ -165,9 +177,13 @@ fn parse(text: &str) -> Result<Quantity, QuantityError> {
             .ok_or_else(out_of_range)?
     } else {
         match pow10(-exp10) {
+            // Digits left out make the value a little more than what was kept.
+            Some(denominator) if beyond && numerator % denominator == 0 => {
+                numerator / denominator + 1
+            }
             Some(denominator) => div_ceil(numerator, denominator),
             // The value is below one nano-unit but not zero: round up, as the API does.
-            None => i128::from(numerator > 0),
+            None => i128::from(numerator > 0 || beyond),
         }
     };
     if nanos > i128::from(i64::MAX) * NANOS_PER_UNIT {
