@@ -214,7 +214,11 @@ impl HubProcess {
             .unwrap();
         let addr = eventually(Duration::from_secs(30), "the hub's listen address", || {
             let text = std::fs::read_to_string(&log).ok()?;
-            let rest = text.split("serving http://").nth(1)?;
+            // `serving http://ADDR/` or, with TLS, `serving https://ADDR/`.
+            let rest = text.split("serving http").nth(1)?;
+            let rest = rest
+                .strip_prefix("s://")
+                .or_else(|| rest.strip_prefix("://"))?;
             rest.split('/').next().map(str::to_string)
         });
         HubProcess {
