@@ -304,6 +304,7 @@ impl Fleet {
                 fixed.leader_election != new.leader_election,
             ),
             ("hub.tracing", fixed.tracing != new.tracing),
+            ("hub.serving", fixed.serving != new.serving),
         ]
         .into_iter()
         .filter_map(|(key, differs)| differs.then_some(key))
@@ -440,11 +441,13 @@ mod tests {
         assert_eq!(fleet.needs_restart(&start), None, "nothing to compare yet");
         fleet.started_with(&start);
         assert_eq!(fleet.needs_restart(&start), None);
-        let text = "[hub]\nlisten = \"127.0.0.1:9\"\n[hub.tracing]\nendpoint = \"http://c:4317\"\n";
+        let text = "[hub]\nlisten = \"127.0.0.1:9\"\n[hub.tracing]\nendpoint = \"http://c:4317\"\n[hub.serving]\nmax_connections = 9\n";
         let changed = FleetConfig::parse(text, "test").unwrap();
         assert_eq!(
             fleet.needs_restart(&changed).as_deref(),
-            Some("hub.listen and hub.tracing changed: takes effect when the hub restarts")
+            Some(
+                "hub.listen and hub.tracing and hub.serving changed: takes effect when the hub restarts"
+            )
         );
     }
 
