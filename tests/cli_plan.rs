@@ -223,6 +223,19 @@ fn bad_input_is_a_clear_error_never_a_panic() {
         &["plan", "-s", EXAMPLE, "--set", "nonsense"],
         &["expected KEY=VALUE"],
     );
+    // Of several, the one that is wrong is named.
+    fails_with(
+        &[
+            "plan",
+            "-s",
+            EXAMPLE,
+            "--set",
+            "seed=1",
+            "--set",
+            "max_nodes_total=-1",
+        ],
+        &["--set max_nodes_total=-1:"],
+    );
     fails_with(
         &["plan", "-s", EXAMPLE, "--now", "yesterday"],
         &["--now", "RFC 3339"],

@@ -260,9 +260,18 @@ fn flag_patch(args: &PlanArgs) -> Result<SettingsPatch, PlanError> {
         };
         toml_text.push_str(&line);
     }
-    let mut patch: SettingsPatch = toml::from_str(&toml_text).map_err(|e| PlanError::Flag {
-        flag: "--set".into(),
-        message: e.message().to_string(),
+    let mut patch: SettingsPatch = toml::from_str(&toml_text).map_err(|e| {
+        // One line per `--set`: the error's place says which one it was.
+        let line = e.span().map(|s| {
+            toml_text[..s.start.min(toml_text.len())]
+                .matches('\n')
+                .count()
+        });
+        let which = line.and_then(|l| args.set.get(l));
+        PlanError::Flag {
+            flag: which.map_or("--set".into(), |kv| format!("--set {kv}")),
+            message: e.message().to_string(),
+        }
     })?;
     if let Some(seed) = args.seed {
         patch.seed = Some(seed);
