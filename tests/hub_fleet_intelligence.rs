@@ -88,6 +88,16 @@ async fn a_capacity_failure_in_one_cluster_backs_off_the_others_at_once() {
         failure.reason.contains("InsufficientInstanceCapacity"),
         "{failure:?}"
     );
+    // The fleet's API and metrics show it while it is in force.
+    let (addr, serving) = serve_http(&hub).await;
+    let (status, body) = http_request(addr, "GET", "/api/v1/fleet").await;
+    assert_eq!(status, 200);
+    let api: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(api["sharedFailures"][0]["cluster"], "sim-1", "{api}");
+    let (_, metrics) = http_request(addr, "GET", "/metrics").await;
+    let series = "fleetscaler_fleet_backoffs{instance_type=\"m6i.2xlarge\",zone=\"us-east-1a\",region=\"us-east-1\"} 1";
+    assert!(metrics.contains(series), "{metrics}");
+    serving.cancel();
 
     // sim-2 needs a node now: it goes to another zone in one pass, never trying us-east-1a.
     let before = zone_a(b);

@@ -59,9 +59,16 @@ pub struct FleetView {
     gate: WriteGate,
     leader: Option<watch::Receiver<super::leader::LeaderState>>,
     health: watch::Receiver<FleetHealth>,
+    /// The capacity failures the clusters share now.
+    failures: crate::cluster::gate::SharedFailures,
 }
 
 impl FleetView {
+    /// The capacity failures shared across the fleet and still in force.
+    pub fn shared_failures(&self) -> Vec<crate::engine::policy::SharedFailure> {
+        self.failures.current(Timestamp::now())
+    }
+
     /// What the fleet's health is worked out from, per cluster, without copying reports.
     pub fn glances(&self) -> Vec<Glance> {
         let clusters = self.clusters.borrow().clone();
@@ -160,6 +167,7 @@ impl Fleet {
         let (health, health_rx) = watch::channel(FleetHealth::starting(Timestamp::now()));
         let (hold, hold_rx) = hold_channel();
         let view = FleetView {
+            failures: hold_rx.failures().clone(),
             clusters: clusters_rx,
             hub: hub_rx,
             gate: gate.clone(),

@@ -21,6 +21,10 @@ const FLEET_PENDING_SHOWN: usize = 50;
 struct FleetBody<'a> {
     hub: HubStatus,
     fleet: FleetHealth,
+    /// Capacity failures one cluster found that back off the others' groups of the same
+    /// instance type and zone (docs/fleet-intelligence.md).
+    #[serde(rename = "sharedFailures")]
+    shared_failures: Vec<crate::engine::policy::SharedFailure>,
     clusters: Vec<ClusterBody<'a>>,
 }
 
@@ -70,6 +74,7 @@ pub(super) fn route(view: &FleetView, path: &str) -> Response<Full<Bytes>> {
             json(&FleetBody {
                 hub: view.hub(),
                 fleet: view.health(),
+                shared_failures: view.shared_failures(),
                 clusters: reports
                     .iter()
                     .map(|r| cluster_body(r, FLEET_PENDING_SHOWN))

@@ -18,8 +18,35 @@ pub fn render(view: &FleetView) -> String {
     let mut e = Exposition::new();
     cluster::write(&mut e, &reports);
     fleet(&mut e, &reports, &view.health());
+    fleet_backoffs(&mut e, &view.shared_failures());
     hub(&mut e, view);
     e.finish()
+}
+
+/// The capacity failures in force, counted by what they back off across the fleet.
+fn fleet_backoffs(e: &mut Exposition, failures: &[crate::engine::policy::SharedFailure]) {
+    let mut by_key: std::collections::BTreeMap<(&str, &str, &str), u32> = Default::default();
+    for f in failures {
+        let k = &f.key;
+        let zone = k.zone.as_deref().unwrap_or("");
+        let region = k.region.as_deref().unwrap_or("");
+        *by_key
+            .entry((k.instance_type.as_str(), zone, region))
+            .or_default() += 1;
+    }
+    e.family(
+        "fleetscaler_fleet_backoffs",
+        Type::Gauge,
+        "Capacity failures shared across the fleet and in force, by instance type and place: each backs off the other clusters' groups of that type there.",
+    );
+    for ((instance_type, zone, region), n) in by_key {
+        let labels = [
+            ("instance_type", instance_type),
+            ("zone", zone),
+            ("region", region),
+        ];
+        e.sample(&labels, f64::from(n));
+    }
 }
 
 fn fleet(e: &mut Exposition, reports: &[ClusterReport], health: &FleetHealth) {
