@@ -14,7 +14,7 @@ use chart_support::serving::serving_support::*;
 use chart_support::serving::{self, assert_secured, tls_secret};
 use chart_support::*;
 use e2e_support::TempDir;
-use fleetscaler::config::hub::{Authentication, HubConfig, ServingConfig};
+use fleetscaler::config::hub::{HubConfig, ServingConfig};
 use rbac_support::Policy;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
@@ -182,14 +182,7 @@ async fn the_charts_cluster_roles_let_prometheus_and_viewers_in_and_the_hub_revi
     let hub = HubConfig {
         listen: "127.0.0.1:0".into(),
         kubeconfigs: vec![kubeconfig],
-        serving: ServingConfig {
-            tls_cert_file: Some(cert),
-            tls_key_file: Some(key),
-            authentication: Authentication::Kubernetes,
-            context: Some("management".into()),
-            probe_listen: "127.0.0.1:0".into(),
-            ..ServingConfig::default()
-        },
+        serving: secured(cert, key),
         ..HubConfig::default()
     };
     let (hub, endpoints, cancel) = serving::serve(hub).await;

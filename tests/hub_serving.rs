@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use e2e_support::*;
 use fleetscaler::config::FleetConfig;
-use fleetscaler::config::hub::{Authentication, ServingConfig};
+use fleetscaler::config::hub::ServingConfig;
 use fleetscaler::server::Endpoints;
 use fleetscaler::sim::fleet::Fleet;
 use fleetscaler::sim::settings::Flavor;
@@ -83,14 +83,7 @@ async fn served(tune: impl FnOnce(&mut ServingConfig)) -> Served {
     let (cert, key, _) = ca.write_server(dir.path(), "hub");
     let mut config: FleetConfig = fleet_config(&fleet, dir.path(), fast_settings());
     config.hub.kubeconfigs.push(management);
-    config.hub.serving = ServingConfig {
-        tls_cert_file: Some(cert),
-        tls_key_file: Some(key),
-        authentication: Authentication::Kubernetes,
-        context: Some("management".into()),
-        probe_listen: "127.0.0.1:0".into(),
-        ..ServingConfig::default()
-    };
+    config.hub.serving = serving_support::secured(cert, key);
     tune(&mut config.hub.serving);
     let hub = Hub::start(config.clone()).await;
     let cancel = CancellationToken::new();

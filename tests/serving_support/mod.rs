@@ -425,3 +425,16 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Answer {
         .await
         .unwrap()
 }
+
+/// `[hub.serving]` with TLS from `cert` and `key`, Kubernetes authentication through the
+/// kubeconfig context `management`, and the probes on a free port.
+pub fn secured(cert: PathBuf, key: PathBuf) -> fleetscaler::config::hub::ServingConfig {
+    fleetscaler::config::hub::ServingConfig {
+        tls_cert_file: Some(cert),
+        tls_key_file: Some(key),
+        authentication: fleetscaler::config::hub::Authentication::Kubernetes,
+        context: Some("management".into()),
+        probe_listen: "127.0.0.1:0".into(),
+        ..Default::default()
+    }
+}
