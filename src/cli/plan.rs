@@ -242,37 +242,11 @@ fn read_snapshots(
 }
 
 fn flag_patch(args: &PlanArgs) -> Result<SettingsPatch, PlanError> {
-    let mut toml_text = String::new();
-    for kv in &args.set {
-        let (key, value) = kv.split_once('=').ok_or_else(|| PlanError::Flag {
-            flag: format!("--set {kv}"),
-            message: "expected KEY=VALUE".into(),
+    let mut patch =
+        crate::config::assign::parse_assignments(&args.set).map_err(|e| PlanError::Flag {
+            flag: format!("--set {}", e.assignment),
+            message: e.message,
         })?;
-        let (key, value) = (key.trim(), value.trim());
-        // A bare word is a string: `--set expanders=[random]` needs no TOML quoting.
-        let line = if toml::from_str::<toml::Table>(&format!("v = {value}")).is_ok() {
-            format!("{key} = {value}\n")
-        } else {
-            format!(
-                "{key} = \"{}\"\n",
-                value.replace('\\', "\\\\").replace('"', "\\\"")
-            )
-        };
-        toml_text.push_str(&line);
-    }
-    let mut patch: SettingsPatch = toml::from_str(&toml_text).map_err(|e| {
-        // One line per `--set`: the error's place says which one it was.
-        let line = e.span().map(|s| {
-            toml_text[..s.start.min(toml_text.len())]
-                .matches('\n')
-                .count()
-        });
-        let which = line.and_then(|l| args.set.get(l));
-        PlanError::Flag {
-            flag: which.map_or("--set".into(), |kv| format!("--set {kv}")),
-            message: e.message().to_string(),
-        }
-    })?;
     if let Some(seed) = args.seed {
         patch.seed = Some(seed);
     }

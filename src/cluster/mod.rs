@@ -18,6 +18,7 @@ pub mod outcome;
 pub mod report;
 pub mod runner;
 pub mod status;
+pub mod what_if;
 
 use std::fmt;
 use std::sync::Arc;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::settings::{SETTING_KEYS, SettingWarning, Settings, SettingsPatch};
 use crate::model::autoscaler::ClusterAutoscalerSpec;
 
+pub mod assign;
 mod env;
 pub mod fleet;
 pub mod hub;

@@ -4,7 +4,8 @@
 //! past one gets no scale-up, and the plan names the limit. `maxNodesTotal` is checked apart
 //! from the resource limits, as upstream does.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -98,6 +99,18 @@ pub struct Limits {
     used_cores: u64,
     used_memory: i128,
     used_gpus: BTreeMap<Arc<str>, u64>,
+    /// The limits that held a scale-up back in this pass (kept through `room`, which options
+    /// ask without committing: a limit that stopped any option is reached for its pods).
+    reached: RefCell<BTreeSet<LimitName>>,
+}
+
+/// Which cluster-wide limit.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum LimitName {
+    MaxNodesTotal,
+    Cores,
+    Memory,
+    Gpu(String),
 }
 
 impl Limits {
@@ -115,6 +128,7 @@ impl Limits {
             used_cores: 0,
             used_memory: 0,
             used_gpus: BTreeMap::new(),
+            reached: RefCell::default(),
         }
     }
 
@@ -138,7 +152,11 @@ impl Limits {
     pub fn room(&self, usage: &NodeUsage, wanted: u64) -> (u64, Option<Unfit>) {
         let mut allowed = wanted;
         let mut binding = None;
-        let mut cap = |n: u64, code: ReasonCode, message: String| {
+        let mut reached = self.reached.borrow_mut();
+        let mut cap = |n: u64, name: LimitName, code: ReasonCode, message: String| {
+            if n < wanted {
+                reached.insert(name);
+            }
             if n < allowed {
                 allowed = n;
                 binding = Some(Unfit::new(code, message));
@@ -147,6 +165,7 @@ impl Limits {
         if let Some(max) = self.settings_max_nodes {
             cap(
                 max.saturating_sub(self.nodes),
+                LimitName::MaxNodesTotal,
                 ReasonCode::MaxNodesTotalReached,
                 format!(
                     "maxNodesTotal {max}: the cluster has {} nodes, upcoming ones included",
@@ -159,6 +178,7 @@ impl Limits {
         {
             cap(
                 max.saturating_sub(self.used_cores) / per,
+                LimitName::Cores,
                 ReasonCode::ResourceLimitReached,
                 format!(
                     "cores limit {max}: {} in use, a new node adds {per}",
@@ -172,6 +192,7 @@ impl Limits {
             let left = (i128::from(max) * GIB - self.used_memory).max(0);
             cap(
                 u64::try_from(left / per).unwrap_or(u64::MAX),
+                LimitName::Memory,
                 ReasonCode::ResourceLimitReached,
                 format!(
                     "memory limit {max}GiB: {:.1}GiB in use, a new node adds {:.1}GiB",
@@ -187,6 +208,7 @@ impl Limits {
             let used = self.used_gpus.get(kind).copied().unwrap_or(0);
             cap(
                 max.saturating_sub(used) / per,
+                LimitName::Gpu(kind.to_string()),
                 ReasonCode::ResourceLimitReached,
                 format!("GPU limit {max} for {kind}: {used} in use, a new node adds {per}"),
             );
@@ -195,21 +217,26 @@ impl Limits {
     }
 
     pub fn report(&self) -> LimitsReport {
+        let reached = self.reached.borrow();
+        let hit = |name: LimitName| reached.contains(&name);
         LimitsReport {
             max_nodes_total: LimitEntry {
                 used: self.nodes as f64,
                 min: None,
                 max: self.settings_max_nodes,
+                reached: hit(LimitName::MaxNodesTotal),
             },
             cores: LimitEntry {
                 used: self.used_cores as f64,
                 min: Some(self.cores.0),
                 max: self.cores.1,
+                reached: hit(LimitName::Cores),
             },
             memory_gib: LimitEntry {
                 used: (gib(self.used_memory) * 100.0).round() / 100.0,
                 min: Some(self.memory_gib.0),
                 max: self.memory_gib.1,
+                reached: hit(LimitName::Memory),
             },
             gpus: self
                 .gpu_limits
@@ -219,6 +246,7 @@ impl Limits {
                     used: self.used_gpus.get(kind.as_str()).copied().unwrap_or(0),
                     min: *min,
                     max: *max,
+                    reached: hit(LimitName::Gpu(kind.clone())),
                 })
                 .collect(),
         }
@@ -246,6 +274,9 @@ pub struct LimitEntry {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub min: Option<u64>,
     pub max: Option<u64>,
+    /// The limit held a scale-up back in this pass (fewer nodes than wanted, or none).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reached: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -255,6 +286,8 @@ pub struct GpuLimitEntry {
     pub used: u64,
     pub min: u64,
     pub max: u64,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reached: bool,
 }
 
 #[cfg(test)]
@@ -324,7 +357,11 @@ mod tests {
         };
         limits.add(&gpu, 1);
         assert_eq!(limits.room(&gpu, 10).0, 1);
-        assert_eq!(limits.report().gpus[0].used, 2);
+        let report = limits.report();
+        assert_eq!(report.gpus[0].used, 2);
+        assert!(report.max_nodes_total.reached && report.memory_gib.reached);
+        assert!(report.gpus[0].reached && !report.cores.reached);
+        assert!(!Limits::new(&settings).report().max_nodes_total.reached);
     }
 
     #[test]

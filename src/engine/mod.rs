@@ -26,6 +26,7 @@ pub mod simulator;
 pub mod state;
 pub mod template;
 pub mod trace;
+pub mod what_if;
 
 use jiff::Timestamp;
 

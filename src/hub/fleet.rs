@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use jiff::Timestamp;
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -20,9 +20,18 @@ use crate::cluster::ClusterName;
 use crate::cluster::gate::{FleetLink, WriteGate, hold_channel};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::RunnerSpec;
+use crate::cluster::what_if::{Ask, inbox};
 use crate::config::{ClusterConfig, FleetConfig, FleetHealthConfig, HubConfig};
 
-type Reports = BTreeMap<ClusterName, watch::Receiver<ClusterReport>>;
+type Reports = BTreeMap<ClusterName, Member>;
+
+/// One cluster as readers of the fleet reach it: its latest report, and its runner's
+/// what-if inbox.
+#[derive(Clone)]
+pub(super) struct Member {
+    pub report: watch::Receiver<ClusterReport>,
+    pub what_if: mpsc::Sender<Ask>,
+}
 
 /// The hub itself, as the API shows it.
 #[derive(Clone, Debug, Serialize)]
@@ -61,9 +70,20 @@ pub struct FleetView {
     health: watch::Receiver<FleetHealth>,
     /// The capacity failures the clusters share now.
     failures: crate::cluster::gate::SharedFailures,
+    /// Held while a what-if is evaluated (one at a time).
+    pub(super) what_if_turn: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl FleetView {
+    /// Every cluster, by name.
+    pub(super) fn members(&self) -> Vec<(String, Member)> {
+        let clusters = self.clusters.borrow().clone();
+        clusters
+            .iter()
+            .map(|(name, m)| (name.to_string(), m.clone()))
+            .collect()
+    }
+
     /// The capacity failures shared across the fleet and still in force.
     pub fn shared_failures(&self) -> Vec<crate::engine::policy::SharedFailure> {
         self.failures.current(Timestamp::now())
@@ -72,7 +92,10 @@ impl FleetView {
     /// What the fleet's health is worked out from, per cluster, without copying reports.
     pub fn glances(&self) -> Vec<Glance> {
         let clusters = self.clusters.borrow().clone();
-        clusters.values().map(|r| Glance::of(&r.borrow())).collect()
+        clusters
+            .values()
+            .map(|m| Glance::of(&m.report.borrow()))
+            .collect()
     }
 
     /// The fleet's health as last worked out (every second), and what it holds back.
@@ -83,14 +106,17 @@ impl FleetView {
     /// Every cluster's latest report, by name.
     pub fn reports(&self) -> Vec<ClusterReport> {
         let clusters = self.clusters.borrow().clone();
-        clusters.values().map(|r| r.borrow().clone()).collect()
+        clusters
+            .values()
+            .map(|m| m.report.borrow().clone())
+            .collect()
     }
 
     pub fn report(&self, name: &str) -> Option<ClusterReport> {
         let clusters = self.clusters.borrow().clone();
         clusters
             .get(&ClusterName::new(name))
-            .map(|r| r.borrow().clone())
+            .map(|m| m.report.borrow().clone())
     }
 
     pub fn hub(&self) -> HubStatus {
@@ -105,6 +131,7 @@ struct Slot {
     connection: Connection,
     spec: watch::Sender<Arc<RunnerSpec>>,
     report: watch::Receiver<ClusterReport>,
+    what_if: mpsc::Sender<Ask>,
     cancel: CancellationToken,
     task: Option<JoinHandle<()>>,
 }
@@ -173,6 +200,7 @@ impl Fleet {
             gate: gate.clone(),
             leader,
             health: health_rx,
+            what_if_turn: Arc::default(),
         };
         let fleet = Fleet {
             slots: BTreeMap::new(),
@@ -263,6 +291,7 @@ impl Fleet {
         }
         let (report_tx, report_rx) = watch::channel(report);
         let (spec_tx, spec_rx) = watch::channel(spec);
+        let (what_if, what_if_rx) = inbox();
         let cancel = CancellationToken::new();
         let task = c.enabled.then(|| {
             tokio::spawn(supervise(
@@ -274,6 +303,7 @@ impl Fleet {
                     instance: self.instance.clone(),
                     spec: spec_rx,
                     report: report_tx,
+                    what_if: what_if_rx,
                 },
                 cancel.clone(),
             ))
@@ -282,6 +312,7 @@ impl Fleet {
             connection,
             spec: spec_tx,
             report: report_rx,
+            what_if,
             cancel,
             task,
         }
@@ -291,7 +322,13 @@ impl Fleet {
         let reports: Reports = self
             .slots
             .iter()
-            .map(|(name, slot)| (ClusterName::new(name), slot.report.clone()))
+            .map(|(name, slot)| {
+                let member = Member {
+                    report: slot.report.clone(),
+                    what_if: slot.what_if.clone(),
+                };
+                (ClusterName::new(name), member)
+            })
             .collect();
         self.clusters.send_replace(Arc::new(reports));
     }
@@ -332,7 +369,7 @@ impl Fleet {
             .clusters
             .borrow()
             .values()
-            .map(|r| Glance::of(&r.borrow()))
+            .map(|m| Glance::of(&m.report.borrow()))
             .collect();
         let previous = self.health.borrow().clone();
         let next = health::assess(&glances, &self.health_config, &previous, Timestamp::now());

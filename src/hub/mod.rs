@@ -9,6 +9,7 @@ pub mod health;
 pub mod leader;
 pub mod reload;
 mod supervise;
+pub mod what_if;
 
 use std::path::PathBuf;
 

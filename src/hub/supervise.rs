@@ -57,6 +57,8 @@ pub struct Supervised {
     pub instance: String,
     pub spec: watch::Receiver<Arc<RunnerSpec>>,
     pub report: watch::Sender<ClusterReport>,
+    /// What-ifs asked of this cluster, for whichever runner is running.
+    pub what_if: crate::cluster::what_if::Inbox,
 }
 
 /// Runs the cluster until `cancel` fires, restarting its runner after failures.
@@ -171,6 +173,7 @@ where
         instance: s.instance.clone(),
         report: s.report.clone(),
         memory: memory.clone(),
+        what_if: s.what_if.clone(),
     });
     let task = tokio::spawn(run(ctx, s.spec.clone(), cancel.child_token()).in_current_span());
     match task.await {
@@ -234,6 +237,7 @@ mod tests {
             instance: "test".into(),
             spec: spec_rx,
             report,
+            what_if: crate::cluster::what_if::inbox().1,
         };
         (s, report_rx)
     }

@@ -94,7 +94,7 @@ pub(super) fn route(view: &FleetView, path: &str) -> Response<Full<Bytes>> {
         },
         _ => text(
             StatusCode::NOT_FOUND,
-            "not found; try /api/v1/fleet, /api/v1/clusters/<name>[/plan], /metrics, /readyz\n",
+            "not found; try /api/v1/fleet, /api/v1/clusters/<name>[/plan], /api/v1/what-if?set=KEY=VALUE, /metrics, /readyz\n",
         ),
     }
 }

@@ -18,6 +18,7 @@ mod probes;
 mod site;
 mod throttle;
 mod tls;
+mod what_if;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -66,6 +66,9 @@ impl Site {
         if let Err(refused) = self.access.check(&parts).await {
             return refused;
         }
+        if parts.uri.path().trim_end_matches('/') == "/api/v1/what-if" {
+            return super::what_if::answer(&self.view, parts.uri.query(), self.deadline).await;
+        }
         api::route(&self.view, parts.uri.path())
     }
 }

@@ -12,6 +12,7 @@ mod infra;
 mod liveness;
 mod pass;
 mod upkeep;
+mod what_if;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -91,6 +92,8 @@ pub struct Context {
     pub report: watch::Sender<ClusterReport>,
     /// The engine's memory, kept across runner restarts.
     pub memory: EngineMemory,
+    /// What-ifs asked of this cluster (`/api/v1/what-if`), answered between passes.
+    pub what_if: crate::cluster::what_if::Inbox,
 }
 
 /// The engine's memory of one cluster, kept by its supervisor: a runner that restarts (a
@@ -266,9 +269,11 @@ impl Runner {
         self.ctx.set_phase(Phase::Running, None);
         let timing = self.ctx.timing.clone();
         let mut next_pass = Instant::now();
+        let mut asks = self.ctx.what_if.take();
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
+                Some(ask) = what_if::next(&mut asks) => self.answer_what_if(ask),
                 update = self.updates.next() => {
                     let update = update.ok_or(RunnerError::WatchesEnded)?;
                     self.log_watch_failure(&update);

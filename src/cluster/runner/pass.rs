@@ -12,7 +12,7 @@ use super::{Runner, RunnerSpec};
 use crate::cluster::events::events_for;
 use crate::cluster::outcome::{Action, Entry, Outcome};
 use crate::cluster::report::{PassSummary, Phase};
-use crate::config::{EffectiveSettings, Layers, effective_settings};
+use crate::config::EffectiveSettings;
 use crate::engine::FleetPolicy;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
 use crate::engine::settings::Settings;
@@ -57,6 +57,7 @@ impl Runner {
             .collect();
         let executor = self.executor(spec.dry_run);
         let before = Cooldowns::of(&self.state);
+        let policy = self.fleet_policy(now);
         let snapshot_span = snapshot_span();
         let snapshot = self.cache.snapshot();
         let effective = snapshot_span.in_scope(|| effective_for(&spec, snapshot));
@@ -65,14 +66,6 @@ impl Runner {
         drop(snapshot_span);
         let settings = effective.settings;
         let engine_started = Instant::now();
-        let policy = FleetPolicy {
-            scale_down_hold: self.ctx.hold.reason(),
-            shared_failures: self
-                .ctx
-                .hold
-                .failures()
-                .for_cluster(self.ctx.name.as_str(), now),
-        };
         let mut plan = run_engine(snapshot, &mut self.state, &settings, &policy, now);
         let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
         plan.warnings.extend(
@@ -284,18 +277,7 @@ fn held_entries(plan: &Plan) -> Vec<Entry> {
 
 /// Fleet defaults, then the cluster's own ClusterAutoscaler (when allowed), then its overrides.
 fn effective_for(spec: &RunnerSpec, snapshot: &ClusterSnapshot) -> EffectiveSettings {
-    let overrides = spec.cluster.overrides_with_groups();
-    let cluster_autoscaler = spec
-        .cluster
-        .use_cluster_autoscaler
-        .then(|| snapshot.cluster_autoscaler().map(|c| &c.spec))
-        .flatten();
-    effective_settings(Layers {
-        fleet_defaults: Some(&spec.defaults),
-        cluster_autoscaler,
-        overrides: Some(&overrides),
-        flags: None,
-    })
+    crate::cluster::what_if::effective(spec, snapshot, None)
 }
 
 /// The engine is CPU work: on a multi-threaded runtime it runs in place while other tasks
@@ -309,8 +291,12 @@ fn run_engine(
 ) -> Plan {
     // The engine's spans go under the pass: it is entered again wherever the work runs.
     let pass = Span::current();
-    let mut work =
-        || pass.in_scope(|| crate::engine::run_once_with(snapshot, state, settings, policy, now));
+    cpu(|| pass.in_scope(|| crate::engine::run_once_with(snapshot, state, settings, policy, now)))
+}
+
+/// CPU work of a runner: on a multi-threaded runtime it runs in place while other tasks move
+/// to other workers.
+pub(super) fn cpu<T>(work: impl FnOnce() -> T) -> T {
     match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
         Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
         _ => work(),

@@ -62,6 +62,20 @@ macro_rules! settings_patch {
                 )*
                 (set, warnings)
             }
+
+            /// This layer over `base`: what this one sets wins, the rest is `base`'s.
+            pub fn over(&self, base: &SettingsPatch) -> SettingsPatch {
+                SettingsPatch {
+                    $( $field: self.$field.clone().or_else(|| base.$field.clone()), )*
+                }
+            }
+
+            /// The keys this layer sets.
+            pub fn keys(&self) -> Vec<&'static str> {
+                let mut keys = Vec::new();
+                $( if self.$field.is_some() { keys.push(stringify!($field)); } )*
+                keys
+            }
         }
     };
 }
@@ -398,6 +412,23 @@ mod tests {
             (10, 1)
         );
         assert_eq!(s.node_group_backoff_reset, Duration::from_secs(3 * 3600));
+    }
+
+    #[test]
+    fn a_layer_over_another_wins_where_it_says_something() {
+        let base = SettingsPatch {
+            max_nodes_total: Some(10),
+            seed: Some(1),
+            ..Default::default()
+        };
+        let top = SettingsPatch {
+            max_nodes_total: Some(3),
+            ..Default::default()
+        };
+        let merged = top.over(&base);
+        assert_eq!((merged.max_nodes_total, merged.seed), (Some(3), Some(1)));
+        assert_eq!(merged.keys(), ["max_nodes_total", "seed"]);
+        assert!(SettingsPatch::default().keys().is_empty());
     }
 
     #[test]

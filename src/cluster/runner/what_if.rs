@@ -1,0 +1,61 @@
+//! A what-if asked of the runner (`/api/v1/what-if`): evaluated on the runner's own cache,
+//! memory and fleet policy between two passes, so that it costs no API call and sees what
+//! the next pass would.
+
+use jiff::Timestamp;
+use tokio::sync::{OwnedMutexGuard, mpsc};
+use tokio::time::Instant;
+
+use super::Runner;
+use crate::cluster::what_if::{Ask, ClusterAnswer, evaluate};
+use crate::engine::FleetPolicy;
+use crate::telemetry::TRACES;
+
+/// The runner's end of its cluster's what-if inbox, if it holds it.
+pub(super) type Asks = Option<OwnedMutexGuard<mpsc::Receiver<Ask>>>;
+
+/// The next what-if; never, without the inbox.
+pub(super) async fn next(asks: &mut Asks) -> Option<Ask> {
+    match asks {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+impl Runner {
+    /// The fleet's decisions for this cluster's pass at `now`.
+    pub(super) fn fleet_policy(&self, now: Timestamp) -> FleetPolicy {
+        FleetPolicy {
+            scale_down_hold: self.ctx.hold.reason(),
+            shared_failures: self
+                .ctx
+                .hold
+                .failures()
+                .for_cluster(self.ctx.name.as_str(), now),
+        }
+    }
+
+    /// Answers one what-if; a cache too old to act on is not evaluated either.
+    pub(super) fn answer_what_if(&mut self, ask: Ask) {
+        let name = self.ctx.name.as_str().to_string();
+        let now = Timestamp::now();
+        let answer = match self.untrusted(Instant::now(), self.ctx.timing.stale_after()) {
+            Some(why) => ClusterAnswer::failed(&name, format!("not evaluated: {why}")),
+            None => {
+                let spec = self.spec.borrow().clone();
+                let policy = self.fleet_policy(now);
+                let span = tracing::info_span!(target: TRACES, "what-if", k8s.cluster.name = %name);
+                let snapshot = self.cache.snapshot();
+                let state = &self.state;
+                let work = || {
+                    span.in_scope(|| {
+                        evaluate(&name, &spec, snapshot, state, &policy, &ask.proposal, now)
+                    })
+                };
+                super::pass::cpu(work)
+            }
+        };
+        // The asker may have given up (its deadline passed): nothing to do then.
+        let _ = ask.reply.send(answer);
+    }
+}
