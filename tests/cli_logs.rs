@@ -79,6 +79,7 @@ async fn json_lines_lead_to_the_trace_of_their_pass() {
     ];
     let options = HubOptions {
         tracing: "",
+        defaults: "",
         vars: &vars,
         args: &["--log-format", "json"],
         clusters: 1,
@@ -126,6 +127,7 @@ async fn json_lines_without_traces_carry_no_ids() {
     let vars = [("FLEETSCALER_LOG_FORMAT", "json"), ("RUST_LOG", "info")];
     let options = HubOptions {
         tracing: "",
+        defaults: "",
         vars: &vars,
         args: &[],
         clusters: 1,
@@ -151,6 +153,7 @@ async fn a_run_that_cannot_start_says_why_in_json() {
     let kubeconfig = dir.path().join("absent.kubeconfig");
     let options = HubOptions {
         tracing: "[hub.tracing]\nmetrics = true\nmetrics_interval = \"0s\"\n",
+        defaults: "",
         vars: &[],
         args: &["--log-format", "json"],
         clusters: 1,

@@ -13,10 +13,13 @@ use e2e_support::*;
 use fleetscaler::cluster::outcome::{Action, Outcome};
 use fleetscaler::engine::settings::{ExpanderKind, SettingsPatch};
 use fleetscaler::hub::FleetView;
+use fleetscaler::sim::api::resources::Resource;
 use fleetscaler::sim::fleet::FailureMode;
 use fleetscaler::sim::settings::Flavor;
 
 const LONG: Duration = Duration::from_secs(40);
+/// Where the hub writes each cluster's status ConfigMap (`hub.status_namespace`).
+const STATUS_NS: &str = "openshift-machine-api";
 /// Short enough to see the group tried again within the test.
 const BACKOFF: Duration = Duration::from_secs(8);
 
@@ -102,6 +105,38 @@ async fn a_capacity_failure_in_one_cluster_backs_off_the_others_at_once() {
     // sim-2 needs a node now: it goes to another zone in one pass, never trying us-east-1a.
     let before = zone_a(b);
     create_pods(b, "web", 4, "7").await;
+    // Meanwhile sim-2's users see why where they look: the status ConfigMap's us-east-1a
+    // group is in backoff with the fleet's code (written within 5 s of the change, inside
+    // the backoff), and a Warning event on it says whose failure it is.
+    let status = eventually(LONG, "sim-2's status showing the fleet's backoff", || {
+        let cm = b.get(Resource::ConfigMaps, STATUS_NS, "cluster-autoscaler-status");
+        let yaml = cm.and_then(|cm| cm["data"]["status"].as_str().map(str::to_string));
+        async move { yaml.filter(|y| y.contains("errorCode: fleetBackoff")) }
+    })
+    .await;
+    assert!(
+        status.contains("m6i.2xlarge in us-east-1a failed in cluster sim-1 at"),
+        "{status}"
+    );
+    let event = eventually(LONG, "sim-2's FleetBackoff event", || {
+        let events = b.list(Resource::Events);
+        let found = events.into_iter().find(|e| e["reason"] == "FleetBackoff");
+        async move { found }
+    })
+    .await;
+    assert_eq!(event["type"], "Warning");
+    assert_eq!(event["involvedObject"]["name"], "cluster-autoscaler-status");
+    let message = event["message"].as_str().unwrap_or_default();
+    let head = format!(
+        "Node group MachineSet.machine.openshift.io/{STATUS_NS}/{} backed off: m6i.2xlarge in us-east-1a failed in cluster sim-1 at ",
+        zone_a(b).0
+    );
+    assert!(message.starts_with(&head), "{message}");
+    assert!(
+        message.contains("InsufficientInstanceCapacity"),
+        "{message}"
+    );
+
     eventually(LONG, "sim-2's pods running", || {
         let n = e2e_support::running(&pods(b, "web"));
         async move { (n == 4).then_some(()) }

@@ -371,6 +371,7 @@ async fn grpc_metrics_configured_by_the_otel_variables() {
     ];
     let options = HubOptions {
         tracing: "",
+        defaults: "",
         vars: &vars,
         args: &[],
         clusters: 2,
@@ -393,6 +394,7 @@ async fn http_metrics_beside_the_traces_configured_by_fleet_toml() {
     );
     let options = HubOptions {
         tracing: &tracing,
+        defaults: "",
         vars: &[],
         args: &[],
         clusters: 2,

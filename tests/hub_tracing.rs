@@ -17,9 +17,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use e2e_support::*;
+use fleetscaler::sim::fleet::FailureMode;
 use fleetscaler::sim::settings::Flavor;
 use opentelemetry_proto::tonic::common::v1::any_value;
 use opentelemetry_proto::tonic::trace::v1::Span;
+use opentelemetry_proto::tonic::trace::v1::span::Link;
 use otlp_support::{
     HubOptions, HubProcess, OTEL_VARS, Shared, attr, attrs, grpc_receiver, http_receiver,
 };
@@ -120,6 +122,7 @@ async fn a_pass_that_scales_up_is_traced(
     fleet.write_kubeconfig(&kubeconfig).unwrap();
     let options = HubOptions {
         tracing,
+        defaults: "",
         vars,
         args: &[],
         clusters: 1,
@@ -330,6 +333,109 @@ async fn http_protobuf_traces_configured_by_fleet_toml() {
     );
     let paths = inbox.lock().unwrap().paths.clone();
     assert!(paths.iter().all(|p| p == "/v1/traces"), "{paths:?}");
+}
+
+/// Both clusters prefer their us-east-1a group, so sim-1 scales it first and fails.
+const PREFER_US_EAST_1A: &str = r#"expanders = ["priority"]
+priorities = { "20" = [".*worker-us-east-1a.*"], "10" = [".*"] }
+balance_similar_node_groups = false
+"#;
+
+/// A pass of `cluster` linking to another trace: the pass and its first link.
+fn linked_pass(all: &[Got], cluster: &str) -> Option<(Got, Link)> {
+    all.iter()
+        .filter(|g| g.span.name == "pass" && g.attr("k8s.cluster.name").as_deref() == Some(cluster))
+        .find_map(|g| Some((g.clone(), g.span.links.first()?.clone())))
+}
+
+/// The span a link leads to, once it was received.
+fn linked_span<'a>(all: &'a [Got], link: &Link) -> Option<&'a Got> {
+    all.iter()
+        .find(|g| g.span.trace_id == link.trace_id && g.span.span_id == link.span_id)
+}
+
+/// Shared failure knowledge in traces: a pass of sim-2 whose us-east-1a group the fleet backs
+/// off for sim-1's capacity failure links to sim-1's pass that found the failure, so a trace
+/// viewer goes from "why did sim-2 not scale that group" to where it failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_backed_off_by_the_fleet_links_to_the_failing_pass() {
+    let (endpoint, inbox) = http_receiver().await;
+    let fleet = quiet_fleet(2, Flavor::OpenShift).await;
+    let a = &fleet.clusters()[0];
+    let zone_a = worker_groups(a)
+        .into_iter()
+        .find(|g| g.0.ends_with("worker-us-east-1a"))
+        .unwrap();
+    // Its machines fail with InsufficientInstanceCapacity.
+    a.set_failure_mode(&zone_a.0, Some(FailureMode::Fail))
+        .unwrap();
+    let dir = TempDir::new("tracing-fleet");
+    let kubeconfig = dir.path().join("fleet.kubeconfig");
+    fleet.write_kubeconfig(&kubeconfig).unwrap();
+    let tracing = format!("[hub.tracing]\nendpoint = {endpoint:?}\n");
+    let options = HubOptions {
+        tracing: &tracing,
+        defaults: PREFER_US_EAST_1A,
+        vars: &[],
+        args: &[],
+        clusters: 2,
+    };
+    let mut hub = HubProcess::start(dir.path(), &kubeconfig, options);
+    // Each worker (8 CPUs) takes one pod of 7: the fourth needs a new node.
+    create_pods(a, "job", 4, "7").await;
+    let found = tokio::time::timeout(LONG, async {
+        loop {
+            let all = spans(&inbox);
+            if let Some((pass, link)) = linked_pass(&all, "sim-2")
+                && let Some(failing) = linked_span(&all, &link)
+            {
+                return (pass, link, failing.clone());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let (pass, link, failing) = found.unwrap_or_else(|_| {
+        panic!(
+            "no pass of sim-2 linked to a pass received; hub log:\n{}",
+            hub.log()
+        )
+    });
+    // The link leads to sim-1's pass that found the failure.
+    assert_eq!(failing.span.name, "pass");
+    assert_eq!(failing.attr("k8s.cluster.name").as_deref(), Some("sim-1"));
+    assert_eq!(
+        failing.attr("fleetscaler.capacity_failures").as_deref(),
+        Some("1"),
+        "{failing:?}"
+    );
+    assert!(
+        failing.span.events.iter().any(|e| e
+            .name
+            .starts_with("no capacity for m6i.2xlarge in us-east-1a")),
+        "{failing:?}"
+    );
+    // The link names where it leads; the pass says how many groups the fleet backed off.
+    let link_attrs = attrs(&link.attributes);
+    assert_eq!(link_attrs["k8s.cluster.name"], "sim-1");
+    let failed_group = &link_attrs["fleetscaler.node_group"];
+    assert!(
+        failed_group.starts_with("MachineSet.machine.openshift.io/")
+            && failed_group.ends_with(&format!("/{}", zone_a.0)),
+        "{failed_group}"
+    );
+    assert_eq!(pass.span.links.len(), 1, "one link per failing pass");
+    assert_eq!(
+        pass.attr("fleetscaler.fleet_backoffs").as_deref(),
+        Some("1")
+    );
+    assert_ne!(pass.span.trace_id, failing.span.trace_id, "two traces");
+    let status = hub.stop().await;
+    assert!(status.success(), "{status}: {}", hub.log());
+    // sim-1 never backs off for its own failure, so its passes link nowhere.
+    let all = spans(&inbox);
+    assert!(linked_pass(&all, "sim-1").is_none());
+    fleet.shutdown().await;
 }
 
 /// `fleetscaler check-config` with the given variables (the test's own OTEL ones removed).

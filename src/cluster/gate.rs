@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use tokio::sync::watch;
 
 use crate::config::SharedFailuresConfig;
-use crate::engine::policy::SharedFailure;
+use crate::engine::policy::{SharedFailure, TraceRef};
 
 #[derive(Clone, Debug)]
 pub struct WriteGate(watch::Receiver<bool>);
@@ -104,9 +104,16 @@ impl SharedFailures {
         }
     }
 
-    /// Adds what `cluster` found in a pass (a newer failure of the same group replaces the
-    /// older); expired ones, then the oldest past the bound, go.
-    pub fn publish(&self, cluster: &str, found: &[SharedFailure], now: Timestamp) {
+    /// Adds what `cluster` found in a pass, with the pass's trace when it has one (a newer
+    /// failure of the same group replaces the older); expired ones, then the oldest past the
+    /// bound, go.
+    pub fn publish(
+        &self,
+        cluster: &str,
+        trace: Option<&TraceRef>,
+        found: &[SharedFailure],
+        now: Timestamp,
+    ) {
         let mut s = self.lock();
         if !s.config.enabled {
             return;
@@ -118,6 +125,7 @@ impl SharedFailures {
             s.list.push(SharedFailure {
                 cluster: cluster.to_string(),
                 scope,
+                trace: trace.cloned(),
                 ..f.clone()
             });
         }
@@ -188,6 +196,7 @@ mod tests {
             reason: "InsufficientInstanceCapacity".into(),
             at,
             until: at + jiff::SignedDuration::from_mins(minutes),
+            trace: None,
         }
     }
 
@@ -195,16 +204,30 @@ mod tests {
     fn failures_are_shared_with_the_other_clusters_until_they_end() {
         let shared = SharedFailures::default();
         let t0: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-        shared.publish("east", &[failure("g", t0, 5)], t0);
+        let trace = TraceRef {
+            trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+            span_id: "b7ad6b7169203331".into(),
+        };
+        shared.publish("east", Some(&trace), &[failure("g", t0, 5)], t0);
         assert!(shared.for_cluster("east", t0).is_empty(), "not its own");
         let west = shared.for_cluster("west", t0);
         assert_eq!(west.len(), 1);
         assert_eq!(west[0].cluster, "east");
+        assert_eq!(
+            west[0].trace.as_ref(),
+            Some(&trace),
+            "the failing pass's trace"
+        );
         // A newer failure of the same group replaces the older.
         let t1 = t0 + jiff::SignedDuration::from_mins(1);
-        shared.publish("east", &[failure("g", t1, 10)], t1);
+        shared.publish("east", None, &[failure("g", t1, 10)], t1);
         assert_eq!(shared.current(t1).len(), 1);
         assert_eq!(shared.current(t1)[0].at, t1);
+        assert_eq!(
+            shared.current(t1)[0].trace,
+            None,
+            "traces off, or not sampled"
+        );
         let later = t1 + jiff::SignedDuration::from_mins(10);
         assert!(shared.for_cluster("west", later).is_empty(), "ended");
         // Turned off: nothing is kept or given.
@@ -212,7 +235,7 @@ mod tests {
             enabled: false,
             ..Default::default()
         });
-        shared.publish("east", &[failure("h", t1, 5)], t1);
+        shared.publish("east", None, &[failure("h", t1, 5)], t1);
         assert!(shared.current(t1).is_empty());
     }
 
@@ -223,7 +246,7 @@ mod tests {
         let many: Vec<SharedFailure> = (0..MAX_SHARED + 40)
             .map(|i| failure(&format!("g{i}"), t0, 5))
             .collect();
-        shared.publish("east", &many, t0);
+        shared.publish("east", None, &many, t0);
         let kept = shared.current(t0);
         assert_eq!(kept.len(), MAX_SHARED);
         assert_eq!(kept.last().map(|f| f.node_group.as_str()), Some("g295"));

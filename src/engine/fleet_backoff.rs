@@ -49,7 +49,7 @@ pub fn apply(
 
 /// The capacity failures of this pass: backoffs that started now, after a machine failed
 /// with a capacity error or a scale-up timed out, of groups whose template says what they
-/// are. The cluster's name is the hub's to fill in.
+/// are. The cluster's name and the pass's trace are the hub's to fill in.
 pub fn found(
     groups: &NodeGroups,
     templates: &[Result<TemplateNode, String>],
@@ -79,6 +79,7 @@ pub fn found(
                 reason: b.reason.clone(),
                 at: now,
                 until: b.until,
+                trace: None,
             });
         }
     }

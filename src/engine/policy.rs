@@ -102,6 +102,19 @@ pub struct SharedFailure {
     pub at: Timestamp,
     /// The end of the backoff it started there: other clusters back off as long.
     pub until: Timestamp,
+    /// The trace of the pass that found it, when traces are on (filled in by the hub): the
+    /// passes it backs off groups in link to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<TraceRef>,
+}
+
+/// A span of another trace, as OpenTelemetry names it: ids in lowercase hex (32 and 16
+/// digits), as trace viewers show them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TraceRef {
+    pub trace_id: String,
+    pub span_id: String,
 }
 
 impl SharedFailure {
@@ -112,17 +125,22 @@ impl SharedFailure {
 
     /// The reason a group of another cluster is backed off.
     pub fn explain(&self) -> String {
+        format!("{}; backed off here too until {}", self.what(), self.until)
+    }
+
+    /// What failed, where and when: `m5.2xlarge in us-east-1a failed in cluster east at
+    /// <time> (machine <ns/name>): <the error>`.
+    pub fn what(&self) -> String {
         let machine = self
             .machine
             .as_ref()
             .map_or(String::new(), |m| format!(" (machine {m})"));
         format!(
-            "{} failed in cluster {} at {}{machine}: {}; backed off here too until {}",
+            "{} failed in cluster {} at {}{machine}: {}",
             self.key.describe(),
             self.cluster,
             self.at,
             self.reason,
-            self.until
         )
     }
 }
@@ -191,6 +209,7 @@ mod tests {
             reason: "InsufficientInstanceCapacity".into(),
             at,
             until: at + jiff::SignedDuration::from_mins(5),
+            trace: None,
         };
         let soon = at + jiff::SignedDuration::from_mins(1);
         assert!(f.applies(&key("m6i.2xlarge", "us-east-1a"), soon));
@@ -222,6 +241,34 @@ mod tests {
         ));
         assert_eq!(region_of("us-east-1a"), "us-east-1");
         assert_eq!(region_of("europe-west1-b"), "europe-west1");
+    }
+
+    #[test]
+    fn a_shared_failure_is_read_with_or_without_its_trace() {
+        let older = r#"{"sharedFailures": [{"cluster": "east", "nodeGroup": "g",
+            "key": {"instanceType": "m5.2xlarge", "zone": "us-east-1a"},
+            "reason": "InsufficientInstanceCapacity",
+            "at": "2026-11-22T09:58:00Z", "until": "2026-11-22T10:03:00Z"}]}"#;
+        let p = FleetPolicy::from_json(older).unwrap();
+        assert_eq!(p.shared_failures[0].trace, None);
+        let json = serde_json::to_value(&p).unwrap();
+        assert!(json["sharedFailures"][0].get("trace").is_none(), "{json}");
+
+        let traced = older.replace(
+            r#""reason""#,
+            r#""trace": {"traceId": "0af7651916cd43dd8448eb211c80319c", "spanId": "b7ad6b7169203331"}, "reason""#,
+        );
+        let p = FleetPolicy::from_json(&traced).unwrap();
+        let trace = p.shared_failures[0].trace.clone().unwrap();
+        assert_eq!(trace.trace_id, "0af7651916cd43dd8448eb211c80319c");
+        assert_eq!(trace.span_id, "b7ad6b7169203331");
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(
+            json["sharedFailures"][0]["trace"],
+            serde_json::json!({"traceId": trace.trace_id, "spanId": trace.span_id})
+        );
+        let e = FleetPolicy::from_json(&traced.replace("spanId", "span")).unwrap_err();
+        assert!(e.starts_with("sharedFailures[0].trace"), "{e}");
     }
 
     #[test]

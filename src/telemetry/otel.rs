@@ -13,8 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use opentelemetry::Context;
-use opentelemetry::trace::{TraceContextExt, TracerProvider as _};
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, TracerProvider as _,
+};
+use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, SpanData, SpanExporter};
@@ -24,6 +26,7 @@ use tracing_subscriber::filter::Targets;
 
 use super::otlp::{Transport, process_env, resource};
 use crate::config::tracing::{Protocol, SamplerChoice, Tracing};
+use crate::engine::policy::TraceRef;
 
 /// Whether the OpenTelemetry layer is installed; [`Parent::current`] is free when not.
 static ON: AtomicBool = AtomicBool::new(false);
@@ -176,6 +179,51 @@ impl Parent {
     }
 }
 
+/// `span`'s ids, for another trace to link to: when traces are on and the span is sampled
+/// (an unsampled span is never sent, so a link to it would lead nowhere). None, and free,
+/// when traces are off.
+pub fn trace_ref(span: &tracing::Span) -> Option<TraceRef> {
+    if !ON.load(Ordering::Relaxed) || span.is_disabled() {
+        return None;
+    }
+    let cx = span.context();
+    let sc = cx.span().span_context().clone();
+    (sc.is_valid() && sc.is_sampled()).then(|| TraceRef {
+        trace_id: sc.trace_id().to_string(),
+        span_id: sc.span_id().to_string(),
+    })
+}
+
+/// Adds to `span` a link to the span `to` names, with `attributes`. Nothing when traces are
+/// off, or when the ids do not read as ids (a hand-written fleet policy).
+pub fn link(span: &tracing::Span, to: &TraceRef, attributes: &[(&'static str, &str)]) {
+    if !ON.load(Ordering::Relaxed) || span.is_disabled() {
+        return;
+    }
+    let Some(linked) = span_context(to) else {
+        return;
+    };
+    let attributes = attributes
+        .iter()
+        .map(|(k, v)| KeyValue::new(*k, v.to_string()))
+        .collect();
+    span.add_link_with_attributes(linked, attributes);
+}
+
+/// The span `to` names, as a link's target: sampled (it was, to be named), from elsewhere.
+fn span_context(to: &TraceRef) -> Option<SpanContext> {
+    let trace_id = TraceId::from_hex(&to.trace_id).ok()?;
+    let span_id = SpanId::from_hex(&to.span_id).ok()?;
+    let cx = SpanContext::new(
+        trace_id,
+        span_id,
+        TraceFlags::SAMPLED,
+        true,
+        TraceState::NONE,
+    );
+    cx.is_valid().then_some(cx)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,5 +248,28 @@ mod tests {
     #[test]
     fn a_parent_taken_while_traces_are_off_is_empty() {
         assert!(Parent::current().0.is_none());
+        assert_eq!(trace_ref(&tracing::Span::current()), None);
+    }
+
+    #[test]
+    fn a_trace_ref_reads_back_as_the_span_it_names() {
+        let to = TraceRef {
+            trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
+            span_id: "b7ad6b7169203331".into(),
+        };
+        let cx = span_context(&to).unwrap();
+        assert_eq!(cx.trace_id().to_string(), to.trace_id);
+        assert_eq!(cx.span_id().to_string(), to.span_id);
+        assert!(cx.is_sampled() && cx.is_remote());
+        let zeros = TraceRef {
+            trace_id: "0".repeat(32),
+            span_id: to.span_id.clone(),
+        };
+        assert!(span_context(&zeros).is_none(), "an invalid trace id");
+        let junk = TraceRef {
+            trace_id: "not hex".into(),
+            span_id: to.span_id.clone(),
+        };
+        assert!(span_context(&junk).is_none());
     }
 }

@@ -242,6 +242,8 @@ pub struct HubProcess {
 pub struct HubOptions<'a> {
     /// fleet.toml text after `[hub]`'s keys (`[hub.tracing]`, say).
     pub tracing: &'a str,
+    /// fleet.toml keys of `[defaults]`, after the fast timing every hub here has.
+    pub defaults: &'a str,
     pub vars: &'a [(&'a str, &'a str)],
     pub args: &'a [&'a str],
     /// `sim-1` to `sim-<clusters>` of the simulated fleet.
@@ -343,8 +345,10 @@ scale_down_delay_after_add = "1s"
 scale_down_delay_after_delete = "0s"
 node_delete_delay_after_taint = "0s"
 max_node_provision_time = "20s"
+{defaults}
 {clusters}"#,
-        tracing = options.tracing
+        tracing = options.tracing,
+        defaults = options.defaults
     )
 }
 

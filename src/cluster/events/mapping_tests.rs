@@ -3,8 +3,11 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::cluster::error::Category;
+use crate::cluster::events::{Admission, EventFilter, FilterSettings};
 use crate::engine::fixtures::{machine, machineset, node, pod, snapshot};
-use crate::engine::{EngineState, Settings, run_once};
+use crate::engine::policy::{CapacityKey, FleetPolicy, INSTANCE_TYPE_LABEL, SharedFailure};
+use crate::engine::reason::Reason;
+use crate::engine::{EngineState, Settings, run_once_with};
 use crate::model::ObjectKey;
 
 const NS: &str = "openshift-machine-api";
@@ -18,12 +21,14 @@ fn with_uid(mut v: Value, uid: &str) -> Value {
     v
 }
 
-/// A ready node of machine set `set`, with a uid.
+/// A ready m5.2xlarge node of machine set `set` (in zone us-east-1`set`), with a uid.
 fn group_node(name: &str, set: &str) -> Vec<Value> {
     vec![
         with_uid(
             node(name)
                 .label("pool", set)
+                .label(INSTANCE_TYPE_LABEL, "m5.2xlarge")
+                .zone(&format!("us-east-1{set}"))
                 .provider_id(&format!("test:///{name}"))
                 .json(),
             &format!("uid-{name}"),
@@ -35,6 +40,10 @@ fn group_node(name: &str, set: &str) -> Vec<Value> {
 /// Groups `a` (2 full nodes, max 5) and `b` (1 empty node, max 1); pending pods `web`
 /// (fits a new node of `a`) and `huge` (fits nothing).
 fn cluster() -> (ClusterSnapshot, Plan) {
+    cluster_with(&FleetPolicy::none(), at())
+}
+
+fn cluster_with(policy: &FleetPolicy, now: Timestamp) -> (ClusterSnapshot, Plan) {
     let mut items = vec![
         machineset("a", 1, 5, 2).json(),
         machineset("b", 0, 1, 1).json(),
@@ -51,7 +60,8 @@ fn cluster() -> (ClusterSnapshot, Plan) {
         "uid-huge",
     ));
     let s = snapshot(items);
-    let plan = run_once(&s, &mut EngineState::default(), &Settings::default(), at());
+    let mut state = EngineState::default();
+    let plan = run_once_with(&s, &mut state, &Settings::default(), policy, now);
     (s, plan)
 }
 
@@ -348,4 +358,95 @@ fn reasons_read_like_upstreams() {
     for (reasons, want) in cases {
         assert_eq!(not_triggered(&reasons).as_deref(), want);
     }
+}
+
+/// Cluster `east` found no m5.2xlarge in us-east-1a two minutes before `at()`.
+fn east_failed() -> FleetPolicy {
+    let t = at();
+    FleetPolicy {
+        shared_failures: vec![SharedFailure {
+            cluster: "east".into(),
+            node_group: "MachineSet.machine.openshift.io/openshift-machine-api/workers-a".into(),
+            machine: Some("openshift-machine-api/workers-a-x7k2p".into()),
+            key: CapacityKey {
+                instance_type: "m5.2xlarge".into(),
+                zone: Some("us-east-1a".into()),
+                region: Some("us-east-1".into()),
+            },
+            scope: Default::default(),
+            reason: "InsufficientInstanceCapacity: no m5.2xlarge here".into(),
+            at: t - jiff::SignedDuration::from_mins(2),
+            until: t + jiff::SignedDuration::from_mins(3),
+            trace: None,
+        }],
+        ..FleetPolicy::none()
+    }
+}
+
+fn fleet_backoff_events(events: &[EventSpec]) -> Vec<&EventSpec> {
+    events
+        .iter()
+        .filter(|e| e.reason == "FleetBackoff")
+        .collect()
+}
+
+#[test]
+fn a_fleet_backoff_is_a_warning_on_the_status_and_pods_hear_of_it() {
+    let policy = east_failed();
+    let (s, plan) = cluster_with(&policy, at());
+    assert!(plan.scale_up.is_empty(), "{:#?}", plan.scale_up);
+    let events = events_for(&plan, &[], &s, &status_ref());
+    let fleet = fleet_backoff_events(&events);
+    assert_eq!(fleet.len(), 1, "{events:#?}");
+    assert_eq!(fleet[0].event_type, EventType::Warning);
+    assert_eq!(fleet[0].object, status_ref());
+    assert_eq!(
+        fleet[0].message,
+        format!(
+            "Node group {} backed off: m5.2xlarge in us-east-1a failed in cluster east at \
+             2026-11-22T09:58:00Z (machine openshift-machine-api/workers-a-x7k2p): \
+             InsufficientInstanceCapacity: no m5.2xlarge here; until 2026-11-22T10:03:00Z",
+            group("a")
+        )
+    );
+    // No scale-up was tried: the pods hear why. `web` would have had a node of `a`, backed
+    // off by the fleet; `huge` fits no node of `a` anyway, which it is told (as with a
+    // group's own backoff: what could never work comes first).
+    let pods: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| &*e.object.kind == "Pod")
+        .map(|e| (&*e.object.name, e.message.as_str()))
+        .collect();
+    assert_eq!(
+        pods,
+        [
+            ("huge", "pod didn't trigger scale-up: 2 Insufficient cpu"),
+            (
+                "web",
+                "pod didn't trigger scale-up: 1 in backoff after failed scale-up in another cluster, 1 node(s) didn't match Pod's node affinity/selector"
+            ),
+        ]
+    );
+    // Between passes (a removal ending), only what was done is told.
+    assert!(fleet_backoff_events(&events_for_entries(&plan, &[], &s, &status_ref())).is_empty());
+}
+
+#[test]
+fn a_fleet_backoff_is_one_event_across_passes() {
+    let policy = east_failed();
+    let (s, first) = cluster_with(&policy, at());
+    let (_, later) = cluster_with(&policy, at() + jiff::SignedDuration::from_secs(30));
+    let first = events_for(&first, &[], &s, &status_ref());
+    let later = events_for(&later, &[], &s, &status_ref());
+    assert_eq!(fleet_backoff_events(&first), fleet_backoff_events(&later));
+    let mut filter = EventFilter::new(FilterSettings::default(), 0);
+    let t0 = tokio::time::Instant::now();
+    let event = fleet_backoff_events(&first)[0];
+    assert!(matches!(filter.admit(event, t0), Admission::New { .. }));
+    let again = fleet_backoff_events(&later)[0];
+    let t1 = t0 + std::time::Duration::from_secs(30);
+    assert_eq!(filter.admit(again, t1), Admission::Duplicate);
+    // Once the failure's backoff is over, nothing more is said.
+    let (s, over) = cluster_with(&policy, at() + jiff::SignedDuration::from_mins(3));
+    assert!(fleet_backoff_events(&events_for(&over, &[], &s, &status_ref())).is_empty());
 }

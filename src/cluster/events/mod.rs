@@ -12,6 +12,7 @@
 
 mod filter;
 mod mapping;
+mod pod_reasons;
 mod recorder;
 
 use std::sync::Arc;

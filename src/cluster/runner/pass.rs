@@ -1,6 +1,7 @@
 //! One pass of a runner: effective settings, the engine on the cached snapshot, the plan
 //! carried out, what did not happen fed back into the engine's memory, status and events.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -15,10 +16,11 @@ use crate::cluster::report::{PassSummary, Phase};
 use crate::config::EffectiveSettings;
 use crate::engine::FleetPolicy;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
+use crate::engine::policy::SharedFailure;
 use crate::engine::settings::Settings;
 use crate::engine::state::EngineState;
 use crate::model::ClusterSnapshot;
-use crate::telemetry::{TRACES, int};
+use crate::telemetry::{TRACES, int, otel};
 
 impl Runner {
     /// One pass, in its span: the trace of a pass has the engine's phases and every write
@@ -32,6 +34,8 @@ impl Runner {
             fleetscaler.scale_downs = Empty,
             fleetscaler.pass.skipped_reason = Empty,
             fleetscaler.actions.failed = Empty,
+            fleetscaler.fleet_backoffs = Empty,
+            fleetscaler.capacity_failures = Empty,
             otel.status_code = Empty,
             otel.status_description = Empty,
         );
@@ -76,7 +80,8 @@ impl Runner {
                 .chain(problems.iter().map(|p| format!("unreadable object: {p}"))),
         );
         let held = held_entries(&plan);
-        share_capacity_failures(&self.ctx, &plan, now);
+        share_capacity_failures(&self.ctx, &plan, &span, now);
+        link_fleet_backoffs(&span, &plan);
         let mut execution = executor
             .execute(&plan, snapshot, &settings, &self.in_flight)
             .await;
@@ -243,8 +248,9 @@ impl Cooldowns {
     }
 }
 
-/// Hands a pass's capacity failures to the fleet, and says so.
-fn share_capacity_failures(ctx: &super::Context, plan: &Plan, now: Timestamp) {
+/// Hands a pass's capacity failures to the fleet with the pass's trace, for the passes they
+/// back off groups in to link to, and says so.
+fn share_capacity_failures(ctx: &super::Context, plan: &Plan, span: &Span, now: Timestamp) {
     if plan.capacity_failures.is_empty() {
         return;
     }
@@ -253,9 +259,46 @@ fn share_capacity_failures(ctx: &super::Context, plan: &Plan, now: Timestamp) {
             "no capacity for {}: the fleet's other clusters back off their groups of it until {}: {}",
             f.key.describe(), f.until, f.reason);
     }
-    ctx.hold
-        .failures()
-        .publish(ctx.name.as_str(), &plan.capacity_failures, now);
+    span.record(
+        "fleetscaler.capacity_failures",
+        int(plan.capacity_failures.len()),
+    );
+    let trace = otel::trace_ref(span);
+    ctx.hold.failures().publish(
+        ctx.name.as_str(),
+        trace.as_ref(),
+        &plan.capacity_failures,
+        now,
+    );
+}
+
+/// How many groups the fleet backed off in this pass, and a link to each pass elsewhere whose
+/// failure did it: from "why did this cluster not scale that group" to where it failed.
+fn link_fleet_backoffs(span: &Span, plan: &Plan) {
+    if span.is_disabled() {
+        return;
+    }
+    let failures: Vec<&SharedFailure> = plan
+        .health
+        .node_groups
+        .iter()
+        .filter_map(|g| g.fleet_backoff.as_ref())
+        .collect();
+    span.record("fleetscaler.fleet_backoffs", int(failures.len()));
+    let mut linked = HashSet::new();
+    for f in failures {
+        let Some(trace) = &f.trace else {
+            continue;
+        };
+        // One failure may back off several groups here: one link to its pass.
+        if linked.insert(trace) {
+            let attributes = [
+                ("k8s.cluster.name", f.cluster.as_str()),
+                ("fleetscaler.node_group", f.node_group.as_str()),
+            ];
+            otel::link(span, trace, &attributes);
+        }
+    }
 }
 
 /// The removals the fleet's hold kept back, as skipped actions (so the report and events say

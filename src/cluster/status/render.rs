@@ -15,6 +15,9 @@ use crate::engine::plan::{ClusterHealth, GroupHealth, NodeGroupStatus, Plan};
 /// Upstream cuts a backoff's error message to this many characters.
 const MAX_ERROR_MESSAGE: usize = 500;
 const TRUNCATED: &str = "<truncated>";
+/// The error code of a backoff for another cluster's capacity failure: upstream has none
+/// (it sees one cluster), so one in the style of its short camelCase codes.
+const FLEET_BACKOFF_ERROR_CODE: &str = "fleetBackoff";
 /// The note the status carries in dry-run mode.
 pub const DRY_RUN_NOTE: &str =
     "Dry run: fleetscaler plans and reports but does not change this cluster.";
@@ -334,21 +337,28 @@ fn group_entry(
     }
 }
 
-/// Upstream's order: a scale-up under way wins, then an unhealthy group, then a backoff.
+/// Upstream's order: a scale-up under way wins, then an unhealthy group, then a backoff: the
+/// group's own, else the fleet's (another cluster's failure, which the engine never puts on a
+/// group backed off on its own).
 fn group_scale_up(plan: &Plan, g: &GroupHealth) -> (ConditionStatus, Option<BackoffInfo>) {
     let scaling =
         g.scale_up_in_flight.is_some() || plan.scale_up.iter().any(|a| a.node_group == g.id);
+    let backoff = |code: &str, message: &str| {
+        let info = BackoffInfo {
+            error_code: code.to_string(),
+            error_message: truncate(message, MAX_ERROR_MESSAGE),
+        };
+        (ConditionStatus::Backoff, Some(info))
+    };
     if scaling {
         (ConditionStatus::InProgress, None)
     } else if !g.healthy {
         (ConditionStatus::Unhealthy, None)
     } else if g.backoff_until.is_some() {
         let reason = g.backoff_reason.as_deref().unwrap_or_default();
-        let info = BackoffInfo {
-            error_code: g.backoff_kind.unwrap_or_default().error_code().to_string(),
-            error_message: truncate(reason, MAX_ERROR_MESSAGE),
-        };
-        (ConditionStatus::Backoff, Some(info))
+        backoff(g.backoff_kind.unwrap_or_default().error_code(), reason)
+    } else if let Some(f) = &g.fleet_backoff {
+        backoff(FLEET_BACKOFF_ERROR_CODE, &f.explain())
     } else {
         (ConditionStatus::NoActivity, None)
     }

@@ -3,22 +3,32 @@ use serde_json::Value;
 
 use super::*;
 use crate::engine::fixtures::{group_node, machineset, node, pod, snapshot};
-use crate::engine::{EngineState, Settings, run_once};
+use crate::engine::policy::{
+    CapacityKey, FailureScope, FleetPolicy, INSTANCE_TYPE_LABEL, SharedFailure,
+};
+use crate::engine::{EngineState, Settings, run_once_with};
 
 fn at(secs: i64) -> Timestamp {
     "2026-11-22T10:00:00Z".parse::<Timestamp>().unwrap() + SignedDuration::from_secs(secs)
 }
 
 /// Two groups: `a` (2 ready nodes, a pending pod that needs a third) and `b` (idle, one
-/// empty node that is unneeded).
+/// empty m5.2xlarge node in us-east-1a that is unneeded).
 fn plan_at(secs: i64, pending: bool) -> Plan {
+    plan_with(secs, pending, &FleetPolicy::none())
+}
+
+fn plan_with(secs: i64, pending: bool, policy: &FleetPolicy) -> Plan {
     let mut items = vec![
         machineset("a", 1, 5, 2).json(),
         machineset("b", 0, 3, 1).json(),
     ];
     items.extend(group_node("a-1", "a", node("a-1").label("pool", "a")));
     items.extend(group_node("a-2", "a", node("a-2").label("pool", "a")));
-    items.extend(group_node("b-1", "b", node("b-1")));
+    let b_1 = node("b-1")
+        .label(INSTANCE_TYPE_LABEL, "m5.2xlarge")
+        .zone("us-east-1a");
+    items.extend(group_node("b-1", "b", b_1));
     items.push(pod("busy-1").cpu("3").on("a-1").json());
     items.push(pod("busy-2").cpu("3").on("a-2").json());
     if pending {
@@ -26,7 +36,30 @@ fn plan_at(secs: i64, pending: bool) -> Plan {
         items.push(web.unschedulable().json());
     }
     let mut state = EngineState::default();
-    run_once(&snapshot(items), &mut state, &Settings::default(), at(secs))
+    let settings = Settings::default();
+    run_once_with(&snapshot(items), &mut state, &settings, policy, at(secs))
+}
+
+/// Cluster `east` found no m5.2xlarge in us-east-1a two minutes ago.
+fn east_failed(reason: &str) -> FleetPolicy {
+    FleetPolicy {
+        shared_failures: vec![SharedFailure {
+            cluster: "east".into(),
+            node_group: "MachineSet.machine.openshift.io/openshift-machine-api/workers-a".into(),
+            machine: Some("openshift-machine-api/workers-a-x7k2p".into()),
+            key: CapacityKey {
+                instance_type: "m5.2xlarge".into(),
+                zone: Some("us-east-1a".into()),
+                region: Some("us-east-1".into()),
+            },
+            scope: FailureScope::Zone,
+            reason: reason.into(),
+            at: at(-120),
+            until: at(180),
+            trace: None,
+        }],
+        ..FleetPolicy::none()
+    }
 }
 
 fn yaml_value(s: &AutoscalerStatus) -> Value {
@@ -144,6 +177,91 @@ fn a_backoff_is_reported_with_its_code_and_a_bounded_message() {
     assert_eq!(
         v["nodeGroups"][1]["scaleUp"]["backoffInfo"]["errorCode"],
         "timeout"
+    );
+}
+
+#[test]
+fn a_group_backed_off_for_another_clusters_failure_says_whose() {
+    let policy = east_failed("InsufficientInstanceCapacity: no m5.2xlarge here");
+    let plan = plan_with(0, true, &policy);
+    let failure = &policy.shared_failures[0];
+    assert_eq!(
+        plan.health.node_groups[1].fleet_backoff.as_ref(),
+        Some(failure),
+        "the engine backs b off: {:#?}",
+        plan.health.node_groups
+    );
+    let status = render(
+        &plan,
+        &mut StatusMemory::default(),
+        RenderOptions::default(),
+        at(0),
+    );
+    // `a` scales up (its nodes are not of that type), `b` is backed off.
+    assert_eq!(
+        status.node_groups[0].scale_up.status,
+        ConditionStatus::InProgress
+    );
+    let up = &status.node_groups[1].scale_up;
+    assert_eq!(up.status, ConditionStatus::Backoff);
+    let info = up.backoff_info.as_ref().unwrap();
+    assert_eq!(info.error_code, "fleetBackoff");
+    assert_eq!(info.error_message, failure.explain());
+    assert_eq!(
+        info.error_message,
+        "m5.2xlarge in us-east-1a failed in cluster east at 2026-11-22T09:58:00Z \
+         (machine openshift-machine-api/workers-a-x7k2p): InsufficientInstanceCapacity: no \
+         m5.2xlarge here; backed off here too until 2026-11-22T10:03:00Z"
+    );
+    let yaml = status.to_yaml().unwrap();
+    assert!(yaml.contains("errorCode: fleetBackoff"), "{yaml}");
+
+    // A long error is cut as upstream cuts its own.
+    let long = east_failed(&format!(
+        "InsufficientInstanceCapacity: {}",
+        "x".repeat(600)
+    ));
+    let status = render(
+        &plan_with(0, true, &long),
+        &mut StatusMemory::default(),
+        RenderOptions::default(),
+        at(0),
+    );
+    let info = status.node_groups[1].scale_up.backoff_info.clone().unwrap();
+    assert_eq!(info.error_message.chars().count(), MAX_ERROR_MESSAGE);
+    assert!(info.error_message.ends_with("<truncated>"));
+}
+
+#[test]
+fn a_groups_own_backoff_wins_over_the_fleets() {
+    let policy = east_failed("InsufficientInstanceCapacity");
+    let mut plan = plan_with(0, true, &policy);
+    let b = &mut plan.health.node_groups[1];
+    b.backoff_until = Some(at(300));
+    b.backoff_reason = Some("machine b-x failed: InsufficientInstanceCapacity".into());
+    b.backoff_kind = Some(crate::engine::reason::FailureKind::MachineFailed);
+    let status = render(
+        &plan,
+        &mut StatusMemory::default(),
+        RenderOptions::default(),
+        at(0),
+    );
+    let info = status.node_groups[1].scale_up.backoff_info.clone().unwrap();
+    assert_eq!(info.error_code, "machineFailed");
+    assert_eq!(
+        info.error_message,
+        "machine b-x failed: InsufficientInstanceCapacity"
+    );
+    // Over: the fleet's backoff ends with the failure's, and the group is quiet again.
+    let status = render(
+        &plan_with(200, false, &policy),
+        &mut StatusMemory::default(),
+        RenderOptions::default(),
+        at(200),
+    );
+    assert_eq!(
+        status.node_groups[1].scale_up.status,
+        ConditionStatus::NoActivity
     );
 }
 
