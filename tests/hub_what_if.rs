@@ -46,7 +46,9 @@ async fn a_lower_max_nodes_total_shows_the_scale_ups_it_would_cap_where_pods_wai
         }
     })
     .await;
-    let nodes = a.list(fleetscaler::sim::api::resources::Resource::Nodes).len();
+    let nodes = a
+        .list(fleetscaler::sim::api::resources::Resource::Nodes)
+        .len();
     let (addr, serving) = serve_http(&hub).await;
 
     let path = format!("/api/v1/what-if?set=max_nodes_total={nodes}");
@@ -67,7 +69,10 @@ async fn a_lower_max_nodes_total_shows_the_scale_ups_it_would_cap_where_pods_wai
     assert_eq!(capped, wanted);
     assert!(ups.iter().all(|u| u["proposed"].is_null()), "{one:#}");
     assert!(
-        ups.iter().all(|u| u["reason"].as_str().unwrap().contains("MaxNodesTotalReached")),
+        ups.iter().all(|u| u["reason"]
+            .as_str()
+            .unwrap()
+            .contains("MaxNodesTotalReached")),
         "{one:#}"
     );
     let limit = changes(one, "limit");
@@ -93,13 +98,20 @@ async fn a_lower_max_nodes_total_shows_the_scale_ups_it_would_cap_where_pods_wai
     // Mistakes are named; nothing was written.
     let (status, body) = http_request(addr, "GET", "/api/v1/what-if?set=max_nodes_totl=3").await;
     assert_eq!(status, 400);
-    assert!(body.starts_with("set=max_nodes_totl=3: unknown field"), "{body}");
+    assert!(
+        body.starts_with("set=max_nodes_totl=3: unknown field"),
+        "{body}"
+    );
     let (status, body) = http_request(addr, "GET", &format!("{path}&cluster=nope")).await;
     assert_eq!(status, 404);
-    assert!(body.contains("no cluster named \"nope\" (clusters: sim-1, sim-2)"), "{body}");
+    assert!(
+        body.contains("no cluster named \"nope\" (clusters: sim-1, sim-2)"),
+        "{body}"
+    );
     let (status, _) = http_request(addr, "GET", "/api/v1/what-if").await;
     assert_eq!(status, 400);
     assert_eq!(sum_replicas(&groups(a)), 3, "a what-if wrote");
+    assert_eq!(sum_replicas(&groups(b)), 3, "a what-if wrote");
     serving.cancel();
     hub.stop().await;
     fleet.shutdown().await;
