@@ -230,6 +230,9 @@ pub struct FleetAnswer {
     pub proposal: Vec<String>,
     pub at: Timestamp,
     pub summary: Summary,
+    /// What the answer does not take into account, when it was made away from the hub.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     pub clusters: Vec<ClusterAnswer>,
 }
 
@@ -273,6 +276,7 @@ impl FleetAnswer {
             proposal: asked,
             at,
             summary,
+            notes: Vec::new(),
             clusters,
         }
     }

@@ -247,11 +247,7 @@ impl Fleet {
 
     async fn apply_one(&mut self, config: &FleetConfig, c: &ClusterConfig, changes: &mut Changes) {
         let connection = connection_of(config, c);
-        let spec = Arc::new(RunnerSpec {
-            cluster: c.clone(),
-            defaults: config.defaults.clone(),
-            dry_run: c.dry_run.unwrap_or(config.hub.dry_run),
-        });
+        let spec = Arc::new(RunnerSpec::of(config, c));
         let existing = self.slots.get(&c.name);
         let was_running = existing.is_some_and(|s| s.task.is_some());
         let keep = existing.is_some_and(|s| {

@@ -120,6 +120,25 @@ impl InfraTemplates {
     }
 }
 
+/// Reads the templates `scalables` point at, once (a look at a cluster without a runner):
+/// the templates, and the problems.
+pub(crate) async fn read_once<'a>(
+    client: Client,
+    deadline: Duration,
+    scalables: impl Iterator<Item = &'a ScalableResource>,
+) -> (Vec<InfrastructureTemplate>, Vec<String>) {
+    let refs = wanted(scalables);
+    if refs.is_empty() {
+        return (Vec::new(), Vec::new());
+    }
+    let (templates, problems) = Reader::new(client, deadline).read_all(&refs).await;
+    let problems = problems
+        .iter()
+        .map(|(reference, why)| format!("infrastructure template {reference}: {why}"))
+        .collect();
+    (templates.into_values().collect(), problems)
+}
+
 /// The templates the Cluster API resources point at, at most `MAX_TEMPLATES`.
 fn wanted<'a>(scalables: impl Iterator<Item = &'a ScalableResource>) -> BTreeSet<InfraRef> {
     let mut refs = BTreeSet::new();

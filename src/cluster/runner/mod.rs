@@ -8,7 +8,7 @@
 //! infrastructure templates node groups scale from zero with. What a failure
 //! means (restart, backoff) is the hub's business: `run` only returns the error.
 
-mod infra;
+pub(crate) mod infra;
 mod liveness;
 mod pass;
 mod upkeep;
@@ -51,6 +51,17 @@ pub struct RunnerSpec {
     pub defaults: SettingsPatch,
     /// `hub.dry_run`, or the cluster's own `dry_run`.
     pub dry_run: bool,
+}
+
+impl RunnerSpec {
+    /// What `config` says about cluster `c`.
+    pub fn of(config: &crate::config::FleetConfig, c: &ClusterConfig) -> Self {
+        RunnerSpec {
+            cluster: c.clone(),
+            defaults: config.defaults.clone(),
+            dry_run: c.dry_run.unwrap_or(config.hub.dry_run),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
