@@ -1,20 +1,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Fault injection, switched at run time through the cluster handle: injected errors
 //! (500/429), latency, cut watches, refused and hung connections — and the other clusters of
-//! the fleet unaffected.
+//! the fleet unaffected; and through the admin endpoint over HTTP: the cloud out of capacity
+//! for an instance type in a zone.
 
 mod sim_support;
 
 use std::time::{Duration, Instant};
 
+use fleetscaler::sim::admin;
 use fleetscaler::sim::faults::{Faults, Outage};
-use fleetscaler::sim::fleet::Fleet;
+use fleetscaler::sim::fleet::{ClusterHandle, Fleet};
 use fleetscaler::sim::settings::{FleetSettings, Shape, Timing};
 use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{ListParams, WatchParams};
+use kube::api::{ListParams, Patch, PatchParams, WatchParams};
 use kube::{Api, Error};
-use sim_support::client;
+use serde_json::{Value, json};
+use sim_support::{client, eventually, http_send, machine_api};
 
 async fn two_clusters() -> Fleet {
     Fleet::start(FleetSettings {
@@ -147,5 +150,116 @@ async fn dropped_watches_end_streams() {
         .await
         .unwrap();
     assert!(matches!(next, Ok(None)), "{next:?}");
+    fleet.shutdown().await;
+}
+
+/// The machines of the MachineSet `set`, as stored.
+fn machines_of(cluster: &ClusterHandle, set: &str) -> Vec<Value> {
+    let api = cluster.machine_api();
+    cluster
+        .list(api.machines)
+        .into_iter()
+        .filter(|m| m["metadata"]["labels"][api.set_label] == set)
+        .collect()
+}
+
+/// Scales the MachineSet `set` to `replicas` through the API, as the hub would.
+async fn scale(cluster: &ClusterHandle, set: &str, replicas: i64) {
+    let api = cluster.machine_api();
+    let sets = machine_api(
+        &client(cluster).await,
+        api.group,
+        "MachineSet",
+        "machinesets",
+        api.namespace,
+    );
+    let patch = Patch::Merge(json!({"spec": {"replicas": replicas}}));
+    sets.patch(set, &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+}
+
+/// Scales `set` up by one and waits for its new machine to finish provisioning.
+async fn one_more(cluster: &ClusterHandle, set: &str) -> Value {
+    let before = machines_of(cluster, set);
+    let known: Vec<&Value> = before.iter().map(|m| &m["metadata"]["name"]).collect();
+    scale(cluster, set, before.len() as i64 + 1).await;
+    eventually(
+        Duration::from_secs(20),
+        &format!("a new machine of {set}"),
+        || {
+            let new = machines_of(cluster, set).into_iter().find(|m| {
+                !known.contains(&&m["metadata"]["name"])
+                    && !matches!(m["status"]["phase"].as_str(), None | Some("Provisioning"))
+            });
+            async move { new }
+        },
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capacity_faults_set_over_the_admin_endpoint_fail_matching_machines() {
+    let fleet = two_clusters().await;
+    let sim1 = fleet.cluster(1).unwrap();
+    let (admin, serving) = admin::serve(fleet.clusters().to_vec(), 0).await.unwrap();
+    let path = "/clusters/sim-1/faults";
+    for (body, field) in [
+        (
+            r#"{"capacity": [{"instanceType": "m6i.2xlarge", "reason": "no capacity"}]}"#,
+            "capacity[0].reason",
+        ),
+        (
+            r#"{"capacity": [{"zone": "us-east-1a"}]}"#,
+            "capacity[0]: missing field `instanceType`",
+        ),
+        (
+            r#"{"capacity": [{"instanceType": "m6i.2xlarge", "zones": ["us-east-1a"]}]}"#,
+            "capacity[0].zones",
+        ),
+    ] {
+        let (status, answer) = http_send(admin, "PUT", path, body).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert!(answer.contains(field), "{body}: {answer}");
+    }
+    let fault = r#"{"capacity": [{"instanceType": "m6i.2xlarge", "zone": "us-east-1a"}]}"#;
+    let (status, answer) = http_send(admin, "PUT", path, fault).await;
+    assert_eq!(status, 200, "{answer}");
+    let set: Value = serde_json::from_str(&answer).unwrap();
+    assert_eq!(
+        set["capacity"],
+        json!([{"instanceType": "m6i.2xlarge", "zone": "us-east-1a", "reason": "InsufficientInstanceCapacity"}])
+    );
+
+    // us-east-1a scaled up: its new machine fails as AWS would say; us-east-1b's does not.
+    let (zone_a, zone_b) = (
+        format!("{}-worker-us-east-1a", sim1.infra),
+        format!("{}-worker-us-east-1b", sim1.infra),
+    );
+    let failed = one_more(sim1, &zone_a).await;
+    assert_eq!(failed["status"]["phase"], "Failed", "{failed}");
+    let message = failed["status"]["errorMessage"].as_str().unwrap();
+    assert_eq!(
+        message,
+        "error launching instance: InsufficientInstanceCapacity: We currently do not have \
+         sufficient m6i.2xlarge capacity in the Availability Zone you requested (us-east-1a)."
+    );
+    assert_eq!(one_more(sim1, &zone_b).await["status"]["phase"], "Running");
+    // The machine running before the fault still runs.
+    let running = machines_of(sim1, &zone_a)
+        .into_iter()
+        .filter(|m| m["status"]["phase"] == "Running")
+        .count();
+    assert_eq!(running, 1);
+
+    // Cleared: the next machine of us-east-1a gets its node.
+    let (status, answer) = http_send(admin, "DELETE", path, "").await;
+    assert_eq!(
+        (status, answer.contains(r#""capacity":[]"#)),
+        (200, true),
+        "{answer}"
+    );
+    assert_eq!(one_more(sim1, &zone_a).await["status"]["phase"], "Running");
+    serving.abort();
     fleet.shutdown().await;
 }

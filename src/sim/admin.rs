@@ -3,6 +3,14 @@
 //!
 //! - `GET /clusters` — every cluster, its server and faults;
 //! - `GET|PUT|DELETE /clusters/<name>/faults` — read, set (a `Faults` JSON body), clear.
+//!
+//! A PUT replaces every fault of the cluster. Besides the API server's own faults, it can
+//! take the cloud's capacity away: with
+//! `{"capacity": [{"instanceType": "m6i.2xlarge", "zone": "us-east-1a"}]}` (optional
+//! `reason`, default `InsufficientInstanceCapacity`, and `message`), machines of that type
+//! in that zone go Failed when they finish provisioning, until the faults are cleared.
+//! A body that cannot be read or checked gets a 400 naming the field
+//! (`capacity[0].reason has ' ': ...`).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -103,15 +111,10 @@ async fn handle(clusters: &[ClusterHandle], req: Request<Incoming>) -> Response<
                             );
                         }
                     };
-                    let faults: Faults = match serde_json::from_slice(&body) {
+                    let faults = match Faults::from_json(&body) {
                         Ok(f) => f,
-                        Err(e) => {
-                            return error(StatusCode::BAD_REQUEST, &format!("invalid faults: {e}"));
-                        }
+                        Err(e) => return error(StatusCode::BAD_REQUEST, &e),
                     };
-                    if let Err(e) = faults.validate() {
-                        return error(StatusCode::BAD_REQUEST, &e);
-                    }
                     cluster.faults().set(faults);
                     reply(StatusCode::OK, &json!(cluster.faults().get()))
                 }

@@ -1,7 +1,13 @@
 //! Fault injection for one simulated cluster, switchable at run time: added latency, a
-//! share of requests failing with 500 or 429, watches cut, and a full outage (connections
-//! refused or left hanging). Tests hold the switch directly; the CLI's admin endpoint
-//! sets it over HTTP.
+//! share of requests failing with 500 or 429, watches cut, a full outage (connections
+//! refused or left hanging), and the cloud out of capacity for an instance type in a zone
+//! (`capacity`: machines of that type and zone that finish provisioning while the fault is
+//! in force go Failed with the cloud's error). Tests hold the switch directly; the CLI's
+//! admin endpoint sets it over HTTP, e.g.
+//!
+//! ```json
+//! {"capacity": [{"instanceType": "m6i.2xlarge", "zone": "us-east-1a"}]}
+//! ```
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
@@ -32,6 +38,118 @@ pub struct Faults {
     /// Open watches are cut, and new ones end right after they start.
     pub drop_watches: bool,
     pub outage: Option<Outage>,
+    /// The cloud has no capacity for these instance types (in these zones): their machines
+    /// fail at the end of provisioning. The API server itself is unaffected.
+    pub capacity: Vec<CapacityFault>,
+}
+
+/// At most this many capacity faults at once: each machine finishing provisioning is
+/// checked against all of them.
+pub const MAX_CAPACITY_FAULTS: usize = 32;
+const MAX_NAME_CHARS: usize = 128;
+const MAX_REASON_CHARS: usize = 128;
+const MAX_MESSAGE_CHARS: usize = 1024;
+
+/// The cloud cannot launch `instance_type` in `zone`: a machine of that profile finishing
+/// provisioning goes Failed with `error launching instance: <reason>: <message>`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CapacityFault {
+    pub instance_type: String,
+    /// Absent: every zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// The cloud's error code, as in `InsufficientInstanceCapacity` (the default) or
+    /// `InstanceLimitExceeded`.
+    #[serde(default = "default_reason")]
+    pub reason: String,
+    /// The cloud's words after the code; absent: AWS's "We currently do not have
+    /// sufficient <type> capacity in the Availability Zone you requested (<zone>)."
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// AWS's error code for an instance type out of capacity in a zone.
+pub const DEFAULT_CAPACITY_REASON: &str = "InsufficientInstanceCapacity";
+
+fn default_reason() -> String {
+    DEFAULT_CAPACITY_REASON.to_string()
+}
+
+impl CapacityFault {
+    /// Whether a machine of `instance_type` in `zone` is hit.
+    pub fn matches(&self, instance_type: &str, zone: &str) -> bool {
+        self.instance_type == instance_type && self.zone.as_deref().is_none_or(|z| z == zone)
+    }
+
+    /// The failure message of a machine of `instance_type` in `zone`, as the cloud's API
+    /// would put it: the code, then the message.
+    pub fn failure_message(&self, instance_type: &str, zone: &str) -> String {
+        launch_error(&self.reason, self.message.as_deref(), instance_type, zone)
+    }
+
+    /// Checks one entry; errors name `capacity[<index>].<field>`.
+    fn validate(&self, index: usize) -> Result<(), String> {
+        let named = |field: &'static str| move |e: String| format!("capacity[{index}].{field} {e}");
+        check_name(&self.instance_type).map_err(named("instanceType"))?;
+        if let Some(zone) = &self.zone {
+            check_name(zone).map_err(named("zone"))?;
+        }
+        check_reason(&self.reason).map_err(named("reason"))?;
+        if let Some(message) = &self.message {
+            check_length(message, MAX_MESSAGE_CHARS).map_err(named("message"))?;
+        }
+        Ok(())
+    }
+}
+
+/// An instance type or zone: not blank, and short.
+fn check_name(name: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("must not be empty".into());
+    }
+    check_length(name, MAX_NAME_CHARS)
+}
+
+fn check_length(text: &str, max: usize) -> Result<(), String> {
+    match text.chars().count() {
+        n if n > max => Err(format!("is longer than {max} characters ({n})")),
+        _ => Ok(()),
+    }
+}
+
+/// A cloud error code is one short token, as providers' codes are: it goes into a
+/// machine's failure message, which the hub reads to tell capacity errors from others.
+fn check_reason(reason: &str) -> Result<(), String> {
+    if reason.is_empty() {
+        return Err("must not be empty".into());
+    }
+    check_length(reason, MAX_REASON_CHARS)?;
+    match reason
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
+    {
+        Some(c) => Err(format!(
+            "has {c:?}: a cloud error code is letters, digits, '_', '.' and '-'"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `error launching instance: <reason>: <message>`, with AWS's words for a zone out of
+/// capacity when no message is given.
+pub fn launch_error(
+    reason: &str,
+    message: Option<&str>,
+    instance_type: &str,
+    zone: &str,
+) -> String {
+    match message {
+        Some(m) => format!("error launching instance: {reason}: {m}"),
+        None => format!(
+            "error launching instance: {reason}: We currently do not have sufficient {instance_type} capacity in the Availability Zone you requested ({zone})."
+        ),
+    }
 }
 
 impl Faults {
@@ -49,7 +167,32 @@ impl Faults {
                 self.error_code
             ));
         }
+        if self.capacity.len() > MAX_CAPACITY_FAULTS {
+            return Err(format!(
+                "capacity holds at most {MAX_CAPACITY_FAULTS} faults, got {}",
+                self.capacity.len()
+            ));
+        }
+        for (index, fault) in self.capacity.iter().enumerate() {
+            fault.validate(index)?;
+        }
         Ok(())
+    }
+
+    /// Reads faults as the admin endpoint takes them (JSON), checked; errors name the
+    /// field, as `capacity[0]: missing field `instanceType``.
+    pub fn from_json(body: &[u8]) -> Result<Faults, String> {
+        let mut de = serde_json::Deserializer::from_slice(body);
+        let faults: Faults = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+            let path = e.path().to_string();
+            // `.` is the whole body, `?` a body that is not JSON at all.
+            match path.as_str() {
+                "." | "?" => format!("invalid faults: {}", e.inner()),
+                _ => format!("invalid faults: {path}: {}", e.inner()),
+            }
+        })?;
+        faults.validate()?;
+        Ok(faults)
     }
 }
 
@@ -81,6 +224,11 @@ impl FaultSwitch {
     /// Back to a healthy cluster.
     pub fn clear(&self) {
         self.set(Faults::default());
+    }
+
+    /// The capacity faults now in force (cloning nothing when there are none).
+    pub fn capacity(&self) -> Vec<CapacityFault> {
+        self.tx.borrow().capacity.clone()
     }
 
     /// A receiver woken on every change (watches and hung connections wait on it).
@@ -120,6 +268,115 @@ mod tests {
             .validate()
             .is_ok()
         );
+    }
+
+    fn fault(instance_type: &str, zone: Option<&str>) -> CapacityFault {
+        CapacityFault {
+            instance_type: instance_type.into(),
+            zone: zone.map(str::to_string),
+            reason: DEFAULT_CAPACITY_REASON.into(),
+            message: None,
+        }
+    }
+
+    fn with_capacity(capacity: Vec<CapacityFault>) -> Faults {
+        Faults {
+            capacity,
+            ..Faults::default()
+        }
+    }
+
+    #[test]
+    fn capacity_faults_are_validated_entry_by_entry() {
+        let ok = fault("m6i.2xlarge", Some("us-east-1a"));
+        assert_eq!(with_capacity(vec![ok.clone()]).validate(), Ok(()));
+        let bad = |f: CapacityFault| with_capacity(vec![ok.clone(), f]).validate().unwrap_err();
+        let e = bad(fault(" ", None));
+        assert!(
+            e.starts_with("capacity[1].instanceType must not be empty"),
+            "{e}"
+        );
+        let e = bad(fault("m6i.2xlarge", Some("")));
+        assert!(e.starts_with("capacity[1].zone must not be empty"), "{e}");
+        let e = bad(fault(&"m".repeat(129), None));
+        assert!(e.starts_with("capacity[1].instanceType is longer"), "{e}");
+        for reason in ["", "Insufficient Capacity", "no:colon", &"R".repeat(129)] {
+            let e = bad(CapacityFault {
+                reason: reason.into(),
+                ..ok.clone()
+            });
+            assert!(e.starts_with("capacity[1].reason "), "{reason:?}: {e}");
+        }
+        let e = bad(CapacityFault {
+            message: Some("x".repeat(1025)),
+            ..ok.clone()
+        });
+        assert!(
+            e.starts_with("capacity[1].message is longer than 1024"),
+            "{e}"
+        );
+        let fine = CapacityFault {
+            reason: "Server.InsufficientInstanceCapacity_2-b".into(),
+            message: Some("x".repeat(1024)),
+            ..ok.clone()
+        };
+        assert_eq!(with_capacity(vec![fine]).validate(), Ok(()));
+        let e = with_capacity(vec![ok; 33]).validate().unwrap_err();
+        assert!(e.contains("at most 32 faults, got 33"), "{e}");
+    }
+
+    #[test]
+    fn a_capacity_fault_matches_its_type_in_its_zone_or_in_all() {
+        let zonal = fault("m6i.2xlarge", Some("us-east-1a"));
+        assert!(zonal.matches("m6i.2xlarge", "us-east-1a"));
+        assert!(!zonal.matches("m6i.2xlarge", "us-east-1b"));
+        assert!(!zonal.matches("m6i.4xlarge", "us-east-1a"));
+        let everywhere = fault("m6i.2xlarge", None);
+        assert!(everywhere.matches("m6i.2xlarge", "us-east-1c"));
+        assert!(!everywhere.matches("m6i.4xlarge", "us-east-1c"));
+    }
+
+    #[test]
+    fn the_failure_message_says_the_reason_as_the_cloud_would() {
+        assert_eq!(
+            fault("m6i.2xlarge", None).failure_message("m6i.2xlarge", "us-east-1a"),
+            "error launching instance: InsufficientInstanceCapacity: We currently do not have \
+             sufficient m6i.2xlarge capacity in the Availability Zone you requested (us-east-1a)."
+        );
+        let quota = CapacityFault {
+            reason: "InstanceLimitExceeded".into(),
+            message: Some("You have requested more instances than your limit allows.".into()),
+            ..fault("m6i.2xlarge", None)
+        };
+        assert_eq!(
+            quota.failure_message("m6i.2xlarge", "us-east-1a"),
+            "error launching instance: InstanceLimitExceeded: You have requested more instances \
+             than your limit allows."
+        );
+    }
+
+    #[test]
+    fn capacity_json_has_defaults_and_errors_name_the_field() {
+        let f = Faults::from_json(br#"{"capacity": [{"instanceType": "m6i.2xlarge"}]}"#).unwrap();
+        assert_eq!(f.capacity, vec![fault("m6i.2xlarge", None)]);
+        let e = Faults::from_json(br#"{"capacity": [{"zone": "us-east-1a"}]}"#).unwrap_err();
+        assert!(
+            e.contains("capacity[0]") && e.contains("instanceType"),
+            "{e}"
+        );
+        let e = Faults::from_json(br#"{"capacity": [{"instanceType": "a", "zones": []}]}"#)
+            .unwrap_err();
+        assert!(e.contains("capacity[0]") && e.contains("zones"), "{e}");
+        let e = Faults::from_json(br#"{"capacity": [{"instanceType": "a", "reason": 3}]}"#)
+            .unwrap_err();
+        assert!(e.contains("capacity[0].reason"), "{e}");
+        let e = Faults::from_json(br#"{"capacity": [{"instanceType": ""}]}"#).unwrap_err();
+        assert!(e.starts_with("capacity[0].instanceType"), "{e}");
+        let e = Faults::from_json(b"{").unwrap_err();
+        assert!(e.starts_with("invalid faults: EOF"), "{e}");
+        // The form a GET answers with reads back as it was.
+        let round = Faults::from_json(&serde_json::to_vec(&f).unwrap()).unwrap();
+        assert_eq!(round, f);
     }
 
     #[test]

@@ -134,6 +134,7 @@ fn control_plane(
             infra,
             &key,
             None,
+            &[],
             &profile,
         )?;
         if let Some(node) = made {
@@ -265,7 +266,7 @@ fn create_group(
     let mut world = SimWorld::new(state, None);
     for _ in 0..replicas {
         let key = create_machine(&mut world, api, &set)?;
-        if let Some(node) = provision(&mut world, api, &key, None)? {
+        if let Some(node) = provision(&mut world, api, &key, None, &[])? {
             nodes.push((node, String::new(), true));
         }
     }

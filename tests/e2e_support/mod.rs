@@ -10,7 +10,7 @@
 
 #[path = "../sim_support/mod.rs"]
 mod sim_support;
-pub use sim_support::eventually;
+pub use sim_support::{eventually, http_send};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -327,15 +327,7 @@ pub async fn serve_http(hub: &Hub) -> (std::net::SocketAddr, CancellationToken) 
 
 /// One plain HTTP/1.0 request: the status code and the body.
 pub async fn http_request(addr: std::net::SocketAddr, method: &str, path: &str) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("{method} {path} HTTP/1.0\r\nHost: test\r\n\r\n");
-    tcp.write_all(request.as_bytes()).await.unwrap();
-    let mut raw = String::new();
-    tcp.read_to_string(&mut raw).await.unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, body.to_string())
+    http_send(addr, method, path, "").await
 }
 
 /// The report of cluster `name` once it runs and has made a pass.

@@ -76,3 +76,26 @@ pub fn machine_api(
     let ar = ApiResource::from_gvk_with_plural(&gvk, plural);
     Api::namespaced_with(client.clone(), ns, &ar)
 }
+
+/// One plain HTTP/1.0 request with a body (empty for none): the status code and the body.
+/// For the hub's server and the simulated fleet's admin endpoint alike.
+pub async fn http_send(
+    addr: std::net::SocketAddr,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let length = match body.len() {
+        0 => String::new(),
+        n => format!("Content-Length: {n}\r\n"),
+    };
+    let request = format!("{method} {path} HTTP/1.0\r\nHost: test\r\n{length}\r\n{body}");
+    tcp.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    tcp.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}

@@ -54,6 +54,8 @@ impl Controllers {
         let timing = &cluster.timing;
         self.index.sync(&state.store, now);
         if let Some(machines) = &mut self.machines {
+            // The cloud behind the simulated machines is the cluster's fault switch.
+            machines.set_capacity_faults(cluster.faults.capacity());
             machines.step(
                 &mut machines::SimWorld::new(state, Some(&self.index)),
                 timing,

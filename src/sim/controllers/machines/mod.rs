@@ -3,8 +3,10 @@
 //! that carry the delete-machine annotation first when scaling down; a Machine becomes a
 //! Node after the provisioning delay, or fails as its MachineSet's failure mode says
 //! (`fail`: phase Failed with an error message; `no-node`: never gets a node; `not-ready`:
-//! its node never turns Ready); a deleted Machine takes its Node with it after the
-//! deprovisioning delay. Orphans are garbage-collected as the owner-reference GC would.
+//! its node never turns Ready) or as a capacity fault of the simulated cloud matching its
+//! instance type and zone says (phase Failed with the cloud's error); a deleted Machine
+//! takes its Node with it after the deprovisioning delay. Orphans are garbage-collected as
+//! the owner-reference GC would.
 //!
 //! The logic runs against a [`MachineWorld`]: the simulated fleet's state (`SimWorld`) or a
 //! real API server (`sim::testbed`), so both behave alike by construction.
@@ -20,6 +22,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::sim::api::resources::Resource;
+use crate::sim::faults::CapacityFault;
 use crate::sim::machine_api::{FAILURE_MODE_ANNOTATION, MachineApi};
 use crate::sim::settings::{Flavor, Timing};
 use crate::sim::store::Key;
@@ -108,6 +111,8 @@ pub struct MachineController {
     timers: HashMap<String, Instant>,
     /// The world's revision the last pass started from, if it tells one.
     last_revision: Option<u64>,
+    /// The simulated cloud's capacity faults in force (none over a real API server).
+    capacity: Vec<CapacityFault>,
 }
 
 impl MachineController {
@@ -121,7 +126,15 @@ impl MachineController {
             watched,
             timers: HashMap::new(),
             last_revision: None,
+            capacity: Vec::new(),
         }
+    }
+
+    /// The capacity faults the next passes apply: machines of a matching instance type and
+    /// zone that finish provisioning go Failed. The world holds objects, not the cloud
+    /// behind them, so whoever runs the controller says what the cloud refuses.
+    pub fn set_capacity_faults(&mut self, faults: Vec<CapacityFault>) {
+        self.capacity = faults;
     }
 
     /// The Machine API this controller serves.
@@ -233,7 +246,7 @@ impl MachineController {
                 self.deprovision(world, m, elapsed >= timing.machine_deprovision);
             } else if elapsed >= timing.machine_provision {
                 let mode = self.owner_failure_mode(world, m);
-                let _ = provision(world, &self.api, &m.key, mode.as_deref());
+                let _ = provision(world, &self.api, &m.key, mode.as_deref(), &self.capacity);
                 self.timers.remove(&*m.key.name);
             }
         }

@@ -1,6 +1,7 @@
 //! The objects the machine controller writes, in either Machine API's shape: the MachineSet
 //! a Cluster API MachineDeployment owns, new Machines, the end of a Machine's provisioning
-//! (a Node, no node, or a failure) and the status of sets and deployments. Cluster API
+//! (a Node, no node, or a failure: its set's failure mode, or the cloud out of capacity for
+//! its instance type in its zone) and the status of sets and deployments. Cluster API
 //! objects are v1beta2: `status.nodeRef` is `{name}`, readiness is
 //! `status.initialization`, failures live under `status.deprecated.v1beta1`, and
 //! `infrastructureRef` is `{apiGroup, kind, name}`.
@@ -10,6 +11,7 @@ use serde_json::{Value, json};
 use super::world::MachineWorld;
 use crate::sim::api::resources::Resource;
 use crate::sim::api::status::ApiError;
+use crate::sim::faults::{CapacityFault, DEFAULT_CAPACITY_REASON, launch_error};
 use crate::sim::machine_api::{MachineApi, NEVER_READY_ANNOTATION, Profile, node};
 use crate::sim::registry::now_rfc3339;
 use crate::sim::rng::Rng;
@@ -105,12 +107,14 @@ pub fn create_machine<W: MachineWorld>(
 }
 
 /// Ends a Machine's provisioning as `mode` says: a Node (Ready later, or never), no node,
-/// or a failure. The instance profile and cluster name come from its MachineSet.
+/// or a failure; a failure too when one of the `capacity` faults matches its instance type
+/// and zone. The instance profile and cluster name come from its MachineSet.
 pub fn provision<W: MachineWorld>(
     world: &mut W,
     api: &MachineApi,
     key: &Key,
     mode: Option<&str>,
+    capacity: &[CapacityFault],
 ) -> Result<Option<String>, W::Error> {
     let Some(machine) = world.get(api.machines, key) else {
         return Ok(None);
@@ -126,7 +130,7 @@ pub fn provision<W: MachineWorld>(
     let profile = Profile::of(&set, api, template.as_ref())
         .map_err(|e| ApiError::invalid("MachineSet", &owner, e))?;
     let infra = api.cluster_of(&set);
-    provision_as(world, api, &infra, key, mode, &profile)
+    provision_as(world, api, &infra, key, mode, capacity, &profile)
 }
 
 /// The AWSMachineTemplate a Cluster API MachineSet's machines are made from, if served.
@@ -150,19 +154,11 @@ pub fn provision_as<W: MachineWorld>(
     infra: &str,
     key: &Key,
     mode: Option<&str>,
+    capacity: &[CapacityFault],
     profile: &Profile,
 ) -> Result<Option<String>, W::Error> {
-    if mode == Some("fail") {
-        let message = format!(
-            "error launching instance: InsufficientInstanceCapacity: We currently do not have sufficient {} capacity in the Availability Zone you requested ({}).",
-            profile.instance_type, profile.zone
-        );
-        return world
-            .modify(api.machines, key, |m| {
-                m["status"]["phase"] = json!("Failed");
-                api.set_failure(&mut m["status"], "InsufficientCapacity", &message);
-            })
-            .map(|()| None);
+    if let Some(message) = launch_failure(mode, capacity, profile) {
+        return fail(world, api, key, &message).map(|()| None);
     }
     let (a, b) = (world.rng().below(250) + 1, world.rng().below(250) + 2);
     let ip = format!("10.0.{a}.{b}");
@@ -209,6 +205,45 @@ pub fn provision_as<W: MachineWorld>(
             initialized(api, &mut m["status"]);
         })
         .map(|()| Some(node_name))
+}
+
+/// The cloud's error, if it cannot launch the instance of `profile`: the set's `fail`
+/// failure mode (no capacity for its type in its zone), or a capacity fault in force that
+/// matches its type and zone.
+fn launch_failure(
+    mode: Option<&str>,
+    capacity: &[CapacityFault],
+    profile: &Profile,
+) -> Option<String> {
+    let (instance_type, zone) = (profile.instance_type.as_str(), profile.zone.as_str());
+    if mode == Some("fail") {
+        return Some(launch_error(
+            DEFAULT_CAPACITY_REASON,
+            None,
+            instance_type,
+            zone,
+        ));
+    }
+    capacity
+        .iter()
+        .find(|f| f.matches(instance_type, zone))
+        .map(|f| f.failure_message(instance_type, zone))
+}
+
+/// A machine whose instance could not be launched: phase Failed, the cloud's error as its
+/// failure message. Its reason is the Machine APIs' category for a failed create
+/// (`CreateError`), not the cloud's code: what went wrong, the message says, as a real
+/// provider's does, so that readers of machines tell capacity errors by the cloud's words.
+fn fail<W: MachineWorld>(
+    world: &mut W,
+    api: &MachineApi,
+    key: &Key,
+    message: &str,
+) -> Result<(), W::Error> {
+    world.modify(api.machines, key, |m| {
+        m["status"]["phase"] = json!("Failed");
+        api.set_failure(&mut m["status"], "CreateError", message);
+    })
 }
 
 /// Cluster API reports a machine's bootstrap data and infrastructure ready in
