@@ -25,6 +25,8 @@ enum Command {
     Run(fleetscaler::cli::run::RunArgs),
     /// A simulated fleet and the hub autoscaling it, with a live view (the quickest look).
     Demo(fleetscaler::cli::demo::DemoArgs),
+    /// What a proposed change of settings would change in every cluster right now (read only).
+    WhatIf(fleetscaler::cli::what_if::WhatIfArgs),
     /// The fleet at a glance from a running hub's API: one row per cluster.
     Status(fleetscaler::cli::status::StatusArgs),
     /// Run only a simulated fleet (HTTPS Kubernetes API servers on loopback), for kubectl or tests.
@@ -57,6 +59,10 @@ fn main() -> ExitCode {
                     .map_err(anyhow::Error::from)
             })
         }
+        Command::WhatIf(args) => runtime().and_then(|rt| {
+            rt.block_on(fleetscaler::cli::what_if::run(&args, &mut out))
+                .map_err(anyhow::Error::from)
+        }),
         Command::Status(args) => runtime().and_then(|rt| {
             rt.block_on(fleetscaler::cli::status::run(&args, &mut out))
                 .map_err(anyhow::Error::from)

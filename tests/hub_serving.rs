@@ -118,7 +118,14 @@ async fn the_api_and_metrics_answer_only_the_users_rbac_allows_over_https() {
     assert_eq!(plain.status, 400, "{plain:?}");
     assert!(plain.body.contains("HTTPS"), "{plain:?}");
 
-    for path in ["/api/v1/fleet", "/metrics", "/", "/api/v1/clusters/sim-1"] {
+    let what_if = "/api/v1/what-if?set=max_nodes_total=3";
+    for path in [
+        "/api/v1/fleet",
+        "/metrics",
+        "/",
+        "/api/v1/clusters/sim-1",
+        what_if,
+    ] {
         let none = s.get(path, None).await;
         assert_eq!(none.status, 401, "{path} without a token: {none:?}");
         assert!(none.body.contains("no bearer token"), "{none:?}");
@@ -173,6 +180,11 @@ async fn the_api_and_metrics_answer_only_the_users_rbac_allows_over_https() {
         s.get("/dashboard/app.js", Some("alice-token")).await.status,
         200
     );
+    // The what-if is the API's too: alice may ask it, prometheus may not.
+    let answer = s.get(what_if, Some("alice-token")).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert_eq!(answer.json()["clusters"][0]["name"], "sim-1");
+    assert_eq!(s.get(what_if, Some("prom-token")).await.status, 403);
 
     // The probes: plain HTTP on their own port, no token; nothing else there.
     assert_eq!(http_get(probes, "/livez").await.status, 200);

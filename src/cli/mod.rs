@@ -10,3 +10,5 @@ pub mod run;
 mod signal;
 pub mod status;
 pub mod view;
+pub mod what_if;
+mod what_if_text;

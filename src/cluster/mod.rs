@@ -24,6 +24,15 @@ pub mod what_if;
 use std::fmt;
 use std::sync::Arc;
 
+/// CPU work (the engine) from async code: on a multi-threaded runtime it runs in place while
+/// the worker's other tasks move to other workers, so one large cluster never stalls the rest.
+pub fn cpu<T>(work: impl FnOnce() -> T) -> T {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
+        _ => work(),
+    }
+}
+
 /// A cluster's name, as in fleet.toml (`[[clusters]] name`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ClusterName(Arc<str>);

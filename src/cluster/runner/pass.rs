@@ -334,16 +334,9 @@ fn run_engine(
 ) -> Plan {
     // The engine's spans go under the pass: it is entered again wherever the work runs.
     let pass = Span::current();
-    cpu(|| pass.in_scope(|| crate::engine::run_once_with(snapshot, state, settings, policy, now)))
-}
-
-/// CPU work of a runner: on a multi-threaded runtime it runs in place while other tasks move
-/// to other workers.
-pub(super) fn cpu<T>(work: impl FnOnce() -> T) -> T {
-    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
-        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(work),
-        _ => work(),
-    }
+    crate::cluster::cpu(|| {
+        pass.in_scope(|| crate::engine::run_once_with(snapshot, state, settings, policy, now))
+    })
 }
 
 /// Reading the cache and the effective settings.

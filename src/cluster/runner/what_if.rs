@@ -52,7 +52,7 @@ impl Runner {
                         evaluate(&name, &spec, snapshot, state, &policy, &ask.proposal, now)
                     })
                 };
-                super::pass::cpu(work)
+                crate::cluster::cpu(work)
             }
         };
         // The asker may have given up (its deadline passed): nothing to do then.
