@@ -145,12 +145,18 @@ fn text(name: &str, r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out, "\n[hub]")?;
     writeln!(
         out,
-        "  listen {}; a pass at least every {} (and {} after a relevant event); API calls time out after {}",
+        "  listen {}; a pass at least every {} (and {} after a relevant event goes quiet, {} at most); API calls time out after {}",
         h.listen,
         format_go_duration(h.scan_interval),
         format_go_duration(h.debounce),
+        format_go_duration(h.debounce_max),
         format_go_duration(h.request_timeout)
     )?;
+    let turns = match h.pass_concurrency {
+        0 => "one per core".to_string(),
+        n => n.to_string(),
+    };
+    writeln!(out, "  engine passes at once across the fleet: {turns}")?;
     let kubeconfigs = if h.kubeconfigs.is_empty() {
         "$KUBECONFIG or ~/.kube/config".to_string()
     } else {

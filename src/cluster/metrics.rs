@@ -82,6 +82,8 @@ pub struct Counters {
     /// Durations by upstream's `function` label: `main` (the pass), `autoscaling` (the engine).
     pub durations: BTreeMap<&'static str, Histogram>,
     pub scale_up_latency: Histogram,
+    /// How long passes waited for a turn on the fleet's pool.
+    pub pass_queue: Histogram,
     /// When each activity (`main`, `scaleUp`, `scaleDown`) last happened.
     pub last_activity: BTreeMap<&'static str, Timestamp>,
 }
@@ -97,6 +99,7 @@ impl Default for Counters {
             errors: BTreeMap::new(),
             durations: BTreeMap::new(),
             scale_up_latency: Histogram::new(&LATENCY_BUCKETS),
+            pass_queue: Histogram::new(&DURATION_BUCKETS),
             last_activity: BTreeMap::new(),
         }
     }

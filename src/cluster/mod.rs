@@ -15,6 +15,7 @@ pub mod executor;
 pub mod gate;
 pub mod metrics;
 pub mod outcome;
+pub mod pool;
 pub mod read;
 pub mod report;
 pub mod runner;

@@ -138,6 +138,8 @@ pub struct PassSummary {
     pub took_ms: f64,
     /// The engine's decision alone.
     pub engine_ms: f64,
+    /// How long the pass waited for its turn on the fleet's pool before it began.
+    pub queued_ms: f64,
     pub scale_ups: usize,
     pub scale_downs: usize,
     /// Why the pass did not run the engine, if it did not.

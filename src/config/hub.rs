@@ -33,9 +33,16 @@ pub struct HubConfig {
     #[serde(with = "duration_serde")]
     pub scan_interval: Duration,
     /// A relevant watch event (a new unschedulable pod, a node turning ready, a MachineSet
-    /// change) starts a pass after this long, so a burst of events makes one pass.
+    /// change) starts a pass once the cluster has been quiet this long, so a burst of events
+    /// makes one pass...
     #[serde(with = "duration_serde")]
     pub debounce: Duration,
+    /// ...but never later than this after the first event of the burst.
+    #[serde(with = "duration_serde")]
+    pub debounce_max: Duration,
+    /// Engine passes that run at once, across the fleet (CPU work: more than the cores only
+    /// adds waiting); the rest queue, first come first served. 0: the number of cores.
+    pub pass_concurrency: usize,
     /// Timeout of every call to a cluster's API server.
     #[serde(with = "duration_serde")]
     pub request_timeout: Duration,
@@ -58,7 +65,9 @@ impl Default for HubConfig {
         HubConfig {
             listen: "0.0.0.0:8080".into(),
             scan_interval: Duration::from_secs(10),
-            debounce: Duration::from_secs(1),
+            debounce: Duration::from_millis(200),
+            debounce_max: Duration::from_secs(2),
+            pass_concurrency: 0,
             request_timeout: Duration::from_secs(10),
             kubeconfigs: Vec::new(),
             dry_run: false,
@@ -125,6 +134,16 @@ impl HubConfig {
             if d.is_zero() {
                 bad(key, "must be longer than 0s".into());
             }
+        }
+        if self.debounce > self.debounce_max {
+            bad(
+                "debounce_max",
+                format!(
+                    "{} is shorter than hub.debounce ({}): a burst would wait longer than its maximum",
+                    format_go_duration(self.debounce_max),
+                    format_go_duration(self.debounce)
+                ),
+            );
         }
         if !is_dns_label(&self.status_namespace) {
             bad(

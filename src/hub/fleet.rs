@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::health::{self, FleetHealth, FleetState, Glance};
-use super::supervise::{Connection, Supervised, TimingKey, supervise};
+use super::supervise::{Connection, Supervised, supervise};
 use crate::cluster::ClusterName;
 use crate::cluster::gate::{FleetLink, WriteGate, hold_channel};
 use crate::cluster::report::{ClusterReport, Phase};
@@ -180,6 +180,8 @@ pub struct Fleet {
     /// Sets the scale-down hold every runner reads.
     hold: watch::Sender<Option<String>>,
     hold_rx: FleetLink,
+    /// Turns for engine passes, shared by every cluster (sized once, at the first apply).
+    pool: Option<crate::cluster::pool::PassPool>,
 }
 
 impl Fleet {
@@ -213,6 +215,7 @@ impl Fleet {
             health,
             hold,
             hold_rx,
+            pool: None,
         };
         (fleet, view)
     }
@@ -220,6 +223,9 @@ impl Fleet {
     /// Brings the running clusters in line with `config`.
     pub async fn apply(&mut self, config: &FleetConfig) -> Changes {
         self.health_config = config.fleet.clone();
+        let concurrency = config.hub.pass_concurrency;
+        self.pool
+            .get_or_insert_with(|| crate::cluster::pool::PassPool::new(concurrency));
         self.hold_rx
             .failures()
             .configure(&config.fleet.shared_failures);
@@ -300,6 +306,7 @@ impl Fleet {
                     spec: spec_rx,
                     report: report_tx,
                     what_if: what_if_rx,
+                    pool: self.pool.clone().unwrap_or_default(),
                 },
                 cancel.clone(),
             ))
@@ -346,6 +353,10 @@ impl Fleet {
             ),
             ("hub.tracing", fixed.tracing != new.tracing),
             ("hub.serving", fixed.serving != new.serving),
+            (
+                "hub.pass_concurrency",
+                fixed.pass_concurrency != new.pass_concurrency,
+            ),
         ]
         .into_iter()
         .filter_map(|(key, differs)| differs.then_some(key))
@@ -435,9 +446,10 @@ fn connection_of(config: &FleetConfig, c: &ClusterConfig) -> Connection {
         context: c.context().to_string(),
         kubeconfig: c.kubeconfig.clone(),
         hub_kubeconfigs: config.hub.kubeconfigs.clone(),
-        timing: TimingKey {
+        timing: crate::cluster::runner::Timing {
             scan_interval: config.hub.scan_interval,
             debounce: config.hub.debounce,
+            debounce_max: config.hub.debounce_max,
             request_timeout: config.hub.request_timeout,
             write_timeout,
         },

@@ -283,6 +283,7 @@ mod tests {
             at: now,
             took_ms: 1.0,
             engine_ms: 1.0,
+            queued_ms: 0.0,
             scale_ups: 0,
             scale_downs: 0,
             skipped: None,

@@ -34,17 +34,9 @@ pub struct Connection {
     pub context: String,
     pub kubeconfig: Option<PathBuf>,
     pub hub_kubeconfigs: Vec<PathBuf>,
-    pub timing: TimingKey,
+    /// A reload that changes it restarts the runner.
+    pub timing: Timing,
     pub status_namespace: String,
-}
-
-/// The runner timing, comparable (a reload that changes it restarts the runner).
-#[derive(Clone, Debug, PartialEq)]
-pub struct TimingKey {
-    pub scan_interval: Duration,
-    pub debounce: Duration,
-    pub request_timeout: Duration,
-    pub write_timeout: Duration,
 }
 
 /// Everything a supervisor needs.
@@ -59,6 +51,8 @@ pub struct Supervised {
     pub report: watch::Sender<ClusterReport>,
     /// What-ifs asked of this cluster, for whichever runner is running.
     pub what_if: crate::cluster::what_if::Inbox,
+    /// The fleet's turns for engine passes.
+    pub pool: crate::cluster::pool::PassPool,
 }
 
 /// Runs the cluster until `cancel` fires, restarting its runner after failures.
@@ -163,17 +157,13 @@ where
         client,
         gate: s.gate.clone(),
         hold: s.hold.clone(),
-        timing: Timing {
-            scan_interval: c.timing.scan_interval,
-            debounce: c.timing.debounce,
-            request_timeout: c.timing.request_timeout,
-            write_timeout: c.timing.write_timeout,
-        },
+        timing: c.timing.clone(),
         status_namespace: c.status_namespace.clone(),
         instance: s.instance.clone(),
         report: s.report.clone(),
         memory: memory.clone(),
         what_if: s.what_if.clone(),
+        pool: s.pool.clone(),
     });
     let task = tokio::spawn(run(ctx, s.spec.clone(), cancel.child_token()).in_current_span());
     match task.await {
@@ -224,9 +214,10 @@ mod tests {
                 context: "east".into(),
                 kubeconfig: Some(path),
                 hub_kubeconfigs: Vec::new(),
-                timing: TimingKey {
+                timing: Timing {
                     scan_interval: Duration::from_secs(10),
                     debounce: Duration::from_secs(1),
+                    debounce_max: Duration::from_secs(2),
                     request_timeout: Duration::from_secs(1),
                     write_timeout: Duration::from_secs(1),
                 },
@@ -238,6 +229,7 @@ mod tests {
             spec: spec_rx,
             report,
             what_if: crate::cluster::what_if::inbox().1,
+            pool: Default::default(),
         };
         (s, report_rx)
     }

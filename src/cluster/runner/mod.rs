@@ -11,6 +11,7 @@
 pub(crate) mod infra;
 mod liveness;
 mod pass;
+mod schedule;
 mod upkeep;
 mod what_if;
 
@@ -64,10 +65,13 @@ impl RunnerSpec {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Timing {
     pub scan_interval: Duration,
+    /// A pass starts once the cluster has been quiet this long after a wake-up...
     pub debounce: Duration,
+    /// ...or this long after the first wake-up of a burst, whichever comes first.
+    pub debounce_max: Duration,
     /// Deadline of reads.
     pub request_timeout: Duration,
     /// Deadline of writes: with leader election, short enough that a write sent just
@@ -105,6 +109,8 @@ pub struct Context {
     pub memory: EngineMemory,
     /// What-ifs asked of this cluster (`/api/v1/what-if`), answered between passes.
     pub what_if: crate::cluster::what_if::Inbox,
+    /// The fleet's turns for engine passes.
+    pub pool: crate::cluster::pool::PassPool,
 }
 
 /// The engine's memory of one cluster, kept by its supervisor: a runner that restarts (a
@@ -279,28 +285,31 @@ impl Runner {
     async fn serve(&mut self, cancel: &CancellationToken) -> Result<(), RunnerError> {
         self.ctx.set_phase(Phase::Running, None);
         let timing = self.ctx.timing.clone();
-        let mut next_pass = Instant::now();
+        let mut schedule = schedule::Schedule::new(
+            timing.debounce,
+            timing.debounce_max,
+            timing.scan_interval,
+            Instant::now(),
+        );
         let mut asks = self.ctx.what_if.take();
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return Ok(()),
-                Some(ask) = what_if::next(&mut asks) => self.answer_what_if(ask),
+                Some(ask) = what_if::next(&mut asks) => self.answer_what_if(ask).await,
                 update = self.updates.next() => {
                     let update = update.ok_or(RunnerError::WatchesEnded)?;
                     self.log_watch_failure(&update);
                     let now = Instant::now();
                     if self.cache.apply(update, now) {
-                        next_pass = next_pass.min(now + timing.debounce);
+                        schedule.woken(now);
                     }
                 }
                 Some(done) = self.removals.join_next_with_id(), if !self.removals.is_empty() => {
                     self.removal_ended(done);
                 }
                 // A template read for a group at zero may let its pending pods scale it up.
-                _ = self.infra.read_done() => {
-                    next_pass = next_pass.min(Instant::now() + timing.debounce);
-                }
-                _ = tokio::time::sleep_until(next_pass) => {
+                _ = self.infra.read_done() => schedule.woken(Instant::now()),
+                _ = tokio::time::sleep_until(schedule.next()) => {
                     if let Some(why) = self.untrusted(Instant::now(), timing.give_up_after()) {
                         return Err(RunnerError::Stale(why));
                     }
@@ -315,7 +324,7 @@ impl Runner {
                         _ = cancel.cancelled() => return Ok(()),
                         _ = self.pass() => {}
                     }
-                    next_pass = Instant::now() + timing.scan_interval;
+                    schedule.passed(Instant::now());
                 }
             }
         }

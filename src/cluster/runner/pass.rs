@@ -35,6 +35,7 @@ impl Runner {
             fleetscaler.pass.skipped_reason = Empty,
             fleetscaler.actions.failed = Empty,
             fleetscaler.fleet_backoffs = Empty,
+            fleetscaler.pass.queued_ms = Empty,
             fleetscaler.capacity_failures = Empty,
             otel.status_code = Empty,
             otel.status_description = Empty,
@@ -60,6 +61,12 @@ impl Runner {
             .chain(self.infra_problems.iter().cloned())
             .collect();
         let executor = self.executor(spec.dry_run);
+        // The fleet's passes take turns on the cores; the snapshot is read once it is ours.
+        let turn = self.ctx.pool.turn().await;
+        span.record(
+            "fleetscaler.pass.queued_ms",
+            turn.waited.as_secs_f64() * 1e3,
+        );
         let before = Cooldowns::of(&self.state);
         let policy = self.fleet_policy(now);
         let snapshot_span = snapshot_span();
@@ -72,6 +79,8 @@ impl Runner {
         let engine_started = Instant::now();
         let mut plan = run_engine(snapshot, &mut self.state, &settings, &policy, now);
         let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
+        let queued_ms = turn.waited.as_secs_f64() * 1e3;
+        drop(turn);
         plan.warnings.extend(
             self.discovery_warnings
                 .iter()
@@ -110,6 +119,7 @@ impl Runner {
             at: now,
             took_ms: started.elapsed().as_secs_f64() * 1e3,
             engine_ms,
+            queued_ms,
             scale_ups: plan.scale_up.len(),
             scale_downs: plan.scale_down.len(),
             skipped: None,
@@ -165,6 +175,7 @@ impl Runner {
                 at: now,
                 took_ms: 0.0,
                 engine_ms: 0.0,
+                queued_ms: 0.0,
                 scale_ups: 0,
                 scale_downs: 0,
                 skipped: Some(why.clone()),
@@ -199,6 +210,7 @@ impl Runner {
             let c = &mut r.counters;
             c.observe_duration("main", done.summary.took_ms / 1e3);
             c.observe_duration("autoscaling", done.summary.engine_ms / 1e3);
+            c.pass_queue.observe(done.summary.queued_ms / 1e3);
             c.last_activity.insert("main", now);
             for seconds in done.latencies {
                 c.scale_up_latency.observe(seconds);

@@ -35,13 +35,15 @@ impl Runner {
         }
     }
 
-    /// Answers one what-if; a cache too old to act on is not evaluated either.
-    pub(super) fn answer_what_if(&mut self, ask: Ask) {
+    /// Answers one what-if, on a turn of the fleet's pool like a pass; a cache too old to
+    /// act on is not evaluated either.
+    pub(super) async fn answer_what_if(&mut self, ask: Ask) {
         let name = self.ctx.name.as_str().to_string();
         let now = Timestamp::now();
         let answer = match self.untrusted(Instant::now(), self.ctx.timing.stale_after()) {
             Some(why) => ClusterAnswer::failed(&name, format!("not evaluated: {why}")),
             None => {
+                let _turn = self.ctx.pool.turn().await;
                 let spec = self.spec.borrow().clone();
                 let policy = self.fleet_policy(now);
                 let span = tracing::info_span!(target: TRACES, "what-if", k8s.cluster.name = %name);

@@ -19,6 +19,7 @@ pub fn render(view: &FleetView) -> String {
     cluster::write(&mut e, &reports);
     fleet(&mut e, &reports, &view.health());
     fleet_backoffs(&mut e, &view.shared_failures());
+    pass_queue(&mut e, &reports);
     hub(&mut e, view);
     e.finish()
 }
@@ -107,6 +108,23 @@ fn fleet(e: &mut Exposition, reports: &[ClusterReport], health: &FleetHealth) {
     );
     for r in reports {
         let h = &r.counters.scale_up_latency;
+        e.histogram(
+            &[("cluster", r.name.as_str())],
+            h.cumulative(),
+            h.sum,
+            h.count,
+        );
+    }
+}
+
+fn pass_queue(e: &mut Exposition, reports: &[ClusterReport]) {
+    e.family(
+        "fleetscaler_pass_queue_seconds",
+        Type::Histogram,
+        "Time a cluster's pass waited for a turn on the fleet's pool of engine passes (hub.pass_concurrency).",
+    );
+    for r in reports {
+        let h = &r.counters.pass_queue;
         e.histogram(
             &[("cluster", r.name.as_str())],
             h.cumulative(),
