@@ -176,6 +176,7 @@ async fn api_and_metrics_show_it(hub: &Hub) {
     assert_eq!(status, 200);
     let api: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(api["sharedFailures"][0]["cluster"], "sim-1", "{api}");
+    assert_eq!(api["sharedFailures"][0]["key"]["platform"], "aws", "{api}");
     let (_, metrics) = http_request(addr, "GET", "/metrics").await;
     let series = "fleetscaler_fleet_backoffs{instance_type=\"m6i.2xlarge\",zone=\"us-east-1a\",region=\"us-east-1\"} 1";
     assert!(metrics.contains(series), "{metrics}");
@@ -237,6 +238,17 @@ async fn a_capacity_failure_in_one_cluster_backs_off_the_others_at_once() {
     assert_eq!(failure.cluster, "sim-1");
     assert_eq!(failure.key.instance_type, "m6i.2xlarge");
     assert_eq!(failure.key.zone.as_deref(), Some(ZONE));
+    // The simulated cloud is AWS on both sides: A's failed group by its nodes' providerIDs,
+    // B's X by its nodes' and B's Y, at zero, by its provider spec's kind.
+    assert_eq!(failure.key.platform.as_deref(), Some("aws"), "{failure:?}");
+    let plan = view.report("sim-2").and_then(|r| r.plan).unwrap();
+    for suffix in [X, y.as_str()] {
+        let g = plan
+            .node_groups
+            .iter()
+            .find(|g| g.id.as_str().ends_with(suffix));
+        assert_eq!(g.and_then(|g| g.platform), Some("aws"), "{suffix}: {g:?}");
+    }
     assert!(
         failure.reason.contains("InsufficientInstanceCapacity"),
         "{failure:?}"

@@ -191,6 +191,7 @@ mod tests {
                 instance_type: "m5.2xlarge".into(),
                 zone: Some("us-east-1a".into()),
                 region: Some("us-east-1".into()),
+                platform: Some("aws".into()),
             },
             scope: Default::default(),
             reason: "InsufficientInstanceCapacity".into(),

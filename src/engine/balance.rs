@@ -242,6 +242,7 @@ mod tests {
             source: TemplateSource::Node,
             from: None,
             labels: Labels::from_strs(labels),
+            platform: None,
             taints: Arc::from([]),
             capacity: r.clone(),
             allocatable: r,

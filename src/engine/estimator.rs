@@ -163,6 +163,7 @@ mod tests {
             source: TemplateSource::Annotations,
             from: None,
             labels: Default::default(),
+            platform: None,
             taints: Arc::from([]),
             capacity: alloc.clone(),
             allocatable: alloc,

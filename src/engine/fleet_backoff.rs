@@ -1,7 +1,8 @@
 //! What the fleet knows about capacity, in one cluster's pass: groups whose instance type
-//! failed for want of capacity in another cluster's same zone (or region) get no scale-up
-//! until that failure's backoff ends (`FleetBackoff`), and this cluster's own capacity
-//! failures of this pass are handed to the hub to share.
+//! failed for want of capacity in another cluster's same zone (or region), on the same
+//! platform (`CapacityKey`, read off each group's template), get no scale-up until that
+//! failure's backoff ends (`FleetBackoff`), and this cluster's own capacity failures of this
+//! pass are handed to the hub to share.
 
 use jiff::Timestamp;
 

@@ -255,6 +255,7 @@ fn node_group_statuses(
             template: templates[i]
                 .as_ref()
                 .map_or(TemplateSource::None, |t| t.source.clone()),
+            platform: templates[i].as_ref().ok().and_then(|t| t.platform),
             bounds_from: Some(g.bounds_source.to_string()),
             reason: templates[i].as_ref().err().cloned(),
             notes: g
@@ -276,6 +277,7 @@ fn node_group_statuses(
         ready: 0,
         upcoming: 0,
         template: TemplateSource::None,
+        platform: None,
         bounds_from: None,
         reason: Some(g.reason.message.clone()),
         notes: Vec::new(),

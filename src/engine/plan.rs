@@ -67,6 +67,11 @@ pub struct NodeGroupStatus {
     /// Nodes asked for (target) that have not registered yet.
     pub upcoming: u64,
     pub template: TemplateSource,
+    /// The platform its machines run on (`aws`, `openstack`, ...), when its nodes'
+    /// providerIDs or its provider spec or infrastructure template say: another cluster's
+    /// capacity failure on a different platform never backs it off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform: Option<&'static str>,
     /// `annotations`, or `MachineAutoscaler <ns>/<name>`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bounds_from: Option<String>,

@@ -16,7 +16,8 @@ pub struct FleetPolicy {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_down_hold: Option<String>,
     /// Scale-ups that failed in other clusters for want of capacity: this cluster's groups of
-    /// the same instance type in the same zone (or region) are backed off until they end.
+    /// the same instance type in the same zone (or region), on the same platform, are backed
+    /// off until they end.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_failures: Vec<SharedFailure>,
 }
@@ -32,7 +33,7 @@ pub enum FailureScope {
 }
 
 /// What new machines of a group are, as far as capacity goes: read off its template node's
-/// well-known labels.
+/// well-known labels, and the platform its machines run on.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CapacityKey {
@@ -41,6 +42,11 @@ pub struct CapacityKey {
     pub zone: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
+    /// `aws`, `azure`, `gcp`, `openstack`, ... (`model::platform`): none when the group's
+    /// nodes' providerIDs and its provider spec or infrastructure template do not say, and in
+    /// policy files written before it was known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
 }
 
 pub const INSTANCE_TYPE_LABEL: &str = "node.kubernetes.io/instance-type";
@@ -55,18 +61,33 @@ impl CapacityKey {
             instance_type: get(INSTANCE_TYPE_LABEL)?,
             zone: get(ZONE_LABEL),
             region: get(REGION_LABEL).or_else(|| get(ZONE_LABEL).map(|z| region_of(&z))),
+            platform: template.platform.map(str::to_string),
         })
     }
 
-    /// The same capacity within `scope`: a zone (or region) both name.
+    /// The same capacity within `scope`: the same platform, and a zone (or region) both name.
     fn covers(&self, other: &CapacityKey, scope: FailureScope) -> bool {
         let place = |k: &CapacityKey| match scope {
             FailureScope::Zone => k.zone.clone(),
             FailureScope::Region => k.region.clone(),
         };
-        self.instance_type == other.instance_type
+        self.same_platform(other)
+            && self.instance_type == other.instance_type
             && place(self).is_some()
             && place(self) == place(other)
+    }
+
+    /// Two known platforms must be the same one: an AWS failure says nothing of an OpenStack
+    /// cloud whose flavor and zone happen to have the same names. When either side does not
+    /// know its platform (a hand-written fleet policy, a policy file from before platforms, a
+    /// dump without providerIDs or provider specs), instance type and place decide alone, as
+    /// they did before: such names rarely match by chance, and a needless backoff of a few
+    /// minutes costs less than each cluster finding the same empty zone for itself.
+    fn same_platform(&self, other: &CapacityKey) -> bool {
+        match (&self.platform, &other.platform) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        }
     }
 
     pub fn describe(&self) -> String {
@@ -194,24 +215,36 @@ mod tests {
             instance_type: t.into(),
             zone: Some(zone.into()),
             region: Some(region_of(zone)),
+            platform: None,
         }
     }
 
-    #[test]
-    fn a_failure_covers_the_same_type_in_its_zone_or_region() {
+    fn on(platform: &str, key: CapacityKey) -> CapacityKey {
+        CapacityKey {
+            platform: Some(platform.into()),
+            ..key
+        }
+    }
+
+    fn failure(key: CapacityKey) -> SharedFailure {
         let at: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
-        let f = SharedFailure {
+        SharedFailure {
             cluster: "a".into(),
             node_group: "g".into(),
             machine: Some("ns/m".into()),
-            key: key("m6i.2xlarge", "us-east-1a"),
+            key,
             scope: FailureScope::Zone,
             reason: "InsufficientInstanceCapacity".into(),
             at,
             until: at + jiff::SignedDuration::from_mins(5),
             trace: None,
-        };
-        let soon = at + jiff::SignedDuration::from_mins(1);
+        }
+    }
+
+    #[test]
+    fn a_failure_covers_the_same_type_in_its_zone_or_region() {
+        let f = failure(key("m6i.2xlarge", "us-east-1a"));
+        let soon = f.at + jiff::SignedDuration::from_mins(1);
         assert!(f.applies(&key("m6i.2xlarge", "us-east-1a"), soon));
         assert!(!f.applies(&key("m6i.2xlarge", "us-east-1b"), soon));
         assert!(!f.applies(&key("m6i.4xlarge", "us-east-1a"), soon));
@@ -226,6 +259,27 @@ mod tests {
             f.explain()
                 .contains("m6i.2xlarge in us-east-1a failed in cluster a")
         );
+    }
+
+    #[test]
+    fn a_failure_covers_its_own_platform_only_when_both_know_theirs() {
+        let aws = failure(on("aws", key("m5.2xlarge", "us-east-1a")));
+        let soon = aws.at + jiff::SignedDuration::from_mins(1);
+        assert!(aws.applies(&on("aws", key("m5.2xlarge", "us-east-1a")), soon));
+        // An on-prem cloud whose flavor and zone have the same names is other capacity.
+        let openstack = on("openstack", key("m5.2xlarge", "us-east-1a"));
+        assert!(!aws.applies(&openstack, soon));
+        let region = SharedFailure {
+            scope: FailureScope::Region,
+            ..aws.clone()
+        };
+        assert!(!region.applies(&on("gcp", key("m5.2xlarge", "us-east-1c")), soon));
+        assert!(region.applies(&on("aws", key("m5.2xlarge", "us-east-1c")), soon));
+        // Either side without a platform: instance type and place decide, as before.
+        assert!(aws.applies(&key("m5.2xlarge", "us-east-1a"), soon));
+        let unknown = failure(key("m5.2xlarge", "us-east-1a"));
+        assert!(unknown.applies(&openstack, soon));
+        assert!(!unknown.applies(&on("openstack", key("m5.2xlarge", "us-east-1b")), soon));
     }
 
     #[test]
@@ -251,8 +305,16 @@ mod tests {
             "at": "2026-11-22T09:58:00Z", "until": "2026-11-22T10:03:00Z"}]}"#;
         let p = FleetPolicy::from_json(older).unwrap();
         assert_eq!(p.shared_failures[0].trace, None);
+        assert_eq!(p.shared_failures[0].key.platform, None);
         let json = serde_json::to_value(&p).unwrap();
         assert!(json["sharedFailures"][0].get("trace").is_none(), "{json}");
+        assert!(json["sharedFailures"][0]["key"].get("platform").is_none());
+
+        let on_aws = older.replace(r#""zone""#, r#""platform": "aws", "zone""#);
+        let p = FleetPolicy::from_json(&on_aws).unwrap();
+        assert_eq!(p.shared_failures[0].key.platform.as_deref(), Some("aws"));
+        let json = serde_json::to_value(&p).unwrap();
+        assert_eq!(json["sharedFailures"][0]["key"]["platform"], "aws");
 
         let traced = older.replace(
             r#""reason""#,

@@ -13,6 +13,7 @@ use super::settings::Settings;
 use crate::model::infra::{InfraRef, InfrastructureTemplate};
 use crate::model::labels::Labels;
 use crate::model::node::{DEFAULT_MAX_PODS, DELETION_CANDIDATE_TAINT, Node, TO_BE_DELETED_TAINT};
+use crate::model::platform;
 use crate::model::pod::PodSpec;
 use crate::model::quantity::Quantity;
 use crate::model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
@@ -47,6 +48,9 @@ pub struct TemplateNode {
     pub from: Option<Arc<str>>,
     /// Without `kubernetes.io/hostname`: every simulated copy gets its own.
     pub labels: Labels,
+    /// The platform the group's machines run on (`aws`, `openstack`, ...), when it can be
+    /// told: part of what a capacity failure is about (`CapacityKey`).
+    pub platform: Option<&'static str>,
     pub taints: Arc<[Taint]>,
     pub capacity: Resources,
     pub allocatable: Resources,
@@ -137,10 +141,29 @@ fn build(
     settings: &Settings,
     warnings: &mut Vec<String>,
 ) -> Result<TemplateNode, String> {
-    if let Some(node) = template_node_candidate(snapshot, group, settings) {
-        return Ok(from_node(node, daemons));
-    }
-    from_annotations(snapshot, group, daemons, settings, warnings)
+    let mut template = match template_node_candidate(snapshot, group, settings) {
+        Some(node) => from_node(node, daemons),
+        None => from_annotations(snapshot, group, daemons, settings, warnings)?,
+    };
+    template.platform = platform_of(snapshot, group);
+    Ok(template)
+}
+
+/// The platform of a group: its nodes' providerIDs first (what its machines turned out to
+/// be, even when none of them is ready to copy), else what its MachineSet or
+/// MachineDeployment makes machines of (the provider spec's or infrastructure template's
+/// kind, read with the resource).
+fn platform_of(snapshot: &ClusterSnapshot, group: &NodeGroup) -> Option<&'static str> {
+    group
+        .nodes
+        .iter()
+        .filter_map(|&i| snapshot.nodes[i].provider_id.as_deref())
+        .find_map(platform::of_provider_id)
+        .or_else(|| {
+            annotated_resources(snapshot, group)
+                .iter()
+                .find_map(|r| r.platform)
+        })
 }
 
 fn template_node_candidate<'a>(
@@ -177,6 +200,7 @@ fn from_node(node: &Node, daemons: &Daemons) -> TemplateNode {
         source: TemplateSource::Node,
         from: Some(node.name.clone()),
         labels: node.labels.without(|k| k == HOSTNAME_LABEL),
+        platform: None,
         taints: node
             .taints
             .iter()
@@ -204,7 +228,7 @@ fn add_daemon(template: &mut TemplateNode, spec: &PodSpec) {
         .extend(spec.host_ports.iter().cloned());
 }
 
-/// The resources whose annotations are read: the group's own, then (for a
+/// The resources whose annotations (and platform) are read: the group's own, then (for a
 /// MachineDeployment) its MachineSets, as either may carry them.
 fn annotated_resources<'a>(
     snapshot: &'a ClusterSnapshot,
@@ -259,6 +283,7 @@ fn from_annotations(
         source,
         from,
         labels,
+        platform: None,
         taints: taints.into(),
         allocatable: capacity.clone(),
         capacity,

@@ -262,3 +262,101 @@ fn annotations_alone_keep_the_annotations_source_beside_a_template_without_capac
     assert_eq!(t.from, None);
     assert_eq!(t.labels.get("kubernetes.io/arch"), Some("amd64"));
 }
+
+/// An OpenShift MachineSet of AWS machines with one Machine and its node, whose providerID
+/// is `provider_id`.
+fn aws_set_with_node(provider_id: &str, ready: &str) -> String {
+    format!(
+        r#"
+apiVersion: machine.openshift.io/v1beta1
+kind: MachineSet
+metadata:
+  name: workers
+  namespace: openshift-machine-api
+  annotations:
+    machine.openshift.io/cluster-api-autoscaler-node-group-min-size: "0"
+    machine.openshift.io/cluster-api-autoscaler-node-group-max-size: "4"
+    capacity.cluster-autoscaler.kubernetes.io/cpu: "8"
+    capacity.cluster-autoscaler.kubernetes.io/memory: 32Gi
+spec:
+  replicas: 1
+  template:
+    spec:
+      providerSpec:
+        value: {{kind: AWSMachineProviderConfig, instanceType: m5.2xlarge, placement: {{availabilityZone: us-east-1a}}}}
+---
+apiVersion: machine.openshift.io/v1beta1
+kind: Machine
+metadata:
+  name: workers-1
+  namespace: openshift-machine-api
+  ownerReferences: [{{apiVersion: machine.openshift.io/v1beta1, kind: MachineSet, name: workers, uid: ms, controller: true}}]
+spec: {{providerID: "{provider_id}"}}
+status: {{nodeRef: {{name: node-1}}}}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-1
+  annotations: {{machine.openshift.io/machine: openshift-machine-api/workers-1}}
+  labels: {{node.kubernetes.io/instance-type: m5.2xlarge, topology.kubernetes.io/zone: us-east-1a}}
+spec: {{providerID: "{provider_id}"}}
+status:
+  allocatable: {{cpu: "8", memory: 32Gi, pods: "110"}}
+  conditions: [{{type: Ready, status: "{ready}"}}]
+"#
+    )
+}
+
+#[test]
+fn the_platform_is_the_nodes_else_the_provider_specs() {
+    let platform = |id: &str, ready: &str| {
+        let t = templates(&aws_set_with_node(id, ready)).remove(0).unwrap();
+        (t.source, t.platform)
+    };
+    let aws = Some("aws");
+    assert_eq!(
+        platform("aws:///us-east-1a/i-1", "True"),
+        (TemplateSource::Node, aws)
+    );
+    // What the nodes turned out to be wins, ready to copy or not.
+    let gcp = Some("gcp");
+    assert_eq!(
+        platform("gce://p/us-east-1a/i-1", "True"),
+        (TemplateSource::Node, gcp)
+    );
+    assert_eq!(
+        platform("gce://p/us-east-1a/i-1", "False"),
+        (TemplateSource::Annotations, gcp)
+    );
+    // A providerID that says nothing leaves it to the provider spec's kind.
+    assert_eq!(platform("i-1", "True"), (TemplateSource::Node, aws));
+    assert_eq!(
+        platform("kwok://node-1", "True"),
+        (TemplateSource::Node, aws)
+    );
+    // And the capacity key carries it.
+    let t = templates(&aws_set_with_node("gce://p/z/i-1", "True"))
+        .remove(0)
+        .unwrap();
+    let key = crate::engine::policy::CapacityKey::of(&t).unwrap();
+    assert_eq!(key.platform.as_deref(), Some("gcp"));
+    assert_eq!(key.instance_type, "m5.2xlarge");
+}
+
+#[test]
+fn a_group_at_zero_takes_the_platform_of_its_provider_spec_or_template_kind() {
+    let at_zero = aws_set_with_node("aws:///us-east-1a/i-1", "True");
+    let at_zero = &at_zero[..at_zero.find("---").unwrap()];
+    let t = templates(at_zero).remove(0).unwrap();
+    assert_eq!(
+        (t.source, t.platform),
+        (TemplateSource::Annotations, Some("aws"))
+    );
+    let yaml = capi_at_zero("", "{capacity: {cpu: '4', memory: 8Gi}}");
+    assert_eq!(templates(&yaml).remove(0).unwrap().platform, Some("docker"));
+    // A kind not known, or none, is no platform.
+    let odd = at_zero.replace("AWSMachineProviderConfig", "MoonMachineProviderConfig");
+    assert_eq!(templates(&odd).remove(0).unwrap().platform, None);
+    assert_eq!(templates(GPU_SET).remove(0).unwrap().platform, None);
+}

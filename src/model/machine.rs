@@ -23,6 +23,7 @@ use super::machine_api::MachineApiGroup;
 use super::meta::{
     FieldError, ObjectKey, OwnerRef, Projector, controller_of, key_of, taints, timestamp,
 };
+use super::platform;
 use super::scheduling::{Taint, ZONE_LABEL};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -73,6 +74,9 @@ pub struct ScalableResource {
     /// Zone and instance type read from well-known provider spec fields, when present.
     pub provider_zone: Option<Arc<str>>,
     pub provider_instance_type: Option<Arc<str>>,
+    /// The platform its machines run on (`aws`, `openstack`, ...), from the provider spec's
+    /// kind or the infrastructure template's: what a group without nodes says it is.
+    pub platform: Option<&'static str>,
     /// Cluster API: the infrastructure template machines are made from (scale from zero
     /// reads its `status.capacity` when the capacity annotations are absent).
     pub infrastructure_ref: Option<InfraRef>,
@@ -244,6 +248,7 @@ impl ScalableResource {
                 .map(str::to_string)
         };
         let zone = text_at(&["/placement/availabilityZone", "/zone"]);
+        let spec_kind = text_at(&["/kind"]);
         let instance_type = text_at(&["/instanceType", "/machineType", "/vmSize"]);
         let annotations = meta
             .annotations
@@ -268,6 +273,13 @@ impl ScalableResource {
             }
             MachineApiGroup::OpenShift => None,
         };
+        let platform = spec_kind
+            .as_deref()
+            .and_then(platform::of_kind)
+            .or_else(|| {
+                let kind = infrastructure_ref.as_ref().map(|r| &*r.kind)?;
+                platform::of_kind(kind)
+            });
         Ok(ScalableResource {
             api,
             kind,
@@ -280,6 +292,7 @@ impl ScalableResource {
             template_taints: taints,
             provider_zone: zone.map(|z| p.str(&z)),
             provider_instance_type: instance_type.map(|t| p.str(&t)),
+            platform,
             infrastructure_ref,
             created: timestamp(meta.creation_timestamp.as_ref()),
         })

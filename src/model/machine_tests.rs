@@ -32,6 +32,38 @@ fn machineset_keeps_autoscaler_annotations_labels_taints_and_zone() {
         ms.template_taints[0].to_string(),
         "dedicated=infra:NoSchedule"
     );
+    assert_eq!(ms.platform, None, "a provider spec without a kind");
+}
+
+#[test]
+fn the_platform_is_read_from_the_provider_spec_or_infrastructure_template_kind() {
+    let openshift = |value: serde_json::Value| {
+        let json = serde_json::json!({"metadata": {"name": "w", "namespace": "ns"},
+            "spec": {"template": {"spec": {"providerSpec": {"value": value}}}}});
+        let p = &mut Projector::default();
+        ScalableResource::from_json(
+            MachineApiGroup::OpenShift,
+            ScalableKind::MachineSet,
+            json,
+            p,
+        )
+        .unwrap()
+        .platform
+    };
+    let kind =
+        |k: &str| serde_json::json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": k});
+    assert_eq!(openshift(kind("AWSMachineProviderConfig")), Some("aws"));
+    assert_eq!(openshift(kind("OpenstackProviderSpec")), Some("openstack"));
+    assert_eq!(openshift(kind("SomeoneElsesProviderSpec")), None);
+    assert_eq!(openshift(serde_json::json!({"kind": 3})), None);
+    let md = ScalableResource::from_json(
+        MachineApiGroup::ClusterApi,
+        ScalableKind::MachineDeployment,
+        yaml(V1BETA2_MACHINEDEPLOYMENT),
+        &mut Projector::default(),
+    )
+    .unwrap();
+    assert_eq!(md.platform, Some("docker"));
 }
 
 #[test]

@@ -15,6 +15,7 @@ pub mod machine;
 pub mod machine_api;
 pub mod meta;
 pub mod node;
+pub mod platform;
 pub mod pod;
 pub mod pod_spec;
 pub mod quantity;

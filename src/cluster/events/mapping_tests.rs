@@ -372,6 +372,7 @@ fn east_failed() -> FleetPolicy {
                 instance_type: "m5.2xlarge".into(),
                 zone: Some("us-east-1a".into()),
                 region: Some("us-east-1".into()),
+                platform: Some("aws".into()),
             },
             scope: Default::default(),
             reason: "InsufficientInstanceCapacity: no m5.2xlarge here".into(),

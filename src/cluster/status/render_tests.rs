@@ -51,6 +51,7 @@ fn east_failed(reason: &str) -> FleetPolicy {
                 instance_type: "m5.2xlarge".into(),
                 zone: Some("us-east-1a".into()),
                 region: Some("us-east-1".into()),
+                platform: Some("aws".into()),
             },
             scope: FailureScope::Zone,
             reason: reason.into(),

@@ -199,6 +199,7 @@ mod tests {
             template_taints: Vec::new(),
             provider_zone: None,
             provider_instance_type: None,
+            platform: None,
             infrastructure_ref: None,
             created: None,
         }
