@@ -59,3 +59,10 @@ impl serde::Serialize for ClusterName {
         s.serialize_str(&self.0)
     }
 }
+
+impl<'de> serde::Deserialize<'de> for ClusterName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(ClusterName::new(&name))
+    }
+}

@@ -54,6 +54,8 @@ pub struct HubConfig {
     /// Namespace, in each cluster, of the status ConfigMap and of the events about it.
     pub status_namespace: String,
     pub leader_election: LeaderElection,
+    /// The clusters shared among several replicas, each run by one at a time.
+    pub sharding: Sharding,
     /// Traces over OTLP (docs/tracing.md); the `OTEL_*` variables fill what is not set.
     pub tracing: TracingConfig,
     /// TLS, authentication and limits of the HTTP endpoints (docs/hub.md, "Serving").
@@ -73,6 +75,7 @@ impl Default for HubConfig {
             dry_run: false,
             status_namespace: "openshift-machine-api".into(),
             leader_election: LeaderElection::default(),
+            sharding: Sharding::default(),
             tracing: TracingConfig::default(),
             serving: ServingConfig::default(),
         }
@@ -109,6 +112,89 @@ impl Default for LeaderElection {
             lease_duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Replicas share the clusters: each runs the clusters rendezvous hashing gives it among the
+/// live replicas, and writes to one only while it holds that cluster's Lease (docs/hub.md,
+/// "Sharding").
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sharding {
+    pub enabled: bool,
+    /// Kubeconfig context of the management cluster holding the Leases; in-cluster when absent.
+    pub context: Option<String>,
+    pub namespace: String,
+    /// The Leases are `<prefix>-replica-<identity>` (one per replica, its heartbeat) and
+    /// `<prefix>-cluster-<cluster>` (one per cluster, held by the replica that writes to it).
+    pub lease_prefix: String,
+    /// This replica's name; the host name and a random suffix when absent.
+    pub identity: Option<String>,
+    /// Where the other replicas and users reach this replica's API (`host:port`); by default
+    /// `$POD_IP` (else the host name) and the listen port.
+    pub advertise: Option<String>,
+    #[serde(with = "duration_serde")]
+    pub lease_duration: Duration,
+    #[serde(with = "duration_serde")]
+    pub renew_deadline: Duration,
+    #[serde(with = "duration_serde")]
+    pub retry_period: Duration,
+}
+
+impl Default for Sharding {
+    fn default() -> Self {
+        Sharding {
+            enabled: false,
+            context: None,
+            namespace: "fleetscaler".into(),
+            lease_prefix: "fleetscaler".into(),
+            identity: None,
+            advertise: None,
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Sharding {
+    fn validate(&self, leader_election: bool, bad: &mut impl FnMut(&str, String)) {
+        if !self.enabled {
+            return;
+        }
+        if leader_election {
+            bad(
+                "sharding.enabled",
+                "sharding elects a writer per cluster: turn hub.leader_election off".into(),
+            );
+        }
+        if !is_dns_label(&self.namespace) {
+            bad(
+                "sharding.namespace",
+                format!("{:?} is not a namespace name", self.namespace),
+            );
+        }
+        if !is_dns_label(&self.lease_prefix) || self.lease_prefix.len() > 30 {
+            bad(
+                "sharding.lease_prefix",
+                format!(
+                    "{:?}: lower-case letters, digits and '-', at most 30 (Lease names are built on it)",
+                    self.lease_prefix
+                ),
+            );
+        }
+        if self.retry_period < MIN_RETRY_PERIOD {
+            bad(
+                "sharding.retry_period",
+                format!("at least {}", format_go_duration(MIN_RETRY_PERIOD)),
+            );
+        }
+        if !(self.retry_period < self.renew_deadline && self.renew_deadline < self.lease_duration) {
+            bad(
+                "sharding",
+                "needs retry_period < renew_deadline < lease_duration".into(),
+            );
         }
     }
 }
@@ -184,6 +270,7 @@ impl HubConfig {
                 "needs retry_period < renew_deadline < lease_duration".into(),
             );
         }
+        self.sharding.validate(le.enabled, &mut bad);
         self.tracing.validate(issues);
         self.serving.validate(&self.listen, issues);
     }

@@ -100,7 +100,8 @@ impl ClusterState {
 
 /// What the fleet's judgement needs of one cluster: read while the report is borrowed, so
 /// the every-second assessment copies no history, actions or plans.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Glance {
     pub name: ClusterName,
     pub state: ClusterState,

@@ -8,6 +8,7 @@ pub mod fleet;
 pub mod health;
 pub mod leader;
 pub mod reload;
+pub mod shard;
 mod supervise;
 pub mod what_if;
 
