@@ -14,6 +14,7 @@ use super::metrics::Counters;
 use super::outcome::{Action, Entry, MachineDeletionKind, Outcome};
 use crate::engine::nodegroups::NodeGroupId;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
+use crate::engine::policy::SharedFailure;
 
 /// Recent actions kept per cluster.
 const RECENT: usize = 50;
@@ -119,6 +120,10 @@ pub struct GroupSummary {
     pub reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub backoff_until: Option<Timestamp>,
+    /// Another cluster's capacity failure the group is backed off for (its own backoff
+    /// wins), so that a reader of this cluster sees whose failure holds it back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet_backoff: Option<SharedFailure>,
 }
 
 #[derive(Clone, Copy, Debug, Serialize)]
@@ -284,6 +289,7 @@ fn group_summaries(plan: &Plan) -> Vec<GroupSummary> {
                 healthy: health.is_none_or(|h| h.healthy),
                 reason,
                 backoff_until: health.and_then(|h| h.backoff_until),
+                fleet_backoff: health.and_then(|h| h.fleet_backoff.clone()),
             }
         })
         .collect()

@@ -1,11 +1,13 @@
 // The dashboard's loop: which page the address asks for (`#/` the fleet,
-// `#/clusters/<name>` one cluster; the browser's history and back button just work), polling
-// the hub's JSON API every few seconds while the tab is visible, the header with the hub's
-// status, the fleet-wide banner, and a stale-data warning when the API stops answering.
+// `#/clusters/<name>` one cluster, `#/what-if?QUERY` a what-if; the browser's history and
+// back button just work), polling the hub's JSON API every few seconds while the tab is
+// visible, the header with the hub's status, the fleet-wide banner, and a stale-data warning
+// when the API stops answering.
 
 import {h, ago, badge, clock, span} from "./dom.js";
 import {renderFleet} from "./fleet.js";
 import {renderCluster} from "./cluster.js";
+import {closeWhatIf, openWhatIf, updateWhatIf, whatIfQuery} from "./what-if.js";
 
 const PERIOD_MS = 3000;
 const TIMEOUT_MS = 8000;
@@ -22,6 +24,8 @@ const state = {
 };
 
 function route() {
+  const query = whatIfQuery(location.hash);
+  if (query !== null) return {page: "what-if", query};
   const m = /^#\/clusters\/([^/]+)\/?$/.exec(location.hash);
   if (m) {
     try {
@@ -80,10 +84,24 @@ function schedule() {
 
 function render() {
   const now = Date.now();
+  renderNav();
   renderHub(now);
   renderBanner();
   renderRefresh(now);
   renderPage(now);
+}
+
+// The header's links say which page is shown (a cluster's page belongs to the fleet's).
+function renderNav() {
+  const whatIf = route().page === "what-if";
+  const mark = (id, on) => {
+    const a = document.getElementById(id);
+    if (!a) return;
+    if (on) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
+  };
+  mark("nav-fleet", !whatIf);
+  mark("nav-what-if", whatIf);
 }
 
 function renderHub(now) {
@@ -145,6 +163,12 @@ const open = new Set();
 function renderPage(now) {
   const main = document.getElementById("main");
   const r = route();
+  if (r.page === "what-if") {
+    renderWhatIf(main, r.query);
+    return;
+  }
+  if (main.dataset.page === "what-if") closeWhatIf();
+  main.dataset.page = r.page;
   let content;
   if (!state.fleet) {
     content = [h("p", {class: "notice"}, state.error ? "No data yet." : "Loading…")];
@@ -169,6 +193,19 @@ function renderPage(now) {
   }
 }
 
+// The what-if page is built once per address (a refresh must not wipe what is being typed);
+// a refresh only brings the list of clusters up to date.
+function renderWhatIf(main, query) {
+  const names = state.fleet ? (state.fleet.clusters || []).map((c) => c.name) : null;
+  if (main.dataset.page === "what-if" && main.dataset.query === query) {
+    updateWhatIf(names);
+    return;
+  }
+  main.dataset.page = "what-if";
+  main.dataset.query = query;
+  main.replaceChildren(...openWhatIf(query, names));
+}
+
 function focusKey(el) {
   if (el.tagName === "A") return `a ${el.getAttribute("href")}`;
   if (el.tagName === "SUMMARY") return `summary ${el.parentElement.dataset.key}`;
@@ -176,10 +213,18 @@ function focusKey(el) {
   return null;
 }
 
+function title() {
+  const r = route();
+  if (r.page === "cluster") return `${r.name} · fleetscaler`;
+  if (r.page === "what-if") return "What if · fleetscaler";
+  return "fleetscaler";
+}
+
 function navigated() {
   // Show what is known at once (the fleet's data, or a loading line), then fetch.
+  renderNav();
   renderPage(Date.now());
-  document.title = route().page === "cluster" ? `${route().name} · fleetscaler` : "fleetscaler";
+  document.title = title();
   const heading = document.querySelector("#main h2");
   if (heading) heading.focus({preventScroll: true});
   window.scrollTo(0, 0);
@@ -196,5 +241,5 @@ document.addEventListener("visibilitychange", () => {
   }
 });
 
-document.title = route().page === "cluster" ? `${route().name} · fleetscaler` : "fleetscaler";
+document.title = title();
 refresh();

@@ -1,9 +1,9 @@
-// One cluster's page: its state, node groups (bounds, counts, health, backoff), pending
-// pods with why they wait, recent actions and how they went, the last error, and the
-// effective settings with where each came from.
+// One cluster's page: its state, node groups (bounds, counts, health, backoff: its own, or
+// for another cluster's capacity failure), pending pods with why they wait, recent actions
+// and how they went, the last error, and the effective settings with where each came from.
 
-import {h, ago, badge, cell, describeAction, groupLabel, groupName, health, outcome,
-  sparkline} from "./dom.js";
+import {h, ago, badge, cell, describeAction, failureHeadline, groupLabel, groupName, health,
+  outcome, podOutcome, settingSource, showValue, sparkline} from "./dom.js";
 
 export function renderCluster({name, body, missing, now, open}) {
   const back = h("p", {class: "back"}, h("a", {href: "#/"}, "← All clusters"));
@@ -83,29 +83,33 @@ const num = (v) => (v === undefined || v === null ? "–" : String(v));
 function groups(list, now) {
   if (list.length === 0) return section("groups", "Node groups", h("p", {class: "muted"}, "No node groups found."));
   const rows = list.map((g) => {
+    // The fleet's backoff is set only where the group has none of its own (which says more).
+    const fleet = g.fleetBackoff || null;
+    const own = g.backoffUntil && Date.parse(g.backoffUntil) > now;
     const [level, text] = !g.eligible ? ["idle", "set aside"]
-      : g.backoffUntil && Date.parse(g.backoffUntil) > now ? ["warn", "backed off"]
-        : g.healthy ? ["ok", "healthy"] : ["warn", "unhealthy"];
+      : own ? ["warn", "backed off"]
+        : fleet ? ["warn", fleet.cluster ? `backed off for cluster ${fleet.cluster}` : "backed off for the fleet"]
+          : g.healthy ? ["ok", "healthy"] : ["warn", "unhealthy"];
+    const until = !own && fleet ? fleet.until : g.backoffUntil;
     return h("tr", {},
       h("th", {scope: "row", "data-label": "Node group"}, groupLabel(g.id)),
       cell("Min", num(g.min)), cell("Target", num(g.target)), cell("Max", num(g.max)),
       cell("Ready", String(g.ready)), cell("Registered", String(g.registered)),
       cell("Upcoming", String(g.upcoming)),
-      cell("Health", badge(level, text), g.reason ? h("div", {class: "detail"}, g.reason) : null),
-      cell("Backoff until", g.backoffUntil ? ago(g.backoffUntil, now) : "–"));
+      cell("Health", badge(level, text), g.reason ? h("div", {class: "detail"}, g.reason) : null,
+        fleet ? fleetBackoff(fleet, now) : null),
+      cell("Backoff until", until ? ago(until, now) : "–"));
   });
   return section("groups", `Node groups (${list.length})`,
     tableOf("Node groups", ["Node group", "Min", "Target", "Max", "Ready", "Registered", "Upcoming",
       "Health", "Backoff until"], rows, "groups"));
 }
 
-const OUTCOMES = {
-  scaleUp: ["ok", "scale-up for it"],
-  fitsExisting: ["ok", "fits an existing node"],
-  fitsUpcoming: ["ok", "fits a node being added"],
-  noScaleUp: ["warn", "stuck: no scale-up helps"],
-  belowPriorityCutoff: ["idle", "below the priority cutoff"],
-};
+// Whose failure holds the group back: the fleet's shared knowledge, with the cloud's error.
+function fleetBackoff(f, now) {
+  return h("div", {class: "detail fleet"}, "Fleet backoff: ", failureHeadline(f, now),
+    f.reason ? [": ", h("span", {class: "cloud-error"}, f.reason)] : null);
+}
 
 const RANK = {noScaleUp: 0, scaleUp: 1, fitsUpcoming: 2, fitsExisting: 3, belowPriorityCutoff: 4};
 
@@ -118,7 +122,7 @@ function pending(c) {
   const rank = (p) => RANK[p.outcome] ?? Object.keys(RANK).length;
   const sorted = [...list].sort((a, b) => rank(a) - rank(b));
   const rows = sorted.map((p) => {
-    const [level, text] = OUTCOMES[p.outcome] || ["idle", String(p.outcome)];
+    const [level, text] = podOutcome(p.outcome);
     const where = p.node ? `node ${p.node}` : p.nodeGroup ? `group ${groupName(p.nodeGroup)}` : null;
     return h("tr", {},
       h("th", {scope: "row", "data-label": "Pod"}, p.pod),
@@ -149,21 +153,6 @@ function actions(recent, now) {
     tableOf("Recent actions", ["When", "Action", "Outcome", "Detail"], rows, "actions"));
 }
 
-// As `fleetscaler check-config` names them.
-const SOURCES = {
-  default: "default",
-  fleetDefaults: "fleet defaults",
-  clusterAutoscaler: "ClusterAutoscaler",
-  clusterOverrides: "cluster overrides",
-  flags: "flags",
-};
-
-function show(value) {
-  if (value === null || value === undefined) return "–";
-  if (typeof value === "string") return value;
-  return JSON.stringify(value);
-}
-
 function settings(all, open) {
   if (!all) return null;
   const names = Object.keys(all).sort();
@@ -171,8 +160,8 @@ function settings(all, open) {
     const s = all[k] || {};
     return h("tr", {class: s.source === "default" ? "default" : "set"},
       h("th", {scope: "row", "data-label": "Setting"}, h("code", {}, k)),
-      cell("Value", h("code", {}, show(s.value))),
-      cell("Source", SOURCES[s.source] || String(s.source)));
+      cell("Value", h("code", {}, showValue(s.value))),
+      cell("Source", settingSource(s.source)));
   });
   const changed = names.filter((k) => all[k] && all[k].source !== "default").length;
   return h("section", {"aria-labelledby": "settings"},

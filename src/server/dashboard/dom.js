@@ -1,6 +1,6 @@
 // Helpers shared by the pages: building elements (text always goes in as text nodes, never
-// as markup), times and ages, a cluster's health as a colour class plus words, how actions
-// read, and the inline SVG sparklines.
+// as markup), times and ages, a cluster's health as a colour class plus words, how actions,
+// pods' outcomes and shared capacity failures read, and the inline SVG sparklines.
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
@@ -63,6 +63,14 @@ export function clock(ms) {
   return new Date(ms).toLocaleTimeString();
 }
 
+// "14:03:05 (in 4 min)": a time to come, as a clock time and how far off it is.
+export function until(iso, now) {
+  const t = Date.parse(iso);
+  if (Number.isNaN(t)) return h("span", {}, "–");
+  const far = t - now > 1000 ? `in ${span(t - now)}` : "ended";
+  return h("time", {datetime: iso, title: new Date(t).toLocaleString()}, `${clock(t)} (${far})`);
+}
+
 // A node group's id is Kind.group/namespace/name: the name is what people recognise.
 export function groupName(id) {
   const parts = String(id).split("/");
@@ -97,6 +105,36 @@ export function health(c) {
   return {level: "ok", text: "healthy", detail: null};
 }
 
+// The link to a cluster's page.
+export function clusterLink(name) {
+  return h("a", {href: `#/clusters/${encodeURIComponent(name)}`}, String(name));
+}
+
+// What a capacity failure is about: `m6i.2xlarge in us-east-1a`, as the hub says it.
+export function capacityKey(key) {
+  if (!key || !key.instanceType) return "an instance type";
+  const place = key.zone || key.region;
+  return place ? `${key.instanceType} in ${place}` : String(key.instanceType);
+}
+
+// How far a shared failure reaches: the same instance type in the zone, or in the region.
+export function failureReach(f) {
+  const key = f.key || {};
+  const type = key.instanceType || "the same instance type";
+  if (f.scope === "region" && key.region) return `${type} anywhere in ${key.region}`;
+  return key.zone ? `${type} in ${key.zone}` : type;
+}
+
+// `m6i.2xlarge in us-east-1a failed in cluster sim-1 (group …, machine …) 2 min ago`, the
+// cluster a link to its page.
+export function failureHeadline(f, now) {
+  const where = [f.nodeGroup ? `group ${groupName(f.nodeGroup)}` : null,
+    f.machine ? `machine ${f.machine}` : null].filter(Boolean);
+  return [h("strong", {}, capacityKey(f.key)), " failed in cluster ",
+    f.cluster ? clusterLink(f.cluster) : "(unknown)",
+    where.length ? ` (${where.join(", ")})` : "", " ", ago(f.at, now)];
+}
+
 export function badge(level, text) {
   return h("span", {class: `badge ${level}`}, h("span", {class: "dot", "aria-hidden": "true"}), text);
 }
@@ -116,6 +154,39 @@ export function describeAction(a) {
     case "finishDecrement": return `finish the interrupted removal of machine ${a.machine}`;
     default: return String(a.type);
   }
+}
+
+// A pending pod's outcome in a plan: [level, words].
+export const POD_OUTCOMES = {
+  scaleUp: ["ok", "scale-up for it"],
+  fitsExisting: ["ok", "fits an existing node"],
+  fitsUpcoming: ["ok", "fits a node being added"],
+  noScaleUp: ["warn", "stuck: no scale-up helps"],
+  belowPriorityCutoff: ["idle", "below the priority cutoff"],
+};
+
+export function podOutcome(outcome) {
+  return POD_OUTCOMES[outcome] || ["idle", String(outcome)];
+}
+
+// Where a setting's value comes from, as `fleetscaler check-config` names it.
+const SOURCES = {
+  default: "default",
+  fleetDefaults: "fleet defaults",
+  clusterAutoscaler: "ClusterAutoscaler",
+  clusterOverrides: "cluster overrides",
+  flags: "flags",
+};
+
+export function settingSource(source) {
+  return SOURCES[source] || String(source);
+}
+
+// A setting's value as text (strings bare, the rest as JSON).
+export function showValue(value) {
+  if (value === null || value === undefined) return "–";
+  if (typeof value === "string") return value;
+  return JSON.stringify(value);
 }
 
 // {level, text, detail} of an action's outcome.

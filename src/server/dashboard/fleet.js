@@ -1,16 +1,51 @@
-// The fleet page: totals, then one row per cluster with its health (colour and words),
-// nodes, pending pods, node groups, last action, restarts, and sparklines of nodes and
-// pending pods over its last passes.
+// The fleet page: totals, the capacity failures shared across the fleet, then one row per
+// cluster with its health (colour and words), nodes, pending pods, node groups, last action,
+// restarts, and sparklines of nodes and pending pods over its last passes.
 
-import {h, ago, badge, cell, describeAction, health, outcome, plural, sparkline} from "./dom.js";
+import {h, ago, badge, cell, clusterLink, describeAction, failureHeadline, failureReach, groupName,
+  health, outcome, plural, sparkline, until} from "./dom.js";
 
 export function renderFleet(body, now) {
   const clusters = body.clusters || [];
   return [
     h("h2", {tabindex: "-1"}, "Fleet"),
     summary(body.fleet, clusters),
+    sharedFailures(body.sharedFailures, clusters, now),
     clusters.length ? table(clusters, now) : h("p", {class: "notice"}, "No clusters are configured."),
-  ];
+  ].filter(Boolean);
+}
+
+// Capacity failures one cluster found that back off the other clusters' groups of the same
+// instance type in the same zone (or region): what failed, where, the cloud's error, until
+// when the others hold back, and which groups do now. Hubs without them show nothing.
+function sharedFailures(list, clusters, now) {
+  if (!Array.isArray(list) || list.length === 0) return null;
+  const items = list.map((f) => {
+    const held = heldBack(f, clusters);
+    return h("li", {class: "failure"},
+      h("p", {class: "what"}, failureHeadline(f, now)),
+      f.reason ? h("p", {class: "cloud-error"}, f.reason) : null,
+      h("p", {}, `Other clusters' groups of ${failureReach(f)} are backed off until `,
+        until(f.until, now), "."),
+      held.length ? h("p", {}, "Backed off now: ",
+        held.map(({cluster, group}, i) => [i ? ", " : "", clusterLink(cluster),
+          ` (${groupName(group)})`]), ".")
+        : h("p", {class: "muted"}, "No other cluster's group is backed off for it at its last pass."),
+      f.trace && f.trace.traceId
+        ? h("p", {class: "detail"}, "Trace of the pass that found it: ", h("code", {}, f.trace.traceId))
+        : null);
+  });
+  return h("section", {class: "failures", "aria-labelledby": "failures"},
+    h("h3", {id: "failures"}, `Capacity failures shared across the fleet (${list.length})`),
+    h("ul", {}, items));
+}
+
+// The groups of other clusters backed off for `f`, as their last passes said.
+function heldBack(f, clusters) {
+  const same = (b) => b && b.cluster === f.cluster && b.nodeGroup === f.nodeGroup && b.at === f.at;
+  return clusters.flatMap((c) => (c.groups || [])
+    .filter((g) => same(g.fleetBackoff))
+    .map((g) => ({cluster: c.name, group: g.id})));
 }
 
 // Fleet totals: from the API's `fleet` object when it has one, else added up here.

@@ -1,6 +1,6 @@
 //! The dashboard at `/`: one hand-written page (HTML, CSS and vanilla JavaScript modules,
 //! no build step, nothing fetched from elsewhere) that reads the JSON API and shows the
-//! fleet and each cluster. The assets are compiled into the binary, so the page works
+//! fleet, each cluster, and what-ifs (`/api/v1/what-if`, read only too). The assets are compiled into the binary, so the page works
 //! offline and always matches the hub that serves it.
 //!
 //! Every response says `Cache-Control: no-cache` (a new hub's page is never mixed with an
@@ -61,6 +61,16 @@ const ASSETS: &[Asset] = &[
         body: include_bytes!("cluster.js"),
     },
     Asset {
+        name: "what-if.js",
+        content_type: JS,
+        body: include_bytes!("what-if.js"),
+    },
+    Asset {
+        name: "what-if-answer.js",
+        content_type: JS,
+        body: include_bytes!("what-if-answer.js"),
+    },
+    Asset {
         name: "favicon.svg",
         content_type: "image/svg+xml",
         body: include_bytes!("favicon.svg"),
@@ -74,8 +84,9 @@ pub(super) fn is_dashboard(path: &str) -> bool {
 }
 
 /// The response for `path` if it is the dashboard's, else `None` (the API's routes follow).
-/// The page is at `/` (the cluster pages are `/#/clusters/<name>`, so the same page serves
-/// them and the browser's history works); its assets are under `/dashboard/`.
+/// The page is at `/` (the cluster pages are `/#/clusters/<name>` and the what-if page
+/// `/#/what-if?<query>`, so the same page serves them and the browser's history works); its
+/// assets are under `/dashboard/`.
 pub(super) fn route(path: &str) -> Option<Response<Full<Bytes>>> {
     if path == "/" || path == "/index.html" {
         return Some(respond(StatusCode::OK, &INDEX));

@@ -57,6 +57,8 @@ async fn every_asset_has_its_content_type_and_headers() {
         ("dom.js", "text/javascript; charset=utf-8"),
         ("fleet.js", "text/javascript; charset=utf-8"),
         ("cluster.js", "text/javascript; charset=utf-8"),
+        ("what-if.js", "text/javascript; charset=utf-8"),
+        ("what-if-answer.js", "text/javascript; charset=utf-8"),
         ("favicon.svg", "image/svg+xml"),
     ];
     assert_eq!(ASSETS.len(), expected.len());
@@ -101,6 +103,7 @@ fn other_paths_are_left_to_the_api() {
     for path in [
         "/api/v1/fleet",
         "/api/v1/clusters/sim-1",
+        "/api/v1/what-if",
         "/healthz",
         "/dashboard",
         "/clusters/sim-1",
@@ -187,4 +190,56 @@ fn scripts_import_only_served_modules_and_never_write_markup() {
             assert!(!js.contains(banned), "{} contains {banned}", asset.name);
         }
     }
+}
+
+/// `import {a, b} from "./x.js"` statements of `js`: the names and the module.
+fn imports(js: &str) -> Vec<(Vec<&str>, &str)> {
+    js.split("import {")
+        .skip(1)
+        .filter_map(|rest| {
+            let (names, after) = rest.split_once('}')?;
+            let module = after
+                .trim_start()
+                .strip_prefix("from \"./")?
+                .split('"')
+                .next()?;
+            let names = names.split(',').map(str::trim).filter(|n| !n.is_empty());
+            Some((names.collect(), module))
+        })
+        .collect()
+}
+
+#[test]
+fn every_imported_name_is_exported_by_its_module() {
+    // A name a module does not export fails the page at load, before anything is shown.
+    let mut checked = 0;
+    for asset in ASSETS.iter().filter(|a| a.name.ends_with(".js")) {
+        for (names, module) in imports(text(asset)) {
+            let source = ASSETS
+                .iter()
+                .find(|a| a.name == module)
+                .map(text)
+                .unwrap_or_else(|| panic!("{} imports {module}, which is not served", asset.name));
+            for name in names {
+                let exported = ["function", "async function", "const", "let"]
+                    .iter()
+                    .any(|kind| {
+                        let head = format!("export {kind} {name}");
+                        source.match_indices(&head).any(|(i, _)| {
+                            matches!(source[i + head.len()..].chars().next(), Some('(' | ' '))
+                        })
+                    });
+                assert!(
+                    exported,
+                    "{} imports {name} from {module}, which does not export it",
+                    asset.name
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(
+        checked > 20,
+        "only {checked} imports found: is the parsing right?"
+    );
 }
