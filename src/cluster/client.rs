@@ -92,10 +92,31 @@ pub async fn connect(
     context: &str,
     request_timeout: Duration,
 ) -> Result<kube::Client, ClientError> {
+    connect_as(kubeconfig, context, request_timeout, &user_agent(None)).await
+}
+
+/// `fleetscaler/<version>`, and the hub replica's name when given: API servers record the
+/// user agent of every request (audit logs), which says which replica wrote what.
+pub fn user_agent(replica: Option<&str>) -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    match replica {
+        Some(r) => format!("fleetscaler/{version} ({r})"),
+        None => format!("fleetscaler/{version}"),
+    }
+}
+
+/// [`connect`], sending `agent` as the user agent.
+pub async fn connect_as(
+    kubeconfig: Kubeconfig,
+    context: &str,
+    request_timeout: Duration,
+    agent: &str,
+) -> Result<kube::Client, ClientError> {
     let handle = tokio::runtime::Handle::current();
     let name = context.to_string();
+    let agent = agent.to_string();
     let build = tokio::task::spawn_blocking(move || {
-        handle.block_on(build_client(kubeconfig, &name, request_timeout))
+        handle.block_on(build_client(kubeconfig, &name, request_timeout, &agent))
     });
     let limit = (request_timeout * 3).max(MIN_CONNECT_TIMEOUT);
     match tokio::time::timeout(limit, build).await {
@@ -121,6 +142,7 @@ async fn build_client(
     kubeconfig: Kubeconfig,
     context: &str,
     request_timeout: Duration,
+    agent: &str,
 ) -> Result<kube::Client, ClientError> {
     check_context(&kubeconfig, context).map_err(|message| ClientError::Invalid {
         context: context.to_string(),
@@ -136,7 +158,7 @@ async fn build_client(
             context: context.to_string(),
             source,
         })?;
-    from_config(config, context, request_timeout)
+    from_config_as(config, context, request_timeout, agent)
 }
 
 /// What kube's client stack takes on trust and panics on later, checked here: the cluster's
@@ -185,10 +207,26 @@ fn check_context(kubeconfig: &Kubeconfig, context: &str) -> Result<(), String> {
 
 /// A client from an already resolved configuration (the simulated fleet hands these out).
 pub fn from_config(
-    mut config: kube::Config,
+    config: kube::Config,
     context: &str,
     request_timeout: Duration,
 ) -> Result<kube::Client, ClientError> {
+    from_config_as(config, context, request_timeout, &user_agent(None))
+}
+
+/// [`from_config`], sending `agent` as the user agent (replacing any the kubeconfig gave).
+pub fn from_config_as(
+    mut config: kube::Config,
+    context: &str,
+    request_timeout: Duration,
+    agent: &str,
+) -> Result<kube::Client, ClientError> {
+    if let Ok(value) = http::HeaderValue::from_str(agent) {
+        config
+            .headers
+            .retain(|(name, _)| name != http::header::USER_AGENT);
+        config.headers.push((http::header::USER_AGENT, value));
+    }
     config.connect_timeout = Some(request_timeout);
     config.write_timeout = Some(request_timeout);
     config.read_timeout = Some(WATCH_READ_TIMEOUT);

@@ -88,7 +88,10 @@ pub struct SharedFailures(Arc<Mutex<Shared>>);
 #[derive(Debug, Default)]
 struct Shared {
     config: SharedFailuresConfig,
+    /// What this replica's clusters found.
     list: Vec<SharedFailure>,
+    /// What the other replicas' clusters found (sharding), as they last told.
+    remote: Vec<SharedFailure>,
 }
 
 impl SharedFailures {
@@ -101,6 +104,7 @@ impl SharedFailures {
         s.config = config.clone();
         if !config.enabled {
             s.list.clear();
+            s.remote.clear();
         }
     }
 
@@ -136,22 +140,51 @@ impl SharedFailures {
 
     /// The failures of the other clusters still in force, for `cluster`'s pass.
     pub fn for_cluster(&self, cluster: &str, now: Timestamp) -> Vec<SharedFailure> {
-        self.lock()
-            .list
+        let s = self.lock();
+        s.list
             .iter()
+            .chain(&s.remote)
             .filter(|f| f.cluster != cluster && f.until > now)
             .cloned()
             .collect()
     }
 
-    /// Every failure in force, for the API.
+    /// Every failure in force, this replica's clusters' and the others', for the API.
     pub fn current(&self, now: Timestamp) -> Vec<SharedFailure> {
-        self.lock()
-            .list
+        let s = self.lock();
+        s.list
             .iter()
+            .chain(&s.remote)
             .filter(|f| f.until > now)
             .cloned()
             .collect()
+    }
+
+    /// What this replica's own clusters found, still in force: what it tells the others.
+    pub fn local(&self, now: Timestamp) -> Vec<SharedFailure> {
+        let s = self.lock();
+        s.list.iter().filter(|f| f.until > now).cloned().collect()
+    }
+
+    /// What the other replicas told (replacing what they told before), bounded; nothing
+    /// while sharing is off, and never a cluster's failure twice.
+    pub fn set_remote(&self, told: impl IntoIterator<Item = SharedFailure>) {
+        let mut s = self.lock();
+        if !s.config.enabled {
+            s.remote.clear();
+            return;
+        }
+        let mut remote: Vec<SharedFailure> = told
+            .into_iter()
+            .filter(|f| {
+                !s.list
+                    .iter()
+                    .any(|x| x.cluster == f.cluster && x.node_group == f.node_group)
+            })
+            .take(MAX_SHARED)
+            .collect();
+        remote.dedup_by(|a, b| a.cluster == b.cluster && a.node_group == b.node_group);
+        s.remote = remote;
     }
 }
 
@@ -251,5 +284,23 @@ mod tests {
         let kept = shared.current(t0);
         assert_eq!(kept.len(), MAX_SHARED);
         assert_eq!(kept.last().map(|f| f.node_group.as_str()), Some("g295"));
+    }
+
+    #[test]
+    fn what_other_replicas_told_is_shared_but_not_told_again() {
+        let shared = SharedFailures::default();
+        let t0: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
+        shared.publish("east", None, &[failure("g", t0, 5)], t0);
+        let told = SharedFailure {
+            cluster: "north".into(),
+            ..failure("h", t0, 5)
+        };
+        shared.set_remote([told.clone(), told.clone()]);
+        assert_eq!(shared.current(t0).len(), 2);
+        assert_eq!(shared.for_cluster("east", t0), std::slice::from_ref(&told));
+        assert!(shared.for_cluster("north", t0)[0].cluster == "east");
+        assert_eq!(shared.local(t0).len(), 1, "only its own are told on");
+        shared.set_remote([]);
+        assert_eq!(shared.current(t0).len(), 1);
     }
 }

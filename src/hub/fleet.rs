@@ -9,123 +9,21 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use jiff::Timestamp;
-use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::health::{self, FleetHealth, FleetState, Glance};
+use super::shard::{self, ClusterLease, ShardStatus, Shards};
 use super::supervise::{Connection, Supervised, supervise};
+pub use super::view::{FleetView, HubStatus, ReloadStatus};
+use super::view::{Member, Reports};
 use crate::cluster::ClusterName;
 use crate::cluster::gate::{FleetLink, WriteGate, hold_channel};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::RunnerSpec;
 use crate::cluster::what_if::{Ask, inbox};
 use crate::config::{ClusterConfig, FleetConfig, FleetHealthConfig, HubConfig};
-
-type Reports = BTreeMap<ClusterName, Member>;
-
-/// One cluster as readers of the fleet reach it: its latest report, and its runner's
-/// what-if inbox.
-#[derive(Clone)]
-pub(super) struct Member {
-    pub report: watch::Receiver<ClusterReport>,
-    pub what_if: mpsc::Sender<Ask>,
-}
-
-/// The hub itself, as the API shows it.
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HubStatus {
-    pub started: Timestamp,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub config_path: Option<String>,
-    /// The last reload of fleet.toml and how it went.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_reload: Option<ReloadStatus>,
-    pub leader_election: bool,
-    /// True while this replica may write (always, without leader election).
-    pub leading: bool,
-    /// Who holds the lease, as last seen.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub leader: Option<super::leader::LeaderState>,
-    pub dry_run: bool,
-}
-
-#[derive(Clone, Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ReloadStatus {
-    pub at: Timestamp,
-    pub ok: bool,
-    pub message: String,
-}
-
-/// Read-only access to the fleet's reports; cheap to clone.
-#[derive(Clone)]
-pub struct FleetView {
-    clusters: watch::Receiver<Arc<Reports>>,
-    hub: watch::Receiver<HubStatus>,
-    gate: WriteGate,
-    leader: Option<watch::Receiver<super::leader::LeaderState>>,
-    health: watch::Receiver<FleetHealth>,
-    /// The capacity failures the clusters share now.
-    failures: crate::cluster::gate::SharedFailures,
-    /// Held while a what-if is evaluated (one at a time).
-    pub(super) what_if_turn: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl FleetView {
-    /// Every cluster, by name.
-    pub(super) fn members(&self) -> Vec<(String, Member)> {
-        let clusters = self.clusters.borrow().clone();
-        clusters
-            .iter()
-            .map(|(name, m)| (name.to_string(), m.clone()))
-            .collect()
-    }
-
-    /// The capacity failures shared across the fleet and still in force.
-    pub fn shared_failures(&self) -> Vec<crate::engine::policy::SharedFailure> {
-        self.failures.current(Timestamp::now())
-    }
-
-    /// What the fleet's health is worked out from, per cluster, without copying reports.
-    pub fn glances(&self) -> Vec<Glance> {
-        let clusters = self.clusters.borrow().clone();
-        clusters
-            .values()
-            .map(|m| Glance::of(&m.report.borrow()))
-            .collect()
-    }
-
-    /// The fleet's health as last worked out (every second), and what it holds back.
-    pub fn health(&self) -> FleetHealth {
-        self.health.borrow().clone()
-    }
-
-    /// Every cluster's latest report, by name.
-    pub fn reports(&self) -> Vec<ClusterReport> {
-        let clusters = self.clusters.borrow().clone();
-        clusters
-            .values()
-            .map(|m| m.report.borrow().clone())
-            .collect()
-    }
-
-    pub fn report(&self, name: &str) -> Option<ClusterReport> {
-        let clusters = self.clusters.borrow().clone();
-        clusters
-            .get(&ClusterName::new(name))
-            .map(|m| m.report.borrow().clone())
-    }
-
-    pub fn hub(&self) -> HubStatus {
-        let mut status = self.hub.borrow().clone();
-        status.leading = self.gate.is_open();
-        status.leader = self.leader.as_ref().map(|l| l.borrow().clone());
-        status
-    }
-}
 
 struct Slot {
     connection: Connection,
@@ -134,6 +32,8 @@ struct Slot {
     what_if: mpsc::Sender<Ask>,
     cancel: CancellationToken,
     task: Option<JoinHandle<()>>,
+    /// With sharding: the cluster's Lease, whose holding opens its write gate.
+    lease: Option<ClusterLease>,
 }
 
 /// What a reload changed.
@@ -182,6 +82,12 @@ pub struct Fleet {
     hold_rx: FleetLink,
     /// Turns for engine passes, shared by every cluster (sized once, at the first apply).
     pool: Option<crate::cluster::pool::PassPool>,
+    /// With sharding: this replica's part (it runs the clusters it owns).
+    shards: Option<Shards>,
+    /// The other replicas' glances at their clusters (sharding), for the fleet's health.
+    remote_glances: Vec<Glance>,
+    /// The configuration last applied: sharding applies it again when replicas come and go.
+    last: Option<FleetConfig>,
 }
 
 impl Fleet {
@@ -216,12 +122,57 @@ impl Fleet {
             hold,
             hold_rx,
             pool: None,
+            shards: None,
+            remote_glances: Vec::new(),
+            last: None,
         };
         (fleet, view)
     }
 
-    /// Brings the running clusters in line with `config`.
+    /// From now on, runs only the clusters this replica owns among `shards`' replicas.
+    pub fn shard(&mut self, shards: Shards) {
+        self.shards = Some(shards);
+    }
+
+    /// The replicas, as sharding sees them (none without sharding).
+    pub fn peers(&self) -> Option<watch::Receiver<Vec<shard::peers::Peer>>> {
+        self.shards.as_ref().map(Shards::peers)
+    }
+
+    /// Applies the last configuration again, to the replicas as they are now.
+    pub async fn reshard(&mut self) -> Option<Changes> {
+        let last = self.last.clone()?;
+        Some(self.apply(&last).await)
+    }
+
+    /// Leaves the other replicas (after every cluster has stopped).
+    pub async fn leave(&mut self) {
+        if let Some(shards) = self.shards.take() {
+            shards.stop().await;
+        }
+    }
+
+    /// Who runs which of `config`'s clusters, and what the other replicas told.
+    fn assign(&mut self, config: &FleetConfig) -> Option<ShardStatus> {
+        let shards = self.shards.as_ref()?;
+        let peers = shards.peers().borrow().clone();
+        let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
+        let status = shard::assign(shards.identity(), &peers, &names);
+        let others = peers.iter().filter(|p| !p.this);
+        self.hold_rx
+            .failures()
+            .set_remote(others.clone().flat_map(|p| p.gossip.failures.clone()));
+        self.remote_glances = others.flat_map(|p| p.gossip.glances.clone()).collect();
+        Some(status)
+    }
+
+    /// Brings the running clusters in line with `config` (with sharding: those of its
+    /// clusters this replica owns).
     pub async fn apply(&mut self, config: &FleetConfig) -> Changes {
+        self.last = Some(config.clone());
+        let sharding = self.assign(config);
+        let mine = sharding.as_ref().map(ShardStatus::mine);
+        self.hub.send_modify(|h| h.sharding = sharding);
         self.health_config = config.fleet.clone();
         let concurrency = config.hub.pass_concurrency;
         self.pool
@@ -233,6 +184,7 @@ impl Fleet {
         let wanted: BTreeMap<&str, &ClusterConfig> = config
             .clusters
             .iter()
+            .filter(|c| mine.as_ref().is_none_or(|m| m.contains(&c.name)))
             .map(|c| (c.name.as_str(), c))
             .collect();
         let gone: Vec<String> = self
@@ -295,12 +247,21 @@ impl Fleet {
         let (spec_tx, spec_rx) = watch::channel(spec);
         let (what_if, what_if_rx) = inbox();
         let cancel = CancellationToken::new();
+        // With sharding, the cluster is written to only while its Lease is held.
+        let lease = self
+            .shards
+            .as_ref()
+            .filter(|_| c.enabled)
+            .map(|s| s.lease(&c.name));
+        let gate = lease
+            .as_ref()
+            .map_or_else(|| self.gate.clone(), |l| l.gate.clone());
         let task = c.enabled.then(|| {
             tokio::spawn(supervise(
                 Supervised {
                     name,
                     connection: connection.clone(),
-                    gate: self.gate.clone(),
+                    gate,
                     hold: self.hold_rx.clone(),
                     instance: self.instance.clone(),
                     spec: spec_rx,
@@ -318,6 +279,7 @@ impl Fleet {
             what_if,
             cancel,
             task,
+            lease,
         }
     }
 
@@ -372,12 +334,20 @@ impl Fleet {
     /// Works out the fleet's health from the latest reports, and sets or lifts the
     /// scale-down hold to match.
     pub fn assess_health(&self) {
-        let glances: Vec<Glance> = self
+        let mut glances: Vec<Glance> = self
             .clusters
             .borrow()
             .values()
             .map(|m| Glance::of(&m.report.borrow()))
             .collect();
+        // With sharding, the other replicas' clusters count too (once: a cluster changing
+        // hands may be told by both for a moment).
+        for g in &self.remote_glances {
+            if !glances.iter().any(|own| own.name == g.name) {
+                glances.push(g.clone());
+            }
+        }
+        self.note_writing();
         let previous = self.health.borrow().clone();
         let next = health::assess(&glances, &self.health_config, &previous, Timestamp::now());
         if next.state != previous.state {
@@ -395,6 +365,23 @@ impl Fleet {
             changed
         });
         self.health.send_replace(next);
+    }
+
+    /// With sharding: which clusters' Leases this replica holds now, for the API.
+    fn note_writing(&self) {
+        let writing: Vec<String> = self
+            .slots
+            .iter()
+            .filter(|(_, s)| s.lease.as_ref().is_some_and(|l| l.gate.is_open()))
+            .map(|(name, _)| name.clone())
+            .collect();
+        self.hub.send_if_modified(|h| match &mut h.sharding {
+            Some(s) if s.writing != writing => {
+                s.writing = writing;
+                true
+            }
+            _ => false,
+        });
     }
 
     /// Stops every cluster, each undoing what it had under way.
@@ -416,6 +403,8 @@ fn replace_if_changed(old: &mut Arc<RunnerSpec>, new: &Arc<RunnerSpec>) -> bool 
 /// its task is dropped; it stays well inside Kubernetes' default 30 s grace period.
 const STOP_LIMIT: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// Stops a cluster's runner (which undoes what it had under way, still allowed to write),
+/// then releases its Lease, so another replica may take it at once.
 async fn stop(slot: Slot) {
     slot.cancel.cancel();
     if let Some(mut task) = slot.task
@@ -427,14 +416,22 @@ async fn stop(slot: Slot) {
         );
         task.abort();
     }
+    if let Some(lease) = slot.lease {
+        lease.release().await;
+    }
 }
 
 fn connection_of(config: &FleetConfig, c: &ClusterConfig) -> Connection {
-    let le = &config.hub.leader_election;
-    // With leader election, a write sent just before the lease is lost must not land after
-    // another replica may have taken over: writes get at most the lease's margin.
-    let write_timeout = if le.enabled {
-        let margin = le.lease_duration.saturating_sub(le.renew_deadline);
+    let (le, sh) = (&config.hub.leader_election, &config.hub.sharding);
+    // With leader election (or a Lease per cluster), a write sent just before the lease is
+    // lost must not land after another replica may have taken over: writes get at most the
+    // lease's margin.
+    let margin = match (le.enabled, sh.enabled) {
+        (true, _) => Some(le.lease_duration.saturating_sub(le.renew_deadline)),
+        (_, true) => Some(sh.lease_duration.saturating_sub(sh.renew_deadline)),
+        _ => None,
+    };
+    let write_timeout = if let Some(margin) = margin {
         config
             .hub
             .request_timeout
@@ -483,6 +480,7 @@ mod tests {
             leading: true,
             leader: None,
             dry_run: false,
+            sharding: None,
         }
     }
 

@@ -10,6 +10,7 @@ pub mod leader;
 pub mod reload;
 pub mod shard;
 mod supervise;
+mod view;
 pub mod what_if;
 
 use std::path::PathBuf;
@@ -23,6 +24,8 @@ use self::fleet::{Fleet, ReloadStatus};
 pub use self::fleet::{FleetView, HubStatus};
 use self::leader::{LeaderConfig, LeaderElector, LeaderState};
 use self::reload::FileWatch;
+use self::shard::peers::Gossip;
+use self::shard::{ShardConfig, Shards};
 use crate::cluster::client::{self, ClientError};
 use crate::cluster::gate::{self, WriteGate};
 use crate::config::FleetConfig;
@@ -71,14 +74,22 @@ pub async fn start(
         leading: election.gate.is_open(),
         leader: None,
         dry_run: config.hub.dry_run,
+        sharding: None,
     };
-    let instance = election.identity.clone();
+    let sharding = &config.hub.sharding;
+    let instance = match (&sharding.identity, sharding.enabled) {
+        (Some(identity), true) => identity.clone(),
+        _ => election.identity.clone(),
+    };
     let (mut fleet, view) = Fleet::new(
         election.gate.clone(),
         election.state.clone(),
-        instance,
+        instance.clone(),
         status,
     );
+    if sharding.enabled {
+        fleet.shard(start_sharding(&config, instance, view.clone()).await?);
+    }
     let changes = fleet.apply(&config).await;
     fleet.started_with(&config);
     tracing::info!("hub started: {}", changes.describe());
@@ -87,6 +98,66 @@ pub async fn start(
         election.stop().await;
     });
     Ok(HubHandle { view, task })
+}
+
+/// Joins the replicas sharing the fleet (`hub.sharding`), telling them what this one's
+/// clusters found.
+async fn start_sharding(
+    config: &FleetConfig,
+    identity: String,
+    view: FleetView,
+) -> Result<Shards, HubError> {
+    let s = &config.hub.sharding;
+    let timeout = config.hub.request_timeout;
+    let client = management_client(config, s.context.as_deref()).await?;
+    let address = s
+        .advertise
+        .clone()
+        .or_else(|| advertised(&config.hub.listen));
+    let cfg = ShardConfig::new(s, identity, address, timeout);
+    let told = move || Gossip {
+        address: None,
+        failures: view.own_shared_failures(),
+        glances: view.glances(),
+    };
+    Ok(Shards::start(client, cfg, told))
+}
+
+/// Where the others reach this replica: the pod's address (the chart sets `POD_IP`) or the
+/// host's name, and the listen port.
+pub fn advertised(listen: &str) -> Option<String> {
+    let port = listen.rsplit_once(':')?.1;
+    if port == "0" {
+        return None;
+    }
+    let host = std::env::var("POD_IP")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty()))?;
+    Some(if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    })
+}
+
+/// A client of the management cluster: a context of the hub's kubeconfigs, or in-cluster.
+async fn management_client(
+    config: &FleetConfig,
+    context: Option<&str>,
+) -> Result<kube::Client, HubError> {
+    let timeout = config.hub.request_timeout;
+    Ok(match context {
+        Some(context) => {
+            let kubeconfig = client::load_kubeconfig(None, &config.hub.kubeconfigs)?;
+            client::connect(kubeconfig, context, timeout).await?
+        }
+        None => {
+            let incluster =
+                kube::Config::incluster().map_err(|e| HubError::InCluster(e.to_string()))?;
+            client::from_config(incluster, "in-cluster", timeout)?
+        }
+    })
 }
 
 /// The leader election, when fleet.toml turns it on.
@@ -114,17 +185,7 @@ impl Election {
             });
         }
         let timeout = config.hub.request_timeout;
-        let kube = match &le.context {
-            Some(context) => {
-                let kubeconfig = client::load_kubeconfig(None, &config.hub.kubeconfigs)?;
-                client::connect(kubeconfig, context, timeout).await?
-            }
-            None => {
-                let incluster =
-                    kube::Config::incluster().map_err(|e| HubError::InCluster(e.to_string()))?;
-                client::from_config(incluster, "in-cluster", timeout)?
-            }
-        };
+        let kube = management_client(config, le.context.as_deref()).await?;
         let cfg = LeaderConfig::new(le, timeout);
         let identity = cfg.identity.clone();
         let elector = LeaderElector::new(kube, cfg);
@@ -157,11 +218,20 @@ async fn serve(mut fleet: Fleet, path: Option<PathBuf>, cancel: CancellationToke
     let mut hangup = path.as_ref().and_then(|_| hangup_signal());
     let mut poll = tokio::time::interval(reload::POLL);
     let mut health = tokio::time::interval(HEALTH_EVERY);
+    let mut peers = fleet.peers();
     loop {
         let why = tokio::select! {
             _ = cancel.cancelled() => break,
             _ = health.tick() => {
                 fleet.assess_health();
+                continue;
+            }
+            Some(()) = changed(&mut peers) => {
+                if let Some(changes) = fleet.reshard().await
+                    && changes != fleet::Changes::default()
+                {
+                    tracing::info!("the replicas changed: {}", changes.describe());
+                }
                 continue;
             }
             Some(()) = recv(&mut hangup) => "SIGHUP",
@@ -177,6 +247,15 @@ async fn serve(mut fleet: Fleet, path: Option<PathBuf>, cancel: CancellationToke
         }
     }
     fleet.shut_down().await;
+    fleet.leave().await;
+}
+
+/// The next change of the replicas; never, without sharding.
+async fn changed<T>(rx: &mut Option<watch::Receiver<T>>) -> Option<()> {
+    match rx {
+        Some(rx) => rx.changed().await.ok(),
+        None => std::future::pending().await,
+    }
 }
 
 async fn reload(fleet: &mut Fleet, path: &std::path::Path, why: &str) {

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::cluster::ClusterName;
-use crate::cluster::client::{connect, load_kubeconfig};
+use crate::cluster::client::{connect_as, load_kubeconfig, user_agent};
 use crate::cluster::error::Category;
 use crate::cluster::gate::{FleetLink, WriteGate};
 use crate::cluster::report::{ClusterReport, Phase};
@@ -148,9 +148,11 @@ where
     let c = &s.connection;
     let kubeconfig =
         load_kubeconfig(c.kubeconfig.as_deref(), &c.hub_kubeconfigs).map_err(configuration)?;
+    // Every request says which replica sent it (the API server's audit log keeps it).
+    let agent = user_agent(Some(&s.instance));
     let client = tokio::select! {
         _ = cancel.cancelled() => return Ok(()),
-        client = connect(kubeconfig, &c.context, c.timing.request_timeout) => client.map_err(configuration)?,
+        client = connect_as(kubeconfig, &c.context, c.timing.request_timeout, &agent) => client.map_err(configuration)?,
     };
     let ctx = Arc::new(Context {
         name: s.name.clone(),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use tokio::sync::oneshot;
 
-use super::fleet::{FleetView, Member};
+use super::view::{FleetView, Member};
 use crate::cluster::report::Phase;
 use crate::cluster::what_if::{Ask, ClusterAnswer, FleetAnswer, Proposal};
 

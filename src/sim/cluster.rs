@@ -3,7 +3,7 @@
 
 use std::sync::{Mutex, MutexGuard};
 
-use crate::sim::api::audit::RequestLog;
+use crate::sim::api::audit::{RequestLog, WriteLog};
 use crate::sim::faults::FaultSwitch;
 use crate::sim::registry::State;
 use crate::sim::rng::Rng;
@@ -21,6 +21,8 @@ pub struct Cluster {
     pub token: String,
     /// The requests answered, once recording is enabled (tests check RBAC rules with it).
     pub requests: RequestLog,
+    /// Every write received, with its sender, once enabled (tests of hub replicas).
+    pub writes: WriteLog,
     state: Mutex<State>,
     /// Fault rolls draw from their own source so they do not disturb the state's sequence.
     fault_rng: Mutex<Rng>,
@@ -42,6 +44,7 @@ impl Cluster {
             faults: FaultSwitch::default(),
             token,
             requests: RequestLog::default(),
+            writes: WriteLog::default(),
             state: Mutex::new(state),
             fault_rng: Mutex::new(Rng::new(seed ^ 0x5eed_fa17)),
         }

@@ -103,6 +103,8 @@ pub struct ShardStatus {
     pub replicas: Vec<Peer>,
     /// Every cluster of the fleet and the replica that runs it.
     pub owners: BTreeMap<String, String>,
+    /// The clusters whose Lease this replica holds now: those it writes to.
+    pub writing: Vec<String>,
 }
 
 impl ShardStatus {
@@ -130,6 +132,7 @@ pub fn assign(identity: &str, replicas: &[Peer], clusters: &[String]) -> ShardSt
         identity: identity.to_string(),
         replicas: replicas.to_vec(),
         owners,
+        writing: Vec::new(),
     }
 }
 

@@ -135,19 +135,23 @@ pub async fn run(
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     let mut liveness = Liveness::default();
     let mut renewed: Option<Instant> = None;
+    let mut failing = Failing::default();
     loop {
         let sent = Instant::now();
         match renew(&api, &cfg, &told()).await {
             Ok(()) => renewed = Some(sent),
-            Err(e) => tracing::warn!("cannot renew this replica's Lease: {e}"),
+            Err(e) => failing.note(format!("cannot renew this replica's Lease: {e}")),
         }
         match list(&api, &cfg, &mut liveness).await {
             Ok(mut peers) => {
                 let me_alive = renewed.is_some_and(|t| t.elapsed() < cfg.lease_duration);
+                if me_alive {
+                    failing.clear();
+                }
                 peers.retain(|p| !p.this || me_alive);
                 out.send_if_modified(|old| replace_if_changed(old, peers));
             }
-            Err(e) => tracing::warn!("cannot list the replicas' Leases: {e}"),
+            Err(e) => failing.note(format!("cannot list the replicas' Leases: {e}")),
         }
         tokio::select! {
             () = cancel.cancelled() => break,
@@ -163,6 +167,25 @@ pub async fn run(
     .await;
     if let Err(e) = deleted {
         tracing::warn!("could not delete this replica's Lease; it expires on its own: {e}");
+    }
+}
+
+/// A failure logged when it starts or changes, not at every retry.
+#[derive(Default)]
+struct Failing(Option<String>);
+
+impl Failing {
+    fn note(&mut self, message: String) {
+        if self.0.as_ref() != Some(&message) {
+            tracing::warn!("sharding: {message}");
+            self.0 = Some(message);
+        }
+    }
+
+    fn clear(&mut self) {
+        if self.0.take().is_some() {
+            tracing::info!("sharding: this replica's Lease is renewed again");
+        }
     }
 }
 

@@ -109,6 +109,70 @@ impl RequestLog {
     }
 }
 
+/// Writes kept at most by a [`WriteLog`]; older ones are dropped (and counted).
+pub const MAX_WRITES: usize = 100_000;
+
+/// One write a simulated cluster received, whoever sent it and whatever came of it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WriteRecord {
+    /// When it arrived, on this process's monotonic clock (milliseconds since the log began).
+    pub at_ms: u64,
+    /// The `User-Agent` it came with (the hub puts its replica's name in it).
+    pub agent: String,
+    pub method: String,
+    pub path: String,
+}
+
+/// Every write a simulated cluster received, in order, once enabled: which client wrote
+/// when, so that a test can tell whether two hub replicas ever wrote to the same cluster
+/// in the same interval.
+#[derive(Debug, Default)]
+pub struct WriteLog {
+    enabled: AtomicBool,
+    start: std::sync::OnceLock<std::time::Instant>,
+    writes: Mutex<std::collections::VecDeque<WriteRecord>>,
+    dropped: AtomicU64,
+}
+
+impl WriteLog {
+    pub fn enable(&self) {
+        self.start.get_or_init(std::time::Instant::now);
+        self.enabled.store(true, Ordering::Relaxed);
+    }
+
+    /// Notes a request if it writes (POST, PUT, PATCH, DELETE) and the log is on.
+    pub fn record(&self, method: &Method, path: &str, agent: &str) {
+        let writes = [Method::POST, Method::PUT, Method::PATCH, Method::DELETE];
+        if !self.enabled.load(Ordering::Relaxed) || !writes.contains(method) {
+            return;
+        }
+        let at = self.start.get().map_or(0, |s| s.elapsed().as_millis());
+        let record = WriteRecord {
+            at_ms: u64::try_from(at).unwrap_or(u64::MAX),
+            agent: agent.chars().take(256).collect(),
+            method: method.to_string(),
+            path: path.chars().take(1024).collect(),
+        };
+        let mut w = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        if w.len() >= MAX_WRITES {
+            w.pop_front();
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        w.push_back(record);
+    }
+
+    /// The writes kept, oldest first.
+    pub fn records(&self) -> Vec<WriteRecord> {
+        let w = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        w.iter().cloned().collect()
+    }
+
+    /// Writes dropped because the log was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
 /// Subresources of a namespace: `namespaces/<ns>/status` is the namespace's, not a resource
 /// named `status` in it (as the API server decides).
 const NAMESPACE_SUBRESOURCES: [&str; 2] = ["status", "finalize"];

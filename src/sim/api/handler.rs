@@ -32,6 +32,8 @@ pub struct ApiRequest {
     pub body: Bytes,
     /// `host:port` clients reach this server at (for `/api`'s address list).
     pub server_address: String,
+    /// The client's `User-Agent`.
+    pub agent: String,
 }
 
 /// What to send back.
@@ -54,6 +56,7 @@ fn object(code: u16, stored: &Stored) -> Reply {
 /// Handles one API request against `cluster`.
 pub fn handle(cluster: &Arc<Cluster>, req: ApiRequest) -> Reply {
     cluster.requests.record(&req.method, &req.path, &req.query);
+    cluster.writes.record(&req.method, &req.path, &req.agent);
     dispatch(cluster, &req).unwrap_or_else(Reply::from)
 }
 

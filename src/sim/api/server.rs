@@ -173,7 +173,14 @@ async fn serve_request(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
+    let agent = parts
+        .headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     let request = ApiRequest {
+        agent,
         accept,
         method: parts.method,
         path: parts.uri.path().to_string(),

@@ -1,0 +1,289 @@
+//! Sharding across hub replicas, end to end: three `fleetscaler run` processes share twelve
+//! simulated clusters through Leases on a thirteenth (the management cluster). Each cluster
+//! is written to by exactly one replica; killed without a chance to let go (SIGKILL), a
+//! replica's clusters are driven again by the others within 30 s; and the simulated
+//! clusters' write logs show that no cluster ever received writes from two replicas in the
+//! same interval: while the replicas are settled, each cluster hears from its owner alone,
+//! and while they come and go, its writers follow one another, never alternate.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e_support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use e2e_support::*;
+use fleetscaler::sim::settings::Flavor;
+use serde_json::Value;
+use tokio::time::Instant;
+
+const CLUSTERS: usize = 12;
+const REPLICAS: [&str; 3] = ["replica-a", "replica-b", "replica-c"];
+const TAKEOVER: Duration = Duration::from_secs(30);
+
+/// One hub replica, a child process.
+struct Replica {
+    identity: &'static str,
+    child: Option<Child>,
+    log: PathBuf,
+    addr: SocketAddr,
+}
+
+impl Replica {
+    async fn start(dir: &Path, kubeconfig: &Path, identity: &'static str) -> Replica {
+        let config = dir.join(format!("{identity}.toml"));
+        std::fs::write(&config, fleet_toml(kubeconfig, identity)).unwrap();
+        let log = dir.join(format!("{identity}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+            .args(["run", "--listen", "127.0.0.1:0", "--config"])
+            .arg(&config)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        let addr = eventually(Duration::from_secs(30), "the replica's address", || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let addr = text
+                .split("serving http://")
+                .nth(1)
+                .and_then(|rest| rest.split('/').next())
+                .and_then(|a| a.parse().ok());
+            async move { addr }
+        })
+        .await;
+        Replica {
+            identity,
+            child: Some(child),
+            log,
+            addr,
+        }
+    }
+
+    async fn fleet(&self) -> Option<Value> {
+        let (status, body) = http_request(self.addr, "GET", "/api/v1/fleet").await;
+        (status == 200).then(|| serde_json::from_str(&body).unwrap())
+    }
+
+    /// The clusters whose Lease this replica holds, as it says.
+    async fn writing(&self) -> BTreeSet<String> {
+        let Some(fleet) = self.fleet().await else {
+            return BTreeSet::new();
+        };
+        let writing = fleet["hub"]["sharding"]["writing"].as_array().cloned();
+        writing
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.as_str().map(str::to_string))
+            .collect()
+    }
+
+    fn kill(&mut self) {
+        let mut child = self.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+            let tail: Vec<&str> = text.lines().rev().take(40).collect();
+            eprintln!("--- {} (last lines) ---", self.identity);
+            for line in tail.iter().rev() {
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+fn fleet_toml(kubeconfig: &Path, identity: &str) -> String {
+    let clusters: String = (1..=CLUSTERS)
+        .map(|i| format!("[[clusters]]\nname = \"sim-{i}\"\nuse_cluster_autoscaler = false\n"))
+        .collect();
+    format!(
+        r#"[hub]
+scan_interval = "1s"
+debounce = "50ms"
+request_timeout = "2s"
+kubeconfigs = ["{}"]
+
+[hub.sharding]
+enabled = true
+context = "sim-{}"
+identity = "{identity}"
+lease_duration = "4s"
+renew_deadline = "3s"
+retry_period = "500ms"
+
+[defaults]
+scale_down_enabled = false
+
+{clusters}"#,
+        kubeconfig.display(),
+        CLUSTERS + 1
+    )
+}
+
+/// Which replica holds which clusters' Leases, once every cluster is held by exactly one of
+/// `replicas`.
+async fn settled(replicas: &[&Replica]) -> BTreeMap<String, &'static str> {
+    let mut owners = BTreeMap::new();
+    for r in replicas {
+        for c in r.writing().await {
+            if owners.insert(c.clone(), r.identity).is_some() {
+                return BTreeMap::new();
+            }
+        }
+    }
+    owners
+}
+
+/// How many writes each managed cluster has received so far.
+fn marks(fleet: &fleetscaler::sim::fleet::Fleet) -> Vec<usize> {
+    let managed = &fleet.clusters()[..CLUSTERS];
+    managed
+        .iter()
+        .map(|c| c.cluster.writes.records().len())
+        .collect()
+}
+
+/// The replicas that wrote to a cluster in `range` of its writes, in order, each run of
+/// writes by one replica counted once.
+fn writers(
+    c: &fleetscaler::sim::fleet::ClusterHandle,
+    range: std::ops::Range<usize>,
+) -> Vec<String> {
+    let mut runs: Vec<String> = Vec::new();
+    let records = c.cluster.writes.records();
+    let range = range.start.min(records.len())..range.end.min(records.len());
+    for w in &records[range] {
+        let Some(replica) = REPLICAS.iter().find(|r| w.agent.contains(*r)) else {
+            continue;
+        };
+        if runs.last().map(String::as_str) != Some(*replica) {
+            runs.push(replica.to_string());
+        }
+    }
+    runs
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_clusters_and_take_over_a_lost_ones() {
+    let fleet = quiet_fleet(CLUSTERS + 1, Flavor::OpenShift).await;
+    for c in &fleet.clusters()[..CLUSTERS] {
+        c.cluster.writes.enable();
+    }
+    let mgmt = fleet.clusters()[CLUSTERS].client().await.unwrap();
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(mgmt);
+    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": "fleetscaler"}}));
+    namespaces
+        .create(&Default::default(), &ns.unwrap())
+        .await
+        .unwrap();
+    let dir = TempDir::new("e2e-sharding");
+    let kubeconfig = dir.path().join("fleet.kubeconfig");
+    fleet.write_kubeconfig(&kubeconfig).unwrap();
+    let mut replicas = Vec::new();
+    for identity in REPLICAS {
+        replicas.push(Replica::start(dir.path(), &kubeconfig, identity).await);
+    }
+    let all: Vec<&Replica> = replicas.iter().collect();
+    // Once every replica has seen the others, each holds its share, and only it.
+    let owners = eventually(Duration::from_secs(60), "every cluster held once", || {
+        let all = all.clone();
+        async move {
+            let owners = settled(&all).await;
+            let shared = REPLICAS.iter().all(|r| owners.values().any(|o| o == r));
+            (owners.len() == CLUSTERS && shared).then_some(owners)
+        }
+    })
+    .await;
+    let settled_at = marks(&fleet);
+
+    // The lost replica's clusters are driven again by the others.
+    let lost = replicas.remove(1);
+    let orphans: Vec<String> = owners
+        .iter()
+        .filter(|(_, r)| **r == lost.identity)
+        .map(|(c, _)| c.clone())
+        .collect();
+    let mut lost = lost;
+    let killed_at = marks(&fleet);
+    let killed = Instant::now();
+    lost.kill();
+    let rest: Vec<&Replica> = replicas.iter().collect();
+    let after = eventually(TAKEOVER, "the lost replica's clusters held again", || {
+        let rest = rest.clone();
+        async move {
+            let owners = settled(&rest).await;
+            (owners.len() == CLUSTERS).then_some(owners)
+        }
+    })
+    .await;
+    eprintln!("taken over in {:.1}s", killed.elapsed().as_secs_f64());
+    for c in &orphans {
+        assert_ne!(after[c], lost.identity);
+    }
+    for (c, r) in &owners {
+        if *r != lost.identity {
+            assert_eq!(after[c], *r, "{c} moved though its replica stayed");
+        }
+    }
+    // Driven: a pending pod in one of them gets its scale-up from the new owner.
+    let orphan = &orphans[0];
+    let sim = fleet
+        .clusters()
+        .iter()
+        .find(|c| c.name() == orphan)
+        .unwrap();
+    create_pods(sim, "after", 4, "7").await;
+    let new_owner = after[orphan];
+    eventually(TAKEOVER, "a scale-up by the new owner", || {
+        let wrote = sim.cluster.writes.records().iter().any(|w| {
+            w.agent.contains(new_owner) && w.method == "PUT" && w.path.ends_with("/scale")
+        });
+        async move { wrote.then_some(()) }
+    })
+    .await;
+
+    // No cluster ever heard from two replicas in the same interval.
+    for (i, c) in fleet.clusters()[..CLUSTERS].iter().enumerate() {
+        let name = c.name().to_string();
+        let never_back = |runs: &[String]| {
+            let distinct: BTreeSet<&String> = runs.iter().collect();
+            assert_eq!(
+                distinct.len(),
+                runs.len(),
+                "{name}: writers alternate: {runs:?}"
+            );
+        };
+        // Starting, replicas joined one by one: a cluster moved on, never back.
+        never_back(&writers(c, 0..settled_at[i]));
+        let settled = writers(c, settled_at[i]..killed_at[i]);
+        assert!(
+            settled.iter().all(|w| *w == owners[&name]),
+            "{name} heard from {settled:?} while {} owned it",
+            owners[&name]
+        );
+        let since = writers(c, killed_at[i]..usize::MAX);
+        never_back(&since);
+        assert!(
+            since
+                .iter()
+                .all(|w| *w == after[&name] || *w == owners[&name]),
+            "{name} heard from {since:?} after the kill"
+        );
+        assert_eq!(c.cluster.writes.dropped(), 0);
+    }
+    drop(replicas);
+    fleet.shutdown().await;
+}
