@@ -109,6 +109,9 @@ def cases(chart: Path) -> dict[str, dict]:
                                            "tlsConfig": {"insecureSkipVerify": True}}},
             "configToml": '[[clusters]]\nname = "prod-east"\n',
         },
+        # Three replicas sharing the clusters through Leases.
+        "sharding": {"replicaCount": 3, "sharding": {"enabled": True},
+                     "fleet": {"hub": {"sharding": {"lease_duration": "20s"}}}},
         # Plain and open, as the chart served before: one port, no certificate, no reviews.
         "single": {
             "replicaCount": 1,
@@ -131,7 +134,7 @@ OPENSHIFT_API = "security.openshift.io/v1"
 API_VERSIONS = {"openshift": [OPENSHIFT_API], "openshift-off": [OPENSHIFT_API]}
 
 # Cases linted besides the default values and the examples.
-LINTED = ["observability", "openshift-forced", "cert-manager", "single"]
+LINTED = ["observability", "openshift-forced", "cert-manager", "single", "sharding"]
 
 
 # Values that must not render, with a word the error must contain.
@@ -146,6 +149,10 @@ REFUSED = {
     "a misspelt image key": ({"image": {"repo": "x"}}, "repo"),
     "two replicas without leader election": (
         {"leaderElection": {"enabled": False}}, "leaderElection.enabled"),
+    "hub.sharding.enabled, which the chart sets": (
+        {"fleet": {"hub": {"sharding": {"enabled": True}}}}, "enabled"),
+    "a misspelt hub.sharding key": (
+        {"fleet": {"hub": {"sharding": {"lease_durations": "9s"}}}}, "lease_durations"),
     "a kubeconfig key that is no file name": (
         {"kubeconfigs": {"files": {"a/b": "x"}}}, "a/b"),
     "a misspelt dashboard key": ({"grafanaDashboard": {"enable": True}}, "enable"),

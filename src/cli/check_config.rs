@@ -182,6 +182,18 @@ fn text(name: &str, r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     } else {
         writeln!(out, "  leader election: off")?;
     }
+    let sh = &h.sharding;
+    if sh.enabled {
+        let ctx = sh.context.as_deref().unwrap_or("in-cluster");
+        writeln!(
+            out,
+            "  sharding: the replicas share the clusters through Leases {}/{}-* on {ctx} (lease {}, renewed every {})",
+            sh.namespace,
+            sh.lease_prefix,
+            format_go_duration(sh.lease_duration),
+            format_go_duration(sh.retry_period)
+        )?;
+    }
     writeln!(out, "  traces: {}", r.traces.describe())?;
     writeln!(out, "\n[fleet]\n  {}", describe_fleet(&r.fleet))?;
     for c in &r.clusters {

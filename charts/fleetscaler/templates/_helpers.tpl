@@ -44,6 +44,16 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- default (include "fleetscaler.fullname" .) .Values.leaderElection.leaseName }}
 {{- end }}
 
+{{/* Leader election on one Lease: on unless sharding (which elects a writer per cluster). */}}
+{{- define "fleetscaler.electing" -}}
+{{- and .Values.leaderElection.enabled (not .Values.sharding.enabled) }}
+{{- end }}
+
+{{/* Sharding's Lease names start with this (at most 30 characters). */}}
+{{- define "fleetscaler.leasePrefix" -}}
+{{- include "fleetscaler.fullname" . | trunc 30 | trimSuffix "-" }}
+{{- end }}
+
 {{- define "fleetscaler.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}
@@ -90,9 +100,16 @@ unless fleet.hub.kubeconfigs names some.
 {{- $_ := set $hub "listen" (include "fleetscaler.listen" .) }}
 {{- $le := default (dict) (get $hub "leader_election") }}
 {{- $_ := set $hub "leader_election" $le }}
-{{- $_ := set $le "enabled" .Values.leaderElection.enabled }}
+{{- $_ := set $le "enabled" (include "fleetscaler.electing" . | eq "true") }}
 {{- $_ := set $le "namespace" .Release.Namespace }}
 {{- $_ := set $le "lease_name" (include "fleetscaler.leaseName" .) }}
+{{- if .Values.sharding.enabled }}
+{{- $sh := default (dict) (get $hub "sharding") }}
+{{- $_ := set $hub "sharding" $sh }}
+{{- $_ := set $sh "enabled" true }}
+{{- $_ := set $sh "namespace" .Release.Namespace }}
+{{- $_ := set $sh "lease_prefix" (include "fleetscaler.leasePrefix" .) }}
+{{- end }}
 {{- $serving := default (dict) (get $hub "serving") }}
 {{- $_ := set $hub "serving" (merge (include "fleetscaler.servingToml" . | fromJson) $serving) }}
 {{- if not (get $hub "kubeconfigs") }}
