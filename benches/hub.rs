@@ -28,7 +28,7 @@ use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use serde_json::json;
-use support::{env, rss_mib};
+use support::{env, peak_rss_mib, rss_mib};
 use tokio::time::Instant;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -222,6 +222,7 @@ async fn bench() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let synced = started.elapsed();
+    let peak_at_sync = peak_rss_mib();
     // A few passes, so the engine's and the status writer's memory is counted too.
     tokio::time::sleep(Duration::from_secs(if full { 25 } else { 3 })).await;
     let after = rss_mib();
@@ -232,8 +233,10 @@ async fn bench() {
     let budget_mib = (pods as f64 * 1.5 + nodes as f64 * 8.0) / 1024.0;
     println!("hub against {clusters} simulated clusters: {nodes} nodes, {pods} pods cached");
     println!(
-        "  every cluster listed and planned once: {:.1} s",
-        synced.as_secs_f64()
+        "  every cluster listed and planned once: {:.1} s (peak RSS by then {:.0} MiB, {:.0} MiB above the start)",
+        synced.as_secs_f64(),
+        peak_at_sync,
+        peak_at_sync - before
     );
     println!(
         "  hub memory (RSS growth): {hub_mib:.0} MiB = {:.2} KiB per pod overall; budget 1.5 KiB/pod + 8 KiB/node = {budget_mib:.0} MiB ({:.0} % used)",
@@ -259,7 +262,7 @@ async fn bench() {
         clients.push(client);
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut pass_ms: BTreeMap<(String, String), (f64, f64)> = BTreeMap::new();
+    let mut pass_ms: BTreeMap<(String, String), (f64, f64, f64)> = BTreeMap::new();
     let round_gap = Duration::from_secs(if full { 4 } else { 3 });
     for round in 0..rounds {
         for (i, client) in clients.iter().enumerate() {
@@ -276,7 +279,7 @@ async fn bench() {
             if let Some(p) = r.last_pass {
                 pass_ms.insert(
                     (r.name.to_string(), p.at.to_string()),
-                    (p.took_ms, p.engine_ms),
+                    (p.took_ms, p.engine_ms, p.queued_ms),
                 );
             }
         }
@@ -294,12 +297,18 @@ async fn bench() {
     if missed > 0 {
         println!("  ({missed} pods got no scale-up within the bench)");
     }
-    let (whole, engine): (Vec<f64>, Vec<f64>) = pass_ms.values().copied().unzip();
+    let whole: Vec<f64> = pass_ms.values().map(|p| p.0).collect();
+    let engine: Vec<f64> = pass_ms.values().map(|p| p.1).collect();
+    let queued: Vec<f64> = pass_ms.values().map(|p| p.2).collect();
     println!(
         "  {}",
         describe("per-cluster pass (engine, writes, status)", whole)
     );
     println!("  {}", describe("per-cluster pass, engine alone", engine));
+    println!(
+        "  {}",
+        describe("per-cluster pass, waiting for a turn on the pool", queued)
+    );
     cancel.cancel();
     hub.wait().await;
     telemetry.shutdown(Duration::from_secs(5)).await;
