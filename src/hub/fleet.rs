@@ -50,6 +50,9 @@ pub struct HubStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub leader: Option<super::leader::LeaderState>,
     pub dry_run: bool,
+    /// The management cluster's inventory, when `[membership]` is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub membership: Option<super::membership::MembershipStatus>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -284,12 +287,10 @@ impl Fleet {
     fn start(&self, c: &ClusterConfig, connection: Connection, spec: Arc<RunnerSpec>) -> Slot {
         let name = ClusterName::new(&c.name);
         let mut report = ClusterReport::new(name.clone(), spec.dry_run, Timestamp::now());
+        report.source = c.source().to_string();
         if !c.enabled {
-            report.set_phase(
-                Phase::Stopped,
-                Some("disabled in fleet.toml".into()),
-                Timestamp::now(),
-            );
+            let why = format!("disabled in {}", c.source());
+            report.set_phase(Phase::Stopped, Some(why), Timestamp::now());
         }
         let (report_tx, report_rx) = watch::channel(report);
         let (spec_tx, spec_rx) = watch::channel(spec);
@@ -446,6 +447,7 @@ fn connection_of(config: &FleetConfig, c: &ClusterConfig) -> Connection {
         context: c.context().to_string(),
         kubeconfig: c.kubeconfig.clone(),
         hub_kubeconfigs: config.hub.kubeconfigs.clone(),
+        discovered: c.discovered.clone(),
         timing: crate::cluster::runner::Timing {
             scan_interval: config.hub.scan_interval,
             debounce: config.hub.debounce,
@@ -483,6 +485,7 @@ mod tests {
             leading: true,
             leader: None,
             dry_run: false,
+            membership: None,
         }
     }
 
