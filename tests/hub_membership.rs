@@ -1,7 +1,8 @@
 //! Fleet membership beyond fleet.toml, end to end: sim-1 plays the management cluster and
 //! holds the inventory; fleet.toml lists sim-1 alone. A labelled Secret holding sim-2's
 //! kubeconfig starts sim-2 (with its annotation's overrides), deleting it stops sim-2; a
-//! malformed Secret is reported by name and disturbs nothing; a ManagedCluster with its
+//! malformed Secret is reported by name and disturbs nothing, nor does an inventory that
+//! cannot be read, nor a reload of `[membership]`; a ManagedCluster with its
 //! ManagedServiceAccount's token, and a ClusterProfile reached through a credential plugin
 //! (a shell script printing the cluster's token), each bring a cluster in.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -17,6 +18,7 @@ use fleetscaler::config::FleetConfig;
 use fleetscaler::config::membership::{ExecPlugin, MembershipConfig};
 use fleetscaler::hub::FleetView;
 use fleetscaler::hub::membership::MembershipStatus;
+use fleetscaler::sim::faults::Faults;
 use fleetscaler::sim::fleet::{ClusterHandle, Fleet};
 use fleetscaler::sim::settings::Flavor;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -97,6 +99,33 @@ async fn gone(view: &FleetView, name: &str) {
     .await;
 }
 
+/// fleet.toml on disk: sim-1 alone, `[membership]` reading Secrets in sim-1.
+fn fleet_toml(kubeconfig: &std::path::Path, resync: &str) -> String {
+    format!(
+        "[hub]\nscan_interval = \"300ms\"\ndebounce = \"50ms\"\nrequest_timeout = \"2s\"\n\
+         kubeconfigs = [\"{}\"]\n\
+         [membership]\nenabled = true\ncontext = \"sim-1\"\nresync = \"{resync}\"\n\
+         [[clusters]]\nname = \"sim-1\"\nuse_cluster_autoscaler = false\n",
+        kubeconfig.display()
+    )
+}
+
+/// Waits until `name` has run `n` more passes and checks it was never restarted since
+/// `before`.
+async fn untouched(
+    view: &FleetView,
+    name: &str,
+    before: &fleetscaler::cluster::report::ClusterReport,
+) {
+    more_passes(view, name, 2).await;
+    let now = view.report(name).unwrap();
+    assert_eq!(
+        (now.since, now.restarts),
+        (before.since, 0),
+        "{name} untouched"
+    );
+}
+
 /// sim-2's kubeconfig, as a platform team's inventory would hold it.
 fn kubeconfig_of(cluster: &ClusterHandle) -> String {
     fleetscaler::sim::kubeconfig::render(&[cluster.entry()]).unwrap()
@@ -109,7 +138,22 @@ async fn a_labelled_secret_brings_a_cluster_in_and_out() {
     let dir = TempDir::new("membership-secrets");
     let client = management.client().await.unwrap();
     namespace(&client, "fleet").await;
-    let hub = Hub::start(config(&fleet, dir.path(), MembershipConfig::default())).await;
+    let kubeconfig = dir.path().join("fleet.kubeconfig");
+    fleet.write_kubeconfig(&kubeconfig).unwrap();
+    let path = dir.path().join("fleet.toml");
+    std::fs::write(&path, fleet_toml(&kubeconfig, "1s")).unwrap();
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let handle = fleetscaler::hub::start(
+        FleetConfig::load(&path).unwrap(),
+        Some(path.clone()),
+        cancel.clone(),
+    )
+    .await
+    .unwrap();
+    let hub = Hub {
+        handle: Some(handle),
+        cancel,
+    };
     let view = hub.view();
     let (addr, serving) = serve_http(&hub).await;
     membership(&view, "a first listing", |m| m.last_sync.is_some()).await;
@@ -174,17 +218,48 @@ async fn a_labelled_secret_brings_a_cluster_in_and_out() {
     })
     .await;
     assert_eq!(m.clusters, 1);
-    more_passes(&view, "sim-2", 2).await;
-    for (name, before) in [("sim-1", &sim1), ("sim-2", &report)] {
-        let now = view.report(name).unwrap();
-        assert_eq!(
-            (now.since, now.restarts),
-            (before.since, 0),
-            "{name} untouched"
-        );
-    }
+    untouched(&view, "sim-1", &sim1).await;
+    untouched(&view, "sim-2", &report).await;
     assert_eq!(view.report("sim-1").unwrap().source, "fleet.toml");
     assert!(view.report("sim-9").is_none());
+
+    // The inventory cannot be read: the source says why, and its clusters keep running.
+    management.faults().set(Faults {
+        error_rate: 1.0,
+        error_code: 500,
+        error_paths: vec!["/secrets".into()],
+        ..Faults::default()
+    });
+    let m = membership(&view, "the listing's failure", |m| {
+        m.sources[0].error.is_some() && m.last_sync.is_none()
+    })
+    .await;
+    let error = &m.sources[0].error.as_ref().unwrap().message;
+    assert!(
+        error.contains("list Secrets labelled fleetscaler.io/cluster"),
+        "{error}"
+    );
+    assert_eq!(m.clusters, 1, "the last good listing is kept");
+    untouched(&view, "sim-2", &report).await;
+    management.faults().clear();
+    membership(&view, "the inventory read again", |m| {
+        m.sources[0].error.is_none()
+    })
+    .await;
+
+    // A reload changing `[membership]` restarts the task, not the clusters it found.
+    std::fs::write(&path, fleet_toml(&kubeconfig, "2s")).unwrap();
+    eventually(LONG, "the reload", || {
+        let reload = view.hub().last_reload;
+        async move { reload.filter(|r| r.ok) }
+    })
+    .await;
+    let reloaded = jiff::Timestamp::now();
+    membership(&view, "a listing by the new task", |m| {
+        m.last_sync.is_some_and(|t| t > reloaded)
+    })
+    .await;
+    untouched(&view, "sim-2", &report).await;
 
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "fleet");
     secrets
@@ -192,12 +267,7 @@ async fn a_labelled_secret_brings_a_cluster_in_and_out() {
         .await
         .unwrap();
     gone(&view, "sim-2").await;
-    let now = view.report("sim-1").unwrap();
-    assert_eq!(
-        (now.since, now.restarts),
-        (sim1.since, 0),
-        "sim-1 untouched"
-    );
+    untouched(&view, "sim-1", &sim1).await;
 
     serving.cancel();
     hub.stop().await;
