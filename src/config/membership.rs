@@ -12,7 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Serialize, Serializer};
 
 use super::ConfigIssue;
 use super::hub::is_dns_label;
@@ -97,11 +97,17 @@ pub struct ClusterProfilesSource {
 pub struct ExecPlugin {
     pub command: String,
     pub args: Vec<String>,
+    /// Values may be credentials: configuration printouts show the names only.
+    #[serde(serialize_with = "names_only")]
     pub env: BTreeMap<String, String>,
     pub api_version: String,
     /// Hand the plugin the cluster's server, CA and the provider's exec extension
     /// (`KUBERNETES_EXEC_INFO`).
     pub provide_cluster_info: bool,
+}
+
+fn names_only<S: Serializer>(env: &BTreeMap<String, String>, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(env.keys().map(|k| (k, "<redacted>")))
 }
 
 impl Default for ExecPlugin {
@@ -136,6 +142,54 @@ impl Default for ManagedClustersSource {
 }
 
 impl MembershipConfig {
+    /// One line: where the inventory is read, how often, and which sources.
+    pub fn describe(&self) -> String {
+        if !self.enabled {
+            return "off: fleet.toml's clusters only".into();
+        }
+        let on = self
+            .context
+            .as_deref()
+            .unwrap_or("the in-cluster service account");
+        let place = if self.namespaces.is_empty() {
+            "every namespace".to_string()
+        } else {
+            format!("namespaces {}", self.namespaces.join(", "))
+        };
+        let mut sources = Vec::new();
+        if self.secrets.enabled {
+            let argocd = if self.secrets.argocd {
+                " and Argo CD's cluster Secrets"
+            } else {
+                ""
+            };
+            sources.push(format!("Secrets labelled {}{argocd}", self.secrets.label));
+        }
+        if self.cluster_profiles.enabled {
+            let names: Vec<&str> = self
+                .cluster_profiles
+                .providers
+                .keys()
+                .map(String::as_str)
+                .collect();
+            sources.push(format!(
+                "ClusterProfiles through providers {}",
+                names.join(", ")
+            ));
+        }
+        if self.managed_clusters.enabled {
+            sources.push(format!(
+                "ManagedClusters with ManagedServiceAccount {}",
+                self.managed_clusters.service_account
+            ));
+        }
+        format!(
+            "read with {on} in {place}, every {}: {}",
+            format_go_duration(self.resync),
+            sources.join("; ")
+        )
+    }
+
     pub fn validate(&self, issues: &mut Vec<ConfigIssue>) {
         let mut bad = |key: &str, message: String| {
             issues.push(ConfigIssue {
@@ -369,6 +423,38 @@ service_account = "Not A Name"
         for bad in ["", "/x", "a/", "Bad_/x", "x/-y", &"a".repeat(64)] {
             assert!(check_label_key(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn plugin_env_values_are_never_printed_and_the_description_names_the_sources() {
+        let text = r#"
+[membership]
+enabled = true
+namespaces = ["fleet"]
+[membership.secrets]
+argocd = true
+[membership.cluster_profiles]
+enabled = true
+[membership.cluster_profiles.providers.ocm]
+command = "cp-creds"
+env = { TOKEN = "hunter2" }
+"#;
+        let config = FleetConfig::parse(text, "f").unwrap();
+        let shown = serde_json::to_string(&config.membership).unwrap();
+        assert!(
+            shown.contains("TOKEN") && !shown.contains("hunter2"),
+            "{shown}"
+        );
+        assert_eq!(
+            config.membership.describe(),
+            "read with the in-cluster service account in namespaces fleet, every 30s: \
+             Secrets labelled fleetscaler.io/cluster and Argo CD's cluster Secrets; \
+             ClusterProfiles through providers ocm"
+        );
+        assert_eq!(
+            MembershipConfig::default().describe(),
+            "off: fleet.toml's clusters only"
+        );
     }
 
     #[test]
