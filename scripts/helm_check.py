@@ -109,6 +109,30 @@ def cases(chart: Path) -> dict[str, dict]:
                                            "tlsConfig": {"insecureSkipVerify": True}}},
             "configToml": '[[clusters]]\nname = "prod-east"\n',
         },
+        # Clusters found in the inventory: every source on, in every namespace (a ClusterRole).
+        "membership": {
+            "membership": {"enabled": True, "secrets": {"argocd": True},
+                           "clusterProfiles": {"enabled": True},
+                           "managedClusters": {"enabled": True}},
+            "fleet": {"membership": {
+                "resync": "20s",
+                "cluster_profiles": {"providers": {"open-cluster-management": {
+                    "command": "/usr/local/bin/cp-creds", "args": ["--v=1"],
+                    "env": {"CP_CREDS_MODE": "token"}}}},
+                "managed_clusters": {"service_account": "fleetscaler-hub"}}},
+        },
+        # Secrets and ClusterProfiles of two namespaces only (a Role in each).
+        "membership-namespaced": {
+            "membership": {"enabled": True, "namespaces": ["fleet", "inventory"],
+                           "clusterProfiles": {"enabled": True}},
+            "fleet": {"membership": {"cluster_profiles": {"providers": {
+                "gke-fleet": {"command": "/usr/local/bin/gke-auth"}}}}},
+        },
+        # configToml: membership from the environment.
+        "membership-config-toml": {
+            "configToml": '[[clusters]]\nname = "prod-east"\n',
+            "membership": {"enabled": True, "namespaces": ["fleet"]},
+        },
         # Plain and open, as the chart served before: one port, no certificate, no reviews.
         "single": {
             "replicaCount": 1,
@@ -131,7 +155,7 @@ OPENSHIFT_API = "security.openshift.io/v1"
 API_VERSIONS = {"openshift": [OPENSHIFT_API], "openshift-off": [OPENSHIFT_API]}
 
 # Cases linted besides the default values and the examples.
-LINTED = ["observability", "openshift-forced", "cert-manager", "single"]
+LINTED = ["observability", "openshift-forced", "cert-manager", "single", "membership"]
 
 
 # Values that must not render, with a word the error must contain.
@@ -170,6 +194,17 @@ REFUSED = {
         {"fleet": {"hub": {"serving": {"tls_cert_file": "/x"}}}}, "tls_cert_file"),
     "a misspelt hub.serving key": (
         {"fleet": {"hub": {"serving": {"max_conections": 3}}}}, "max_conections"),
+    "ClusterProfiles without a credential plugin": (
+        {"membership": {"enabled": True, "clusterProfiles": {"enabled": True}}}, "providers"),
+    "membership.enabled in fleet, which the chart sets": (
+        {"fleet": {"membership": {"enabled": True}}}, "enabled"),
+    "a membership namespace that is no namespace name": (
+        {"membership": {"namespaces": ["Fleet"]}}, "namespaces"),
+    "a credential plugin without a command": (
+        {"fleet": {"membership": {"cluster_profiles": {"providers": {"p": {"args": []}}}}}},
+        "command"),
+    "a misspelt fleet.membership key": (
+        {"fleet": {"membership": {"resyncs": "1s"}}}, "resyncs"),
     "a binding subject without a name": (
         {"rbac": {"viewerSubjects": [{"kind": "Group"}]}}, "name"),
 }

@@ -23,7 +23,7 @@ use crate::rbac_support::lost_fields;
 
 /// The release namespace and name scripts/helm_check.py renders with.
 pub const NAMESPACE: &str = "fleetscaler";
-pub const CASES: [&str; 12] = [
+pub const CASES: [&str; 15] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
@@ -36,6 +36,9 @@ pub const CASES: [&str; 12] = [
     "openshift",
     "openshift-forced",
     "openshift-off",
+    "membership",
+    "membership-namespaced",
+    "membership-config-toml",
 ];
 
 /// Runs scripts/helm-check.sh once for the whole test binary; the directory of manifests.
