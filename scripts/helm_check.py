@@ -121,12 +121,18 @@ def cases(chart: Path) -> dict[str, dict]:
                     "env": {"CP_CREDS_MODE": "token"}}}},
                 "managed_clusters": {"service_account": "fleetscaler-hub"}}},
         },
-        # Secrets and ClusterProfiles of two namespaces only (a Role in each).
+        # Secrets and ClusterProfiles of two namespaces only (a Role in each), with the
+        # plugin copied into a volume by an init container.
         "membership-namespaced": {
             "membership": {"enabled": True, "namespaces": ["fleet", "inventory"],
                            "clusterProfiles": {"enabled": True}},
             "fleet": {"membership": {"cluster_profiles": {"providers": {
-                "gke-fleet": {"command": "/usr/local/bin/gke-auth"}}}}},
+                "gke-fleet": {"command": "/plugins/gke-auth"}}}}},
+            "initContainers": [{"name": "plugins", "image": "registry.example.com/gke-auth:1",
+                                "command": ["cp", "/gke-auth", "/plugins/gke-auth"],
+                                "volumeMounts": [{"name": "plugins", "mountPath": "/plugins"}]}],
+            "extraVolumes": [{"name": "plugins", "emptyDir": {}}],
+            "extraVolumeMounts": [{"name": "plugins", "mountPath": "/plugins", "readOnly": True}],
         },
         # configToml: membership from the environment.
         "membership-config-toml": {
@@ -203,6 +209,8 @@ REFUSED = {
     "a credential plugin without a command": (
         {"fleet": {"membership": {"cluster_profiles": {"providers": {"p": {"args": []}}}}}},
         "command"),
+    "an extra volume mount without a path": (
+        {"extraVolumeMounts": [{"name": "plugins"}]}, "mountPath"),
     "a misspelt fleet.membership key": (
         {"fleet": {"membership": {"resyncs": "1s"}}}, "resyncs"),
     "a binding subject without a name": (

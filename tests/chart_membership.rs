@@ -95,6 +95,15 @@ fn the_values_set_membership_and_its_rbac_follows_the_sources_and_namespaces() {
     // Two namespaces: a Role in each, and nothing cluster-wide.
     let rendered = docs("membership-namespaced");
     let config = check_config("membership-namespaced", &rendered);
+    // The plugin, which the image does not carry, copied into a volume the hub reads.
+    assert_eq!(pod_spec(&rendered)["initContainers"][0]["name"], "plugins");
+    let mounts = container(&rendered)["volumeMounts"].as_array().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mountPath"] == "/plugins" && m["readOnly"] == true),
+        "{mounts:?}"
+    );
     assert_eq!(
         config["membership"]["namespaces"],
         json!(["fleet", "inventory"])
