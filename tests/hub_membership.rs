@@ -4,7 +4,8 @@
 //! malformed Secret is reported by name and disturbs nothing, nor does an inventory that
 //! cannot be read, nor a reload of `[membership]`; a ManagedCluster with its
 //! ManagedServiceAccount's token, and a ClusterProfile reached through a credential plugin
-//! (a shell script printing the cluster's token), each bring a cluster in.
+//! (a shell script printing the cluster's token), each bring a cluster in, seen through the
+//! hub's watches (its resync is ten minutes there).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod e2e_support;
@@ -29,13 +30,14 @@ use serde_json::{Value, json};
 const LONG: Duration = Duration::from_secs(60);
 
 /// fleet.toml of sim-1 alone, with `[membership]` reading sim-1 (the management cluster).
+/// The resync is long: every change below is seen through the watches.
 fn config(fleet: &Fleet, dir: &std::path::Path, membership: MembershipConfig) -> FleetConfig {
     let mut config = fleet_config(fleet, dir, fast_settings());
     config.clusters.truncate(1);
     config.membership = MembershipConfig {
         enabled: true,
         context: Some("sim-1".into()),
-        resync: Duration::from_secs(1),
+        resync: Duration::from_secs(600),
         ..membership
     };
     config

@@ -83,24 +83,36 @@ where
     }
 }
 
+/// How a listing is followed: from its resourceVersion, for at most a resync, the watch
+/// accepted within the request timeout.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Follow {
+    pub resync: Duration,
+    pub timeout: Duration,
+}
+
 /// Resolves at the first object added, changed or deleted that `query` selects in `api`
-/// after `version`. Never resolves if the watch cannot be had or ends without one: the
-/// resync lists again anyway.
+/// after `version`. Never resolves if the watch cannot be had in time or ends without one:
+/// the resync lists again anyway.
 pub(super) fn first_change<K>(
     api: Api<K>,
     query: Query,
     version: String,
-    resync: Duration,
+    follow: Follow,
 ) -> BoxFuture<'static, ()>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     Box::pin(async move {
-        let secs = resync.clamp(Duration::from_secs(1), MAX_WATCH).as_secs();
+        let secs = follow
+            .resync
+            .clamp(Duration::from_secs(1), MAX_WATCH)
+            .as_secs();
         let mut params = WatchParams::default().timeout(u32::try_from(secs).unwrap_or(290));
         params.label_selector = query.labels;
         params.field_selector = query.fields;
-        if let Ok(stream) = api.watch(&params, &version).await {
+        let started = tokio::time::timeout(follow.timeout, api.watch(&params, &version)).await;
+        if let Ok(Ok(stream)) = started {
             let mut stream = std::pin::pin!(stream);
             while let Some(event) = stream.next().await {
                 match event {

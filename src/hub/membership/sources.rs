@@ -62,6 +62,13 @@ fn dynamic_apis(
         .collect()
 }
 
+fn follow(config: &MembershipConfig, timeout: Duration) -> list::Follow {
+    list::Follow {
+        resync: config.resync,
+        timeout,
+    }
+}
+
 fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
 }
@@ -105,7 +112,7 @@ pub(super) async fn secrets(
                 api.clone(),
                 query,
                 listed.version,
-                config.resync,
+                follow(config, timeout),
             ));
         }
     }
@@ -150,7 +157,7 @@ pub(super) async fn profiles(
             api,
             Query::default(),
             listed.version,
-            config.resync,
+            follow(config, timeout),
         ));
     }
     Ok((Listing { objects, cut }, watches))
@@ -222,9 +229,14 @@ pub(super) async fn managed(
             clusters_api,
             Query::default(),
             clusters.version,
-            config.resync,
+            follow(config, timeout),
         ),
-        list::first_change(msa_api, msa_query, accounts.version, config.resync),
+        list::first_change(
+            msa_api,
+            msa_query,
+            accounts.version,
+            follow(config, timeout),
+        ),
     ];
     Ok((Listing { objects, cut }, watches))
 }
