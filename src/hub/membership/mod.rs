@@ -249,6 +249,33 @@ impl Members {
     }
 }
 
+/// A Secret of the inventory read into a cluster, as the hub reads it: pure, bounded, never
+/// a panic, and an error names what is wrong without quoting a credential. For tests and
+/// tools; the hub's own listing calls it for each Secret.
+pub fn read_secret(
+    secret: &k8s_openapi::api::core::v1::Secret,
+    source: &crate::config::membership::SecretsSource,
+) -> Result<ClusterConfig, String> {
+    secrets::read(secret, source)
+}
+
+/// A ClusterProfile read into a cluster, as [`read_secret`].
+pub fn read_cluster_profile(
+    profile: &kube::api::DynamicObject,
+    source: &crate::config::membership::ClusterProfilesSource,
+) -> Result<ClusterConfig, String> {
+    profiles::read(profile, source)
+}
+
+/// A ManagedCluster read into a cluster with its ManagedServiceAccount's token Secret (or
+/// why there is none), as [`read_secret`].
+pub fn read_managed_cluster(
+    cluster: &kube::api::DynamicObject,
+    token: Result<&k8s_openapi::api::core::v1::Secret, String>,
+) -> Result<ClusterConfig, String> {
+    managed::read(cluster, token)
+}
+
 /// A new round of the inventory: applied (when its clusters changed) as a reload applies
 /// fleet.toml, and shown in the hub's status.
 pub(super) async fn apply(fleet: &mut Fleet, members: &mut Members) {
