@@ -100,6 +100,7 @@ fn fleet_config(kubeconfig: &Path, clusters: usize) -> FleetConfig {
         clusters: (1..=clusters)
             .map(|i| ClusterConfig::named(&format!("sim-{i}")))
             .collect(),
+        ..FleetConfig::default()
     }
 }
 

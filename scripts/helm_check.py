@@ -112,6 +112,36 @@ def cases(chart: Path) -> dict[str, dict]:
         # Three replicas sharing the clusters through Leases.
         "sharding": {"replicaCount": 3, "sharding": {"enabled": True},
                      "fleet": {"hub": {"sharding": {"lease_duration": "20s"}}}},
+        # Clusters found in the inventory: every source on, in every namespace (a ClusterRole).
+        "membership": {
+            "membership": {"enabled": True, "secrets": {"argocd": True},
+                           "clusterProfiles": {"enabled": True},
+                           "managedClusters": {"enabled": True}},
+            "fleet": {"membership": {
+                "resync": "20s",
+                "cluster_profiles": {"providers": {"open-cluster-management": {
+                    "command": "/usr/local/bin/cp-creds", "args": ["--v=1"],
+                    "env": {"CP_CREDS_MODE": "token"}}}},
+                "managed_clusters": {"service_account": "fleetscaler-hub"}}},
+        },
+        # Secrets and ClusterProfiles of two namespaces only (a Role in each), with the
+        # plugin copied into a volume by an init container.
+        "membership-namespaced": {
+            "membership": {"enabled": True, "namespaces": ["fleet", "inventory"],
+                           "clusterProfiles": {"enabled": True}},
+            "fleet": {"membership": {"cluster_profiles": {"providers": {
+                "gke-fleet": {"command": "/plugins/gke-auth"}}}}},
+            "initContainers": [{"name": "plugins", "image": "registry.example.com/gke-auth:1",
+                                "command": ["cp", "/gke-auth", "/plugins/gke-auth"],
+                                "volumeMounts": [{"name": "plugins", "mountPath": "/plugins"}]}],
+            "extraVolumes": [{"name": "plugins", "emptyDir": {}}],
+            "extraVolumeMounts": [{"name": "plugins", "mountPath": "/plugins", "readOnly": True}],
+        },
+        # configToml: membership from the environment.
+        "membership-config-toml": {
+            "configToml": '[[clusters]]\nname = "prod-east"\n',
+            "membership": {"enabled": True, "namespaces": ["fleet"]},
+        },
         # Plain and open, as the chart served before: one port, no certificate, no reviews.
         "single": {
             "replicaCount": 1,
@@ -134,7 +164,8 @@ OPENSHIFT_API = "security.openshift.io/v1"
 API_VERSIONS = {"openshift": [OPENSHIFT_API], "openshift-off": [OPENSHIFT_API]}
 
 # Cases linted besides the default values and the examples.
-LINTED = ["observability", "openshift-forced", "cert-manager", "single", "sharding"]
+LINTED = ["observability", "openshift-forced", "cert-manager", "single", "sharding",
+          "membership"]
 
 
 # Values that must not render, with a word the error must contain.
@@ -177,6 +208,19 @@ REFUSED = {
         {"fleet": {"hub": {"serving": {"tls_cert_file": "/x"}}}}, "tls_cert_file"),
     "a misspelt hub.serving key": (
         {"fleet": {"hub": {"serving": {"max_conections": 3}}}}, "max_conections"),
+    "ClusterProfiles without a credential plugin": (
+        {"membership": {"enabled": True, "clusterProfiles": {"enabled": True}}}, "providers"),
+    "membership.enabled in fleet, which the chart sets": (
+        {"fleet": {"membership": {"enabled": True}}}, "enabled"),
+    "a membership namespace that is no namespace name": (
+        {"membership": {"namespaces": ["Fleet"]}}, "namespaces"),
+    "a credential plugin without a command": (
+        {"fleet": {"membership": {"cluster_profiles": {"providers": {"p": {"args": []}}}}}},
+        "command"),
+    "an extra volume mount without a path": (
+        {"extraVolumeMounts": [{"name": "plugins"}]}, "mountPath"),
+    "a misspelt fleet.membership key": (
+        {"fleet": {"membership": {"resyncs": "1s"}}}, "resyncs"),
     "a binding subject without a name": (
         {"rbac": {"viewerSubjects": [{"kind": "Group"}]}}, "name"),
 }

@@ -38,6 +38,23 @@ fn the_example_is_valid_and_every_setting_has_a_source() {
         out.contains("[fleet]\n  degraded when more than 50% of clusters are unhealthy; scale-down then paused in every cluster"),
         "{out}"
     );
+    assert!(
+        out.contains("[membership]\n  off: fleet.toml's clusters only"),
+        "{out}"
+    );
+    let found = check_config(
+        &["-c", "fleet.toml.example"],
+        &[
+            ("FLEETSCALER_MEMBERSHIP__ENABLED", "true"),
+            ("FLEETSCALER_MEMBERSHIP__CONTEXT", "management"),
+            ("FLEETSCALER_MEMBERSHIP__NAMESPACES", "[\"fleet\"]"),
+        ],
+    );
+    let found = String::from_utf8_lossy(&found.stdout);
+    assert!(
+        found.contains("[membership]\n  read with management in namespaces fleet, every 30s: Secrets labelled fleetscaler.io/cluster\n"),
+        "{found}"
+    );
     let with_env = check_config(
         &["-c", "fleet.toml.example"],
         &[("FLEETSCALER_FLEET__MAX_UNHEALTHY_CLUSTERS", "2")],

@@ -40,3 +40,36 @@ fn fleet_toml_example_documents_every_setting_and_hub_key() {
         "keys not in fleet.toml.example: {missing:?}"
     );
 }
+
+#[test]
+fn fleet_toml_example_documents_every_membership_key() {
+    use fleetscaler::config::membership::{ExecPlugin, MembershipConfig};
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/fleet.toml.example"))
+        .unwrap();
+    let mut missing = Vec::new();
+    let membership = serde_json::to_value(MembershipConfig::default()).unwrap();
+    let mut tables = vec![("membership".to_string(), membership)];
+    while let Some((path, table)) = tables.pop() {
+        for (key, value) in table.as_object().unwrap() {
+            let here = format!("{path}.{key}");
+            if value.is_object() {
+                if !text.contains(&format!("[{here}")) {
+                    missing.push(here.clone());
+                }
+                tables.push((here, value.clone()));
+            } else if !text.contains(&format!("{key} =")) {
+                missing.push(here);
+            }
+        }
+    }
+    let plugin = serde_json::to_value(ExecPlugin::default()).unwrap();
+    for key in plugin.as_object().unwrap().keys() {
+        if !text.contains(&format!("{key} =")) {
+            missing.push(format!("membership.cluster_profiles.providers.NAME.{key}"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "membership keys not in fleet.toml.example: {missing:?}"
+    );
+}

@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Fuzzing on stable Rust, as part of `cargo test`: the dump parser and the engine behind
 //! it (here), Kubernetes quantities and Go durations (fuzz_support/numbers.rs), fleet.toml
-//! (fuzz_support/fleet_toml.rs). Each target holds its code to: never panics, finishes
+//! (fuzz_support/fleet_toml.rs), the management cluster's inventory
+//! (fuzz_support/inventory.rs). Each target holds its code to: never panics, finishes
 //! within a time limit, and every error names where (file and line, document and field, or
 //! key).
 //!
@@ -32,6 +33,8 @@ mod fuzz_support;
 
 #[path = "fuzz_support/fleet_toml.rs"]
 mod fleet_toml;
+#[path = "fuzz_support/inventory.rs"]
+mod inventory;
 #[path = "fuzz_support/numbers.rs"]
 mod numbers;
 

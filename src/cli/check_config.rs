@@ -9,7 +9,8 @@ use serde::Serialize;
 use super::plan::{OutputFormat, settings_with_sources};
 use crate::config::tracing::TracingState;
 use crate::config::{
-    ConfigError, FleetConfig, FleetHealthConfig, HubConfig, Layers, effective_settings,
+    ConfigError, FleetConfig, FleetHealthConfig, HubConfig, Layers, MembershipConfig,
+    effective_settings,
 };
 use crate::model::duration::format_go_duration;
 
@@ -41,6 +42,8 @@ struct Report {
     /// `[hub.tracing]` with the `OTEL_*` variables of this process.
     traces: TracingState,
     fleet: FleetHealthConfig,
+    /// `[membership]`: clusters found in the management cluster at run time, besides these.
+    membership: MembershipConfig,
     clusters: Vec<ClusterReport>,
 }
 
@@ -105,6 +108,7 @@ pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConf
         hub: cfg.hub.clone(),
         traces,
         fleet: cfg.fleet.clone(),
+        membership: cfg.membership.clone(),
         clusters,
     };
     match args.output {
@@ -196,6 +200,7 @@ fn text(name: &str, r: &Report, out: &mut impl Write) -> std::io::Result<()> {
     }
     writeln!(out, "  traces: {}", r.traces.describe())?;
     writeln!(out, "\n[fleet]\n  {}", describe_fleet(&r.fleet))?;
+    writeln!(out, "\n[membership]\n  {}", r.membership.describe())?;
     for c in &r.clusters {
         let kc = c.kubeconfig.as_deref().unwrap_or("the hub's kubeconfigs");
         let state = if c.enabled { "enabled" } else { "DISABLED" };

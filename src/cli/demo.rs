@@ -235,6 +235,7 @@ pub fn demo_config(args: &DemoArgs, kubeconfig: &std::path::Path) -> FleetConfig
                 ..ClusterConfig::named(&format!("sim-{i}"))
             })
             .collect(),
+        ..FleetConfig::default()
     }
 }
 

@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
+use crate::config::membership::Discovered;
+
 /// How long a watch may stay silent before the connection is considered dead. Watches ask
 /// the server to end them after 290 s and bookmarks arrive well within that.
 const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(300);
@@ -39,6 +41,14 @@ pub enum ClientError {
     Plugin { context: String, message: String },
     #[error("kubeconfig context {context:?}: {message}")]
     Invalid { context: String, message: String },
+    /// The kubeconfig built in memory for a cluster of the management cluster's inventory.
+    /// Only the place is told: the text holds credentials.
+    #[error("the kubeconfig found in {origin} cannot be read (line {line}, column {column})")]
+    Inline {
+        origin: String,
+        line: usize,
+        column: usize,
+    },
     #[error("building the client for context {context:?}: {source}")]
     Build {
         context: String,
@@ -80,6 +90,15 @@ pub fn load_kubeconfig(
         Some(kc) => Ok(kc),
         None => Kubeconfig::read().map_err(|source| ClientError::DefaultKubeconfig { source }),
     }
+}
+
+/// The kubeconfig of a cluster found in the management cluster's inventory, held in memory.
+pub fn inline_kubeconfig(found: &Discovered) -> Result<Kubeconfig, ClientError> {
+    serde_json::from_str(found.kubeconfig.text()).map_err(|e| ClientError::Inline {
+        origin: found.source.clone(),
+        line: e.line(),
+        column: e.column(),
+    })
 }
 
 /// A client for `context` of `kubeconfig`, with the hub's timeouts.

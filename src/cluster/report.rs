@@ -51,6 +51,9 @@ impl Phase {
 #[serde(rename_all = "camelCase")]
 pub struct ClusterReport {
     pub name: ClusterName,
+    /// Where the cluster is configured: `fleet.toml`, or the inventory object of the
+    /// management cluster it was found in (`Secret fleet/prod-east`).
+    pub source: String,
     pub phase: Phase,
     /// Why the phase is what it is (an error, what is being waited for).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -171,6 +174,7 @@ impl ClusterReport {
     pub fn new(name: ClusterName, dry_run: bool, now: Timestamp) -> Self {
         ClusterReport {
             name,
+            source: "fleet.toml".into(),
             phase: Phase::Connecting,
             message: None,
             since: now,

@@ -12,7 +12,7 @@ use crate::engine::settings::duration_serde;
 use crate::model::duration::format_go_duration;
 
 /// A Kubernetes namespace name: an RFC 1123 label.
-fn is_dns_label(name: &str) -> bool {
+pub(crate) fn is_dns_label(name: &str) -> bool {
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
     (1..=63).contains(&name.len())
         && name.chars().all(ok_char)

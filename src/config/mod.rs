@@ -18,11 +18,13 @@ pub mod assign;
 mod env;
 pub mod fleet;
 pub mod hub;
+pub mod membership;
 pub mod serving;
 pub mod tracing;
 
 pub use fleet::{FleetHealthConfig, SharedFailuresConfig};
 pub use hub::{HubConfig, LeaderElection};
+pub use membership::MembershipConfig;
 
 /// The file as written.
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
@@ -38,6 +40,9 @@ pub struct FleetConfig {
     pub defaults: SettingsPatch,
     #[serde(default)]
     pub clusters: Vec<ClusterConfig>,
+    /// Clusters found in the management cluster's inventory, beside `clusters`.
+    #[serde(default)]
+    pub membership: MembershipConfig,
 }
 
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -60,6 +65,10 @@ pub struct ClusterConfig {
     pub node_groups: Vec<crate::engine::settings::NodeGroupSpec>,
     #[serde(default)]
     pub overrides: SettingsPatch,
+    /// Set for a cluster found in the management cluster's inventory, never from the file:
+    /// where it was found, and its kubeconfig, in memory only.
+    #[serde(skip)]
+    pub discovered: Option<membership::Discovered>,
 }
 
 impl ClusterConfig {
@@ -74,7 +83,16 @@ impl ClusterConfig {
             dry_run: None,
             node_groups: Vec::new(),
             overrides: SettingsPatch::default(),
+            discovered: None,
         }
+    }
+
+    /// Where this cluster is configured: `fleet.toml`, or the inventory object it was
+    /// found in (`Secret fleet/prod-east`).
+    pub fn source(&self) -> &str {
+        self.discovered
+            .as_ref()
+            .map_or("fleet.toml", |d| d.source.as_str())
     }
 
     /// The kubeconfig context this cluster is reached through.
@@ -181,6 +199,7 @@ impl FleetConfig {
         let mut issues = Vec::new();
         self.hub.validate(&mut issues);
         self.fleet.validate(&mut issues);
+        self.membership.validate(&mut issues);
         check_patch(&self.defaults, "defaults", &mut issues);
         let mut seen = HashSet::new();
         for (i, c) in self.clusters.iter().enumerate() {
@@ -279,7 +298,8 @@ fn last_header_line(text: &str) -> Option<usize> {
         .last()
 }
 
-fn check_patch(patch: &SettingsPatch, at: &str, issues: &mut Vec<ConfigIssue>) {
+/// The problems of a cluster's `overrides` (or `[defaults]`), each keyed under `at`.
+pub fn check_patch(patch: &SettingsPatch, at: &str, issues: &mut Vec<ConfigIssue>) {
     let (_, warnings) = patch.apply_to(&mut Settings::default());
     issues.extend(warnings.into_iter().map(|w| ConfigIssue {
         key: format!("{at}.{}", w.key),

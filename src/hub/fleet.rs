@@ -236,12 +236,10 @@ impl Fleet {
     fn start(&self, c: &ClusterConfig, connection: Connection, spec: Arc<RunnerSpec>) -> Slot {
         let name = ClusterName::new(&c.name);
         let mut report = ClusterReport::new(name.clone(), spec.dry_run, Timestamp::now());
+        report.source = c.source().to_string();
         if !c.enabled {
-            report.set_phase(
-                Phase::Stopped,
-                Some("disabled in fleet.toml".into()),
-                Timestamp::now(),
-            );
+            let why = format!("disabled in {}", c.source());
+            report.set_phase(Phase::Stopped, Some(why), Timestamp::now());
         }
         let (report_tx, report_rx) = watch::channel(report);
         let (spec_tx, spec_rx) = watch::channel(spec);
@@ -443,6 +441,7 @@ fn connection_of(config: &FleetConfig, c: &ClusterConfig) -> Connection {
         context: c.context().to_string(),
         kubeconfig: c.kubeconfig.clone(),
         hub_kubeconfigs: config.hub.kubeconfigs.clone(),
+        discovered: c.discovered.clone(),
         timing: crate::cluster::runner::Timing {
             scan_interval: config.hub.scan_interval,
             debounce: config.hub.debounce,
@@ -481,6 +480,7 @@ mod tests {
             leader: None,
             dry_run: false,
             sharding: None,
+            membership: None,
         }
     }
 

@@ -2,11 +2,13 @@
 //! the fleet view the HTTP API and terminal read.
 //!
 //! `fleet` keeps the runners and applies configuration diffs, `supervise` restarts a failed
-//! runner with backoff, `reload` notices a changed fleet.toml.
+//! runner with backoff, `reload` notices a changed fleet.toml, `membership` finds clusters
+//! in the management cluster's inventory.
 
 pub mod fleet;
 pub mod health;
 pub mod leader;
+pub mod membership;
 pub mod reload;
 pub mod shard;
 mod supervise;
@@ -23,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use self::fleet::{Fleet, ReloadStatus};
 pub use self::fleet::{FleetView, HubStatus};
 use self::leader::{LeaderConfig, LeaderElector, LeaderState};
+use self::membership::Members;
 use self::reload::FileWatch;
 use self::shard::peers::Gossip;
 use self::shard::{ShardConfig, Shards};
@@ -75,6 +78,7 @@ pub async fn start(
         leader: None,
         dry_run: config.hub.dry_run,
         sharding: None,
+        membership: None,
     };
     let sharding = &config.hub.sharding;
     let instance = match (&sharding.identity, sharding.enabled) {
@@ -93,8 +97,9 @@ pub async fn start(
     let changes = fleet.apply(&config).await;
     fleet.started_with(&config);
     tracing::info!("hub started: {}", changes.describe());
+    let members = Members::start(config);
     let task = tokio::spawn(async move {
-        serve(fleet, path, cancel).await;
+        serve(fleet, members, path, cancel).await;
         election.stop().await;
     });
     Ok(HubHandle { view, task })
@@ -213,7 +218,12 @@ impl Election {
 /// How often the fleet's health is worked out (cheap: it reads the clusters' reports).
 const HEALTH_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
-async fn serve(mut fleet: Fleet, path: Option<PathBuf>, cancel: CancellationToken) {
+async fn serve(
+    mut fleet: Fleet,
+    mut members: Members,
+    path: Option<PathBuf>,
+    cancel: CancellationToken,
+) {
     let mut file = path.as_deref().map(FileWatch::new);
     let mut hangup = path.as_ref().and_then(|_| hangup_signal());
     let mut poll = tokio::time::interval(reload::POLL);
@@ -234,6 +244,10 @@ async fn serve(mut fleet: Fleet, path: Option<PathBuf>, cancel: CancellationToke
                 }
                 continue;
             }
+            () = members.changed() => {
+                membership::apply(&mut fleet, &mut members).await;
+                continue;
+            }
             Some(()) = recv(&mut hangup) => "SIGHUP",
             _ = poll.tick() => {
                 if !file.as_mut().is_some_and(FileWatch::changed) {
@@ -243,9 +257,10 @@ async fn serve(mut fleet: Fleet, path: Option<PathBuf>, cancel: CancellationToke
             }
         };
         if let Some(path) = &path {
-            reload(&mut fleet, path, why).await;
+            reload(&mut fleet, &mut members, path, why).await;
         }
     }
+    members.stop().await;
     fleet.shut_down().await;
     fleet.leave().await;
 }
@@ -258,9 +273,14 @@ async fn changed<T>(rx: &mut Option<watch::Receiver<T>>) -> Option<()> {
     }
 }
 
-async fn reload(fleet: &mut Fleet, path: &std::path::Path, why: &str) {
+async fn reload(fleet: &mut Fleet, members: &mut Members, path: &std::path::Path, why: &str) {
     let status = match FleetConfig::load(path) {
         Ok(config) => {
+            // fleet.toml with the clusters the inventory holds (`[membership]`).
+            members.set_file(config);
+            let merged = members.merged();
+            fleet.hub.send_modify(|h| h.membership = merged.status);
+            let config = merged.config;
             let changes = fleet.apply(&config).await;
             let mut message = changes.describe();
             if let Some(note) = fleet.needs_restart(&config) {

@@ -14,11 +14,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::cluster::ClusterName;
-use crate::cluster::client::{connect_as, load_kubeconfig, user_agent};
+use crate::cluster::client::{connect_as, inline_kubeconfig, load_kubeconfig, user_agent};
 use crate::cluster::error::Category;
 use crate::cluster::gate::{FleetLink, WriteGate};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::{self, Context, EngineMemory, RunnerError, RunnerSpec, Timing};
+use crate::config::membership::Discovered;
 
 /// First wait before a failed runner is started again; it doubles up to `MAX_BACKOFF`.
 const FIRST_BACKOFF: Duration = Duration::from_secs(1);
@@ -34,6 +35,9 @@ pub struct Connection {
     pub context: String,
     pub kubeconfig: Option<PathBuf>,
     pub hub_kubeconfigs: Vec<PathBuf>,
+    /// For a cluster found in the management cluster's inventory: where, and its kubeconfig
+    /// (in memory), used instead of the files. A changed credential restarts the runner.
+    pub discovered: Option<Discovered>,
     /// A reload that changes it restarts the runner.
     pub timing: Timing,
     pub status_namespace: String,
@@ -129,7 +133,9 @@ fn configuration(e: crate::cluster::client::ClientError) -> (String, Category) {
         | ClientError::DefaultKubeconfig { .. }
         | ClientError::Plugin { .. } => Category::Unavailable,
         ClientError::Build { .. } => Category::Other,
-        ClientError::Context { .. } | ClientError::Invalid { .. } => Category::Invalid,
+        ClientError::Context { .. } | ClientError::Invalid { .. } | ClientError::Inline { .. } => {
+            Category::Invalid
+        }
     };
     (e.to_string(), category)
 }
@@ -146,8 +152,11 @@ where
     F: Future<Output = Result<(), RunnerError>> + Send + 'static,
 {
     let c = &s.connection;
-    let kubeconfig =
-        load_kubeconfig(c.kubeconfig.as_deref(), &c.hub_kubeconfigs).map_err(configuration)?;
+    let kubeconfig = match &c.discovered {
+        Some(found) => inline_kubeconfig(found),
+        None => load_kubeconfig(c.kubeconfig.as_deref(), &c.hub_kubeconfigs),
+    }
+    .map_err(configuration)?;
     // Every request says which replica sent it (the API server's audit log keeps it).
     let agent = user_agent(Some(&s.instance));
     let client = tokio::select! {
@@ -216,6 +225,7 @@ mod tests {
                 context: "east".into(),
                 kubeconfig: Some(path),
                 hub_kubeconfigs: Vec::new(),
+                discovered: None,
                 timing: Timing {
                     scan_interval: Duration::from_secs(10),
                     debounce: Duration::from_secs(1),

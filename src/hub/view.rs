@@ -44,6 +44,9 @@ pub struct HubStatus {
     /// With sharding: the replicas, who runs which cluster, and which this one writes to.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sharding: Option<super::shard::ShardStatus>,
+    /// The management cluster's inventory, when `[membership]` is on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub membership: Option<super::membership::MembershipStatus>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -23,7 +23,7 @@ use crate::rbac_support::lost_fields;
 
 /// The release namespace and name scripts/helm_check.py renders with.
 pub const NAMESPACE: &str = "fleetscaler";
-pub const CASES: [&str; 13] = [
+pub const CASES: [&str; 16] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
@@ -37,6 +37,9 @@ pub const CASES: [&str; 13] = [
     "openshift-forced",
     "openshift-off",
     "sharding",
+    "membership",
+    "membership-namespaced",
+    "membership-config-toml",
 ];
 
 /// Runs scripts/helm-check.sh once for the whole test binary; the directory of manifests.

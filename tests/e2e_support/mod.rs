@@ -86,6 +86,7 @@ pub fn fleet_config(fleet: &Fleet, dir: &Path, defaults: SettingsPatch) -> Fleet
             .iter()
             .map(|c| cluster_config(c.name()))
             .collect(),
+        ..FleetConfig::default()
     }
 }
 

@@ -112,6 +112,7 @@ unless fleet.hub.kubeconfigs names some.
 {{- end }}
 {{- $serving := default (dict) (get $hub "serving") }}
 {{- $_ := set $hub "serving" (merge (include "fleetscaler.servingToml" . | fromJson) $serving) }}
+{{- include "fleetscaler.membership" (dict "fleet" $fleet "Values" .Values) }}
 {{- if not (get $hub "kubeconfigs") }}
 {{- $files := list }}
 {{- range $key := include "fleetscaler.kubeconfigKeys" . | fromJsonArray }}
@@ -130,6 +131,34 @@ unless fleet.hub.kubeconfigs names some.
 
 {{ $text }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/*
+What the chart decides of fleet.toml's [membership] (from `membership`), set into the fleet
+tree: on or off, the namespaces, and each source's on/off; the rest stays as fleet.membership
+says.
+*/}}
+{{- define "fleetscaler.membership" -}}
+{{- $v := .Values.membership }}
+{{- if $v.enabled }}
+{{- $m := default (dict) (get .fleet "membership") }}
+{{- $_ := set .fleet "membership" $m }}
+{{- $_ := set $m "enabled" true }}
+{{- $_ := set $m "namespaces" $v.namespaces }}
+{{- $secrets := default (dict) (get $m "secrets") }}
+{{- $_ := set $m "secrets" $secrets }}
+{{- $_ := set $secrets "enabled" $v.secrets.enabled }}
+{{- $_ := set $secrets "argocd" $v.secrets.argocd }}
+{{- $profiles := default (dict) (get $m "cluster_profiles") }}
+{{- $_ := set $m "cluster_profiles" $profiles }}
+{{- $_ := set $profiles "enabled" $v.clusterProfiles.enabled }}
+{{- if and $v.clusterProfiles.enabled (not (get $profiles "providers")) }}
+{{- fail "membership.clusterProfiles.enabled needs fleet.membership.cluster_profiles.providers: the credential plugin of each access provider" }}
+{{- end }}
+{{- $managed := default (dict) (get $m "managed_clusters") }}
+{{- $_ := set $m "managed_clusters" $managed }}
+{{- $_ := set $managed "enabled" $v.managedClusters.enabled }}
 {{- end }}
 {{- end }}
 

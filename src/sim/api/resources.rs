@@ -23,6 +23,13 @@ pub enum Resource {
     /// Cluster API AWS provider's machine templates: scale from zero reads their
     /// `status.capacity`.
     AwsMachineTemplates,
+    /// A management cluster's inventory (the hub's `[membership]`): kubeconfig Secrets,
+    /// SIG-Multicluster ClusterProfiles, and Open Cluster Management's ManagedClusters with
+    /// their ManagedServiceAccounts.
+    Secrets,
+    ClusterProfiles,
+    ManagedClusters,
+    ManagedServiceAccounts,
 }
 
 /// How a resource looks in discovery and which behaviours it has.
@@ -51,10 +58,13 @@ const OCP_MACHINE: &str = "machine.openshift.io";
 const CAPI: &str = "cluster.x-k8s.io";
 const OCP_AUTOSCALING: &str = "autoscaling.openshift.io";
 const CAPI_INFRASTRUCTURE: &str = "infrastructure.cluster.x-k8s.io";
+const MULTICLUSTER: &str = "multicluster.x-k8s.io";
+const OCM_CLUSTER: &str = "cluster.open-cluster-management.io";
+const OCM_AUTHENTICATION: &str = "authentication.open-cluster-management.io";
 
 impl Resource {
     /// Every served resource, in table order.
-    pub const ALL: [Resource; 16] = [
+    pub const ALL: [Resource; 20] = [
         Resource::Namespaces,
         Resource::Nodes,
         Resource::Pods,
@@ -71,6 +81,10 @@ impl Resource {
         Resource::ClusterAutoscalers,
         Resource::MachineAutoscalers,
         Resource::AwsMachineTemplates,
+        Resource::Secrets,
+        Resource::ClusterProfiles,
+        Resource::ManagedClusters,
+        Resource::ManagedServiceAccounts,
     ];
 
     /// The index of this resource's table.
@@ -125,7 +139,7 @@ pub fn group_versions() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-const DEFS: [ResourceDef; 16] = [
+const DEFS: [ResourceDef; 20] = [
     ResourceDef {
         group: CORE,
         version: "v1",
@@ -337,6 +351,54 @@ const DEFS: [ResourceDef; 16] = [
         scale: false,
         fields: &[],
     },
+    ResourceDef {
+        group: CORE,
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        singular: "secret",
+        namespaced: true,
+        short_names: &[],
+        status: false,
+        scale: false,
+        fields: &["type"],
+    },
+    ResourceDef {
+        group: MULTICLUSTER,
+        version: "v1alpha1",
+        kind: "ClusterProfile",
+        plural: "clusterprofiles",
+        singular: "clusterprofile",
+        namespaced: true,
+        short_names: &[],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: OCM_CLUSTER,
+        version: "v1",
+        kind: "ManagedCluster",
+        plural: "managedclusters",
+        singular: "managedcluster",
+        namespaced: false,
+        short_names: &["mcl", "mcls"],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: OCM_AUTHENTICATION,
+        version: "v1beta1",
+        kind: "ManagedServiceAccount",
+        plural: "managedserviceaccounts",
+        singular: "managedserviceaccount",
+        namespaced: true,
+        short_names: &[],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
 ];
 
 #[cfg(test)]
@@ -359,6 +421,15 @@ mod tests {
             None
         );
         assert_eq!(Resource::find("", "v1", "widgets"), None);
+        assert_eq!(
+            Resource::find(
+                "cluster.open-cluster-management.io",
+                "v1",
+                "managedclusters"
+            ),
+            Some(Resource::ManagedClusters)
+        );
+        assert!(!Resource::ManagedClusters.def().namespaced);
     }
 
     #[test]

@@ -221,6 +221,14 @@ fn columns(resource: Resource) -> Vec<(&'static str, &'static str, i32, Cell)> {
             }),
             ("Age", s, 0, age),
         ],
+        Resource::Secrets => vec![
+            ("Name", s, 0, name),
+            ("Type", s, 0, |o| o["type"].clone()),
+            ("Data", i, 0, |o| {
+                json!(o["data"].as_object().map_or(0, serde_json::Map::len))
+            }),
+            ("Age", s, 0, age),
+        ],
         _ => vec![("Name", s, 0, name), ("Age", s, 0, age)],
     }
 }

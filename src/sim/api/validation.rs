@@ -23,6 +23,7 @@ pub fn check_strict(resource: Resource, object: &Value) -> Result<(), ApiError> 
         Resource::EventsV1 => unknown::<events::v1::Event>(object),
         Resource::Leases => unknown::<coordination::v1::Lease>(object),
         Resource::PodDisruptionBudgets => unknown::<policy::v1::PodDisruptionBudget>(object),
+        Resource::Secrets => unknown::<core::v1::Secret>(object),
         _ => Vec::new(),
     };
     let Some(first) = unknown.first() else {

@@ -18,7 +18,7 @@ use crate::sim::store::{EventType, Key, Store, Stored};
 
 mod strategy;
 
-use strategy::{apply_defaults, check_schema, check_type, spec_changed, validate_name};
+use strategy::{apply_defaults, check_schema, check_type, normalize, spec_changed, validate_name};
 
 /// What one cluster's lock guards: its objects and the random source for names and uids.
 #[derive(Debug)]
@@ -124,6 +124,7 @@ impl State {
     ) -> Result<Arc<Stored>, ApiError> {
         let def = resource.def();
         check_type(resource, &object)?;
+        normalize(resource, &mut object);
         let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
             return Err(ApiError::invalid(def.kind, "", "metadata: Required value"));
         };
@@ -207,6 +208,7 @@ impl State {
             return Err(ApiError::not_found(def.group, def.plural, &key.name));
         };
         check_type(resource, &object)?;
+        normalize(resource, &mut object);
         if !object.get("metadata").is_some_and(Value::is_object) {
             return Err(ApiError::invalid(
                 def.kind,
@@ -452,6 +454,36 @@ mod tests {
         assert!(o["metadata"]["uid"].is_string());
         let e = s.create(Resource::ConfigMaps, "ns", cm("x")).unwrap_err();
         assert_eq!((e.code, e.reason), (409, "AlreadyExists"));
+    }
+
+    #[test]
+    fn a_secrets_string_data_is_stored_as_data() {
+        let mut s = state();
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "stringData": {"token": "abc"}, "data": {"ca.crt": "UEVN", "token": "eA=="}});
+        let o = s.create(Resource::Secrets, "ns", secret).unwrap().value();
+        assert_eq!(o["data"]["token"], "YWJj", "stringData wins over data");
+        assert_eq!(o["data"]["ca.crt"], "UEVN");
+        assert!(o.get("stringData").is_none());
+        assert_eq!(o["type"], "Opaque");
+        let update = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "stringData": {"token": "def"}});
+        let o = s
+            .update(
+                Resource::Secrets,
+                &Key::new("ns", "s"),
+                update,
+                WriteMode::Main,
+            )
+            .unwrap()
+            .value();
+        assert_eq!(o["data"]["token"], "ZGVm");
+        let bad = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "t"},
+            "data": {"k": 3}});
+        assert_eq!(
+            s.create(Resource::Secrets, "ns", bad).unwrap_err().code,
+            422
+        );
     }
 
     #[test]

@@ -87,6 +87,7 @@ pub(super) fn check_schema(resource: Resource, object: &Value, name: &str) -> Re
         Resource::PodDisruptionBudgets => {
             policy::v1::PodDisruptionBudget::deserialize(object).map(drop)
         }
+        Resource::Secrets => core::v1::Secret::deserialize(object).map(drop),
         _ => Ok(()),
     };
     result.map_err(|e| ApiError::invalid(resource.def().kind, name, e.to_string()))
@@ -112,7 +113,30 @@ pub(super) fn apply_defaults(resource: Resource, object: &mut Value) {
         Resource::Namespaces if object["status"].get("phase").is_none() => {
             object["status"]["phase"] = json!("Active");
         }
+        Resource::Secrets if object.get("type").is_none() => {
+            object["type"] = json!("Opaque");
+        }
         _ => {}
+    }
+}
+
+/// What the API server does to an incoming object of every write (its conversion to the
+/// internal type): a Secret's `stringData` is written into `data`, base64-encoded, over the
+/// keys of the same name, and is never stored.
+pub(super) fn normalize(resource: Resource, object: &mut Value) {
+    if resource != Resource::Secrets {
+        return;
+    }
+    let Some(string_data) = object.as_object_mut().and_then(|o| o.remove("stringData")) else {
+        return;
+    };
+    let Some(pairs) = string_data.as_object() else {
+        return;
+    };
+    use base64::Engine as _;
+    for (key, value) in pairs {
+        let text = value.as_str().unwrap_or_default();
+        object["data"][key] = json!(base64::engine::general_purpose::STANDARD.encode(text));
     }
 }
 
