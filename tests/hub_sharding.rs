@@ -8,102 +8,20 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod e2e_support;
+mod replica_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::Duration;
 
 use e2e_support::*;
 use fleetscaler::sim::settings::Flavor;
-use serde_json::Value;
+use replica_support::{Replica, lease_namespace};
 use tokio::time::Instant;
 
 const CLUSTERS: usize = 12;
 const REPLICAS: [&str; 3] = ["replica-a", "replica-b", "replica-c"];
 const TAKEOVER: Duration = Duration::from_secs(30);
-
-/// One hub replica, a child process.
-struct Replica {
-    identity: &'static str,
-    child: Option<Child>,
-    log: PathBuf,
-    addr: SocketAddr,
-}
-
-impl Replica {
-    async fn start(dir: &Path, kubeconfig: &Path, identity: &'static str) -> Replica {
-        let config = dir.join(format!("{identity}.toml"));
-        std::fs::write(&config, fleet_toml(kubeconfig, identity)).unwrap();
-        let log = dir.join(format!("{identity}.log"));
-        let child = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
-            .args(["run", "--listen", "127.0.0.1:0", "--config"])
-            .arg(&config)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let addr = eventually(Duration::from_secs(30), "the replica's address", || {
-            let text = std::fs::read_to_string(&log).unwrap_or_default();
-            let addr = text
-                .split("serving http://")
-                .nth(1)
-                .and_then(|rest| rest.split('/').next())
-                .and_then(|a| a.parse().ok());
-            async move { addr }
-        })
-        .await;
-        Replica {
-            identity,
-            child: Some(child),
-            log,
-            addr,
-        }
-    }
-
-    async fn fleet(&self) -> Option<Value> {
-        let (status, body) = http_request(self.addr, "GET", "/api/v1/fleet").await;
-        (status == 200).then(|| serde_json::from_str(&body).unwrap())
-    }
-
-    /// The clusters whose Lease this replica holds, as it says.
-    async fn writing(&self) -> BTreeSet<String> {
-        let Some(fleet) = self.fleet().await else {
-            return BTreeSet::new();
-        };
-        let writing = fleet["hub"]["sharding"]["writing"].as_array().cloned();
-        writing
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c.as_str().map(str::to_string))
-            .collect()
-    }
-
-    fn kill(&mut self) {
-        let mut child = self.child.take().unwrap();
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-}
-
-impl Drop for Replica {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if std::thread::panicking() {
-            let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-            let tail: Vec<&str> = text.lines().rev().take(40).collect();
-            eprintln!("--- {} (last lines) ---", self.identity);
-            for line in tail.iter().rev() {
-                eprintln!("{line}");
-            }
-        }
-    }
-}
 
 fn fleet_toml(kubeconfig: &Path, identity: &str) -> String {
     let clusters: String = (1..=CLUSTERS)
@@ -182,19 +100,14 @@ async fn replicas_share_the_clusters_and_take_over_a_lost_ones() {
     for c in &fleet.clusters()[..CLUSTERS] {
         c.cluster.writes.enable();
     }
-    let mgmt = fleet.clusters()[CLUSTERS].client().await.unwrap();
-    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(mgmt);
-    let ns = serde_json::from_value(serde_json::json!({"metadata": {"name": "fleetscaler"}}));
-    namespaces
-        .create(&Default::default(), &ns.unwrap())
-        .await
-        .unwrap();
+    lease_namespace(&fleet.clusters()[CLUSTERS]).await;
     let dir = TempDir::new("e2e-sharding");
     let kubeconfig = dir.path().join("fleet.kubeconfig");
     fleet.write_kubeconfig(&kubeconfig).unwrap();
     let mut replicas = Vec::new();
     for identity in REPLICAS {
-        replicas.push(Replica::start(dir.path(), &kubeconfig, identity).await);
+        let toml = fleet_toml(&kubeconfig, identity);
+        replicas.push(Replica::start(dir.path(), identity, &toml).await);
     }
     let all: Vec<&Replica> = replicas.iter().collect();
     // Once every replica has seen the others, each holds its share, and only it.

@@ -76,6 +76,14 @@ pub enum StatusError {
         name: String,
         known: String,
     },
+    #[error("the hub at {url} does not run cluster {name:?}: replica {replica} does{at}")]
+    Elsewhere {
+        url: String,
+        name: String,
+        replica: String,
+        /// ` (--server URL)` when the replica's address is known.
+        at: String,
+    },
     #[error("cannot write: {0}")]
     Write(#[from] io::Error),
 }
@@ -130,6 +138,28 @@ fn only(
         status.clusters.retain(|c| c.name == name);
         return Ok(status);
     }
+    // With sharding, another replica may run it: say which, and how to ask it.
+    let owner = status.sharding.as_ref().and_then(|sh| {
+        let r = sh
+            .replicas
+            .iter()
+            .find(|r| !r.this && r.clusters.iter().any(|c| c == name))?;
+        let scheme = url.scheme_str().unwrap_or("http");
+        let at = r
+            .address
+            .as_ref()
+            .map(|a| format!(" (--server {scheme}://{a})"))
+            .unwrap_or_default();
+        Some((r.identity.clone(), at))
+    });
+    if let Some((replica, at)) = owner {
+        return Err(StatusError::Elsewhere {
+            url: url.to_string(),
+            name: name.to_string(),
+            replica,
+            at,
+        });
+    }
     let names: Vec<&str> = status.clusters.iter().map(|c| c.name.as_str()).collect();
     let known = match names.len() {
         0 => "no clusters".to_string(),
@@ -179,5 +209,22 @@ mod tests {
         let err = only(status, "nope", &url).unwrap_err().to_string();
         assert!(err.contains("\"nope\""), "{err}");
         assert!(err.contains("sim-1, sim-2, sim-3"), "{err}");
+    }
+
+    #[test]
+    fn a_cluster_another_replica_runs_is_pointed_to() {
+        let doc = api::parse(include_bytes!("status/fixture_sharded.json")).unwrap();
+        let status = shape::Status::from_api("http://hub", doc, Timestamp::UNIX_EPOCH);
+        let url: http::Uri = "http://10.0.0.5:8080/api/v1/fleet".parse().unwrap();
+        let err = only(status.clone(), "sim-5", &url).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "the hub at http://10.0.0.5:8080/api/v1/fleet does not run cluster \"sim-5\": \
+             replica hub-b does (--server http://10.0.0.6:8080)"
+        );
+        let err = only(status.clone(), "sim-3", &url).unwrap_err().to_string();
+        assert!(err.ends_with("replica hub-c does"), "{err}");
+        let err = only(status, "nope", &url).unwrap_err().to_string();
+        assert!(err.contains("(it has: sim-1, sim-4)"), "{err}");
     }
 }

@@ -172,7 +172,12 @@ impl Fleet {
         self.last = Some(config.clone());
         let sharding = self.assign(config);
         let mine = sharding.as_ref().map(ShardStatus::mine);
-        self.hub.send_modify(|h| h.sharding = sharding);
+        self.hub.send_modify(|h| {
+            // A new assignment holds no Lease by itself: `writing` stays as last seen (brought
+            // up to date below and every second) instead of reading empty until then.
+            let writing = h.sharding.take().map(|s| s.writing).unwrap_or_default();
+            h.sharding = sharding.map(|s| ShardStatus { writing, ..s });
+        });
         self.health_config = config.fleet.clone();
         let concurrency = config.hub.pass_concurrency;
         self.pool
@@ -200,6 +205,7 @@ impl Fleet {
             self.apply_one(config, cluster, &mut changes).await;
         }
         self.publish();
+        self.note_writing();
         changes
     }
 

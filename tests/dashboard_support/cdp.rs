@@ -62,6 +62,12 @@ impl Browser {
 
     /// Sends a command and returns its result (events in between are skipped).
     pub fn call(&mut self, method: &str, params: Value) -> Value {
+        self.send(method, params)
+            .unwrap_or_else(|error| panic!("{method} failed: {error}"))
+    }
+
+    /// A command's result, or the protocol's error.
+    fn send(&mut self, method: &str, params: Value) -> Result<Value, Value> {
         self.next_id += 1;
         let id = self.next_id;
         let message = json!({"id": id, "method": method, "params": params}).to_string();
@@ -72,9 +78,9 @@ impl Browser {
                 continue;
             }
             if let Some(error) = reply.get("error") {
-                panic!("{method} failed: {error}");
+                return Err(error.clone());
             }
-            return reply["result"].clone();
+            return Ok(reply["result"].clone());
         }
     }
 
@@ -90,11 +96,25 @@ impl Browser {
         r["result"]["value"].clone()
     }
 
+    /// Whether `expression` is true in the page. A page being left for another document (a
+    /// link followed) has nothing to evaluate in until the next one commits: not yet true.
+    fn holds(&mut self, expression: &str) -> bool {
+        let params = json!({"expression": expression, "returnByValue": true, "awaitPromise": true});
+        match self.send("Runtime.evaluate", params) {
+            Ok(r) if r.get("exceptionDetails").is_some() => {
+                panic!("{expression} threw: {}", r["exceptionDetails"])
+            }
+            Ok(r) => r["result"]["value"] == Value::Bool(true),
+            Err(e) if leaving(&e) => false,
+            Err(e) => panic!("Runtime.evaluate failed: {e}"),
+        }
+    }
+
     /// Waits until `expression` is true in the page; panics with `what` and `show` (an
     /// expression describing the page) after `limit`.
     pub fn wait_for(&mut self, limit: Duration, what: &str, expression: &str, show: &str) {
         let started = Instant::now();
-        while self.eval(expression) != Value::Bool(true) {
+        while !self.holds(expression) {
             if started.elapsed() > limit {
                 panic!(
                     "timed out after {limit:?} waiting for {what}: {}",
@@ -132,6 +152,18 @@ impl Browser {
         let entry = history["entries"][current - 1]["id"].clone();
         self.call("Page.navigateToHistoryEntry", json!({"entryId": entry}));
     }
+}
+
+/// DevTools' errors for an evaluation asked while the page navigates to another document.
+fn leaving(error: &Value) -> bool {
+    let message = error["message"].as_str().unwrap_or_default();
+    [
+        "navigated or closed",
+        "context was destroyed",
+        "Cannot find context",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
 }
 
 /// Reads Chromium's stderr until it says where DevTools listens.

@@ -3,6 +3,8 @@
 //! required, so that an answer without it is named by its field path; the rest is optional,
 //! so that an older or newer hub still shows.
 
+use std::collections::BTreeMap;
+
 use jiff::Timestamp;
 use serde::Deserialize;
 
@@ -25,6 +27,30 @@ pub(super) struct HubDoc {
     pub leader: Option<LeaderDoc>,
     #[serde(default)]
     pub dry_run: bool,
+    /// With sharding (`hub::shard::ShardStatus`); hubs without it leave it out.
+    pub sharding: Option<ShardingDoc>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ShardingDoc {
+    pub identity: String,
+    /// The live replicas, this one included.
+    #[serde(default)]
+    pub replicas: Vec<ReplicaDoc>,
+    /// Every cluster of the fleet and the replica that runs it.
+    #[serde(default)]
+    pub owners: BTreeMap<String, String>,
+    /// The clusters whose Lease this replica holds now.
+    #[serde(default)]
+    pub writing: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub(super) struct ReplicaDoc {
+    pub identity: String,
+    pub address: Option<String>,
+    #[serde(rename = "self", default)]
+    pub this: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,6 +185,24 @@ mod tests {
         assert_eq!(doc.clusters[0].phase, PhaseDoc::Running);
         assert_eq!(doc.clusters[0].recent[1].action.kind, "scaleUp");
         assert!(doc.hub.unwrap().leader_election);
+    }
+
+    #[test]
+    fn the_sharded_fixture_reads() {
+        let doc = parse(include_bytes!("fixture_sharded.json")).unwrap();
+        let sharding = doc.hub.and_then(|h| h.sharding).unwrap();
+        assert_eq!(sharding.identity, "hub-a");
+        assert_eq!(sharding.replicas.len(), 3);
+        assert!(sharding.replicas[0].this);
+        assert_eq!(sharding.owners.len(), 6);
+        assert_eq!(sharding.writing, ["sim-1"]);
+    }
+
+    #[test]
+    fn sharding_tolerates_missing_lists() {
+        let body = br#"{"hub": {"sharding": {"identity": "a"}}, "clusters": []}"#;
+        let sharding = parse(body).unwrap().hub.and_then(|h| h.sharding).unwrap();
+        assert!(sharding.replicas.is_empty() && sharding.owners.is_empty());
     }
 
     #[test]

@@ -2,10 +2,14 @@
 //! status"): every key always present (`null` when unknown), so scripts need not guess.
 //! Each cluster is classed as the hub classes it for the fleet's health.
 
+use std::collections::BTreeSet;
+
 use jiff::Timestamp;
 use serde::Serialize;
 
-use super::api::{ActionDoc, ClusterDoc, FleetDoc, HappeningDoc, HubDoc, PhaseDoc, TimedDoc};
+use super::api::{
+    ActionDoc, ClusterDoc, FleetDoc, HappeningDoc, HubDoc, PhaseDoc, ShardingDoc, TimedDoc,
+};
 use crate::hub::health::ClusterState;
 
 #[derive(Clone, Debug, Serialize)]
@@ -17,7 +21,39 @@ pub(super) struct Status {
     pub at: Timestamp,
     pub fleet: Option<Fleet>,
     pub hub: Option<Hub>,
+    /// With sharding: who runs what; `null` without.
+    pub sharding: Option<Sharding>,
     pub clusters: Vec<Cluster>,
+}
+
+/// The replicas sharing the fleet, as the one that answered sees them.
+#[derive(Clone, Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Sharding {
+    /// The replica that answered.
+    pub identity: String,
+    /// Every cluster of the fleet, whichever replica runs it.
+    pub clusters: usize,
+    /// The clusters this replica runs (those `clusters[]` lists).
+    pub runs: Vec<String>,
+    /// The clusters whose Lease it holds now: those it writes to.
+    pub writing: Vec<String>,
+    /// Clusters it runs but does not write to yet (their Lease not held yet).
+    pub taking_over: Vec<String>,
+    /// The live replicas, this one first, then by identity.
+    pub replicas: Vec<Replica>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub(super) struct Replica {
+    pub identity: String,
+    /// `host:port` of its API, when it tells it.
+    pub address: Option<String>,
+    /// The replica that answered.
+    #[serde(rename = "self")]
+    pub this: bool,
+    /// The clusters it runs.
+    pub clusters: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -81,7 +117,7 @@ pub(super) struct Timed {
 
 impl Status {
     /// `now` is this machine's clock, used only when the hub does not say its own.
-    pub fn from_api(server: &str, doc: FleetDoc, now: Timestamp) -> Status {
+    pub fn from_api(server: &str, mut doc: FleetDoc, now: Timestamp) -> Status {
         let at = doc.fleet.as_ref().and_then(|f| f.at).unwrap_or(now);
         Status {
             server: server.to_string(),
@@ -94,6 +130,11 @@ impl Status {
                 unhealthy_clusters: f.unhealthy_clusters,
                 scale_down_paused: f.scale_down_paused,
             }),
+            sharding: doc
+                .hub
+                .as_mut()
+                .and_then(|h| h.sharding.take())
+                .map(sharding),
             hub: doc.hub.map(hub),
             clusters: doc.clusters.into_iter().map(cluster).collect(),
         }
@@ -112,6 +153,50 @@ fn hub(h: HubDoc) -> Hub {
             message: e.message,
         }),
         dry_run: h.dry_run,
+    }
+}
+
+fn sharding(s: ShardingDoc) -> Sharding {
+    let runs_on = |identity: &str| -> Vec<String> {
+        let owned = s.owners.iter().filter(|(_, r)| r.as_str() == identity);
+        owned.map(|(c, _)| c.clone()).collect()
+    };
+    let mut replicas: Vec<Replica> = s
+        .replicas
+        .iter()
+        .map(|r| Replica {
+            identity: r.identity.clone(),
+            address: r.address.clone(),
+            this: r.this || r.identity == s.identity,
+            clusters: runs_on(&r.identity),
+        })
+        .collect();
+    // An owner not among the replicas listed is still named, without an address.
+    let unlisted: BTreeSet<&String> = s
+        .owners
+        .values()
+        .filter(|o| !s.replicas.iter().any(|r| &r.identity == *o))
+        .collect();
+    replicas.extend(unlisted.into_iter().map(|o| Replica {
+        identity: o.clone(),
+        address: None,
+        this: *o == s.identity,
+        clusters: runs_on(o),
+    }));
+    replicas.sort_by(|a, b| (!a.this, &a.identity).cmp(&(!b.this, &b.identity)));
+    let runs = runs_on(&s.identity);
+    let taking_over = runs
+        .iter()
+        .filter(|c| !s.writing.contains(c))
+        .cloned()
+        .collect();
+    Sharding {
+        clusters: s.owners.len(),
+        runs,
+        writing: s.writing,
+        taking_over,
+        replicas,
+        identity: s.identity,
     }
 }
 
@@ -249,7 +334,8 @@ mod tests {
             k.sort();
             k.join(",")
         };
-        assert_eq!(keys(&json), "at,clusters,fleet,hub,server");
+        assert_eq!(keys(&json), "at,clusters,fleet,hub,server,sharding");
+        assert_eq!(json["sharding"], serde_json::Value::Null);
         assert_eq!(
             keys(&json["clusters"][2]),
             "dryRun,health,lastAction,lastError,name,nodeGroups,nodes,pendingPods,phase,\
@@ -258,5 +344,83 @@ mod tests {
         assert_eq!(json["clusters"][2]["lastAction"], serde_json::Value::Null);
         assert_eq!(json["hub"]["holder"], "hub-0");
         assert_eq!(json["fleet"]["unhealthyClusters"], 2);
+    }
+
+    fn sharded() -> Status {
+        let doc = parse(include_bytes!("fixture_sharded.json")).unwrap();
+        Status::from_api("http://10.0.0.5:8080", doc, Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn sharding_says_who_runs_what_and_what_is_taken_over() {
+        let s = sharded().sharding.unwrap();
+        assert_eq!(s.identity, "hub-a");
+        assert_eq!(s.clusters, 6);
+        assert_eq!(s.runs, ["sim-1", "sim-4"]);
+        assert_eq!(s.writing, ["sim-1"]);
+        assert_eq!(s.taking_over, ["sim-4"]);
+        let replicas: Vec<_> = s
+            .replicas
+            .iter()
+            .map(|r| {
+                (
+                    r.identity.as_str(),
+                    r.address.as_deref(),
+                    r.this,
+                    r.clusters.join(","),
+                )
+            })
+            .collect();
+        assert_eq!(
+            replicas,
+            [
+                ("hub-a", Some("10.0.0.5:8080"), true, "sim-1,sim-4".into()),
+                (
+                    "hub-b",
+                    Some("10.0.0.6:8080"),
+                    false,
+                    "sim-2,sim-5,sim-6".into()
+                ),
+                ("hub-c", None, false, "sim-3".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn an_owner_missing_from_the_replicas_is_still_named() {
+        let body = br#"{"hub": {"sharding": {"identity": "a",
+            "replicas": [{"identity": "a", "self": true}],
+            "owners": {"x": "a", "y": "z", "w": "z"}, "writing": ["x"]}}, "clusters": []}"#;
+        let doc = parse(body).unwrap();
+        let s = Status::from_api("x", doc, Timestamp::UNIX_EPOCH);
+        let s = s.sharding.unwrap();
+        let z = &s.replicas[1];
+        assert_eq!((z.identity.as_str(), z.address.as_deref()), ("z", None));
+        assert_eq!(z.clusters, ["w", "y"]);
+        assert!(s.taking_over.is_empty());
+    }
+
+    #[test]
+    fn the_sharded_json_has_every_key() {
+        let json = serde_json::to_value(sharded()).unwrap();
+        let s = &json["sharding"];
+        let mut keys: Vec<&String> = s.as_object().unwrap().keys().collect();
+        keys.sort();
+        assert_eq!(
+            keys,
+            [
+                "clusters",
+                "identity",
+                "replicas",
+                "runs",
+                "takingOver",
+                "writing"
+            ]
+        );
+        assert_eq!(s["replicas"][2]["address"], serde_json::Value::Null);
+        assert_eq!(s["replicas"][0]["self"], true);
+        assert_eq!(s["replicas"][1]["clusters"][0], "sim-2");
+        // The hub's own part is read as before.
+        assert_eq!(json["hub"]["leaderElection"], false);
     }
 }

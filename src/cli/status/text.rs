@@ -1,11 +1,12 @@
 //! The status as a person reads it, kubectl-style: a line on the fleet and its leader, then
-//! one row per cluster in aligned columns, times as ages ("3m").
+//! one row per cluster in aligned columns, times as ages ("3m"). With sharding, a line on
+//! this replica's share before the table and one per other replica after it.
 
 use std::io::{self, Write};
 
 use jiff::Timestamp;
 
-use super::shape::{Cluster, Hub, Status};
+use super::shape::{Cluster, Hub, Sharding, Status};
 use crate::hub::health::ClusterState;
 
 /// Between columns, as kubectl.
@@ -15,13 +16,67 @@ pub(super) fn render(s: &Status, out: &mut impl Write) -> io::Result<()> {
     if let Some(line) = header(s) {
         writeln!(out, "{line}")?;
     }
-    if s.clusters.is_empty() {
-        return writeln!(out, "no clusters");
+    if let Some(sharding) = &s.sharding {
+        writeln!(out, "{}", share(sharding))?;
     }
-    for line in table(&rows(s)) {
-        writeln!(out, "{line}")?;
+    if s.clusters.is_empty() {
+        writeln!(out, "no clusters")?;
+    } else {
+        for line in table(&rows(s)) {
+            writeln!(out, "{line}")?;
+        }
+    }
+    // Where to look for the clusters this replica does not run.
+    for r in s
+        .sharding
+        .iter()
+        .flat_map(|sh| &sh.replicas)
+        .filter(|r| !r.this)
+    {
+        let at = match &r.address {
+            Some(address) => format!("at {address}"),
+            None => "(address unknown)".into(),
+        };
+        match r.clusters.len() {
+            0 => writeln!(out, "replica {} {at} runs no cluster", r.identity)?,
+            n => writeln!(
+                out,
+                "replica {} {at} runs {n}: {}",
+                r.identity,
+                r.clusters.join(", ")
+            )?,
+        }
     }
     Ok(())
+}
+
+/// `sharding: replica hub-a (3 replicas), runs 2 of 6 clusters; taking over sim-4 (...)`
+fn share(s: &Sharding) -> String {
+    if !s.replicas.iter().any(|r| r.this) {
+        return format!(
+            "sharding: replica {} is not among the live replicas (its Lease is not renewed): \
+             it runs no cluster",
+            s.identity
+        );
+    }
+    let mut line = format!(
+        "sharding: replica {} ({} replicas), runs {} of {} clusters",
+        s.identity,
+        s.replicas.len(),
+        s.runs.len(),
+        s.clusters
+    );
+    match s.taking_over.as_slice() {
+        [] => {}
+        [one] => line.push_str(&format!(
+            "; taking over {one} (writes to it once it holds its Lease)"
+        )),
+        many => line.push_str(&format!(
+            "; taking over {} (writes to them once it holds their Leases)",
+            many.join(", ")
+        )),
+    }
+    line
 }
 
 /// `fleet healthy for 12m: all 3 clusters healthy or starting; leader: this replica (hub-0)`
@@ -41,7 +96,10 @@ fn header(s: &Status) -> Option<String> {
         parts.push(format!("fleet {state} for {since}: {}{paused}", f.reason));
     }
     if let Some(h) = &s.hub {
-        parts.push(leader(h, s.at));
+        // With sharding there is no leader: the sharding line says who runs what.
+        if s.sharding.is_none() {
+            parts.push(leader(h, s.at));
+        }
         if h.dry_run {
             parts.push("dry run".into());
         }
@@ -266,6 +324,51 @@ sim-3   failed      0             0             0        -                      
         let doc = parse(br#"{"clusters": []}"#).unwrap();
         let s = Status::from_api("x", doc, Timestamp::UNIX_EPOCH);
         assert_eq!(rendered(&s), "no clusters\n");
+    }
+
+    fn sharded() -> Status {
+        let doc = parse(include_bytes!("fixture_sharded.json")).unwrap();
+        Status::from_api("http://10.0.0.5:8080", doc, Timestamp::UNIX_EPOCH)
+    }
+
+    #[test]
+    fn a_sharded_hub_says_its_share_and_where_the_others_are() {
+        let expected = "\
+fleet healthy for 12m: all 6 clusters healthy or starting
+sharding: replica hub-a (3 replicas), runs 2 of 6 clusters; taking over sim-4 (writes to it once it holds its Lease)
+NAME    HEALTH     NODES   PENDING   GROUPS   LAST ACTION                                                           REASON
+sim-1   healthy    5       0         3        3m  MachineSet openshift-machine-api/sim-1-worker-b replicas 2 -> 3   -
+sim-4   starting   0       0         0        -                                                                     waiting for the first pass
+replica hub-b at 10.0.0.6:8080 runs 3: sim-2, sim-5, sim-6
+replica hub-c (address unknown) runs 1: sim-3
+";
+        assert_eq!(rendered(&sharded()), expected);
+    }
+
+    #[test]
+    fn a_replica_without_clusters_or_a_live_lease_says_so() {
+        let mut s = sharded();
+        s.clusters.clear();
+        if let Some(sh) = s.sharding.as_mut() {
+            sh.replicas[2].clusters.clear();
+        }
+        let text = rendered(&s);
+        assert!(text.contains("\nno clusters\n"), "{text}");
+        assert!(
+            text.ends_with("replica hub-c (address unknown) runs no cluster\n"),
+            "{text}"
+        );
+        if let Some(sh) = s.sharding.as_mut() {
+            sh.replicas.clear();
+        }
+        let text = rendered(&s);
+        assert!(
+            text.contains(
+                "sharding: replica hub-a is not among the live replicas (its Lease is not \
+                 renewed): it runs no cluster"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ import {h, ago, badge, clock, span} from "./dom.js";
 import {renderFleet} from "./fleet.js";
 import {renderCluster} from "./cluster.js";
 import {closeWhatIf, openWhatIf, updateWhatIf, whatIfQuery} from "./what-if.js";
+import {shardingHeader, shardingOf} from "./sharding.js";
 
 const PERIOD_MS = 3000;
 const TIMEOUT_MS = 8000;
@@ -109,7 +110,10 @@ function renderHub(now) {
   const hub = state.fleet && state.fleet.hub;
   if (!hub) return;
   const items = [];
-  if (!hub.leaderElection) items.push(badge("ok", "leading (no leader election)"));
+  const sharding = shardingOf(hub);
+  // With sharding, the replicas share the clusters instead of electing a leader.
+  if (sharding) items.push(...shardingHeader(sharding));
+  else if (!hub.leaderElection) items.push(badge("ok", "leading (no leader election)"));
   else if (hub.leading) items.push(badge("ok", "leader"));
   else {
     const holder = hub.leader && hub.leader.holder;
@@ -174,7 +178,7 @@ function renderPage(now) {
     content = [h("p", {class: "notice"}, state.error ? "No data yet." : "Loading…")];
   } else if (r.page === "cluster") {
     content = renderCluster({name: r.name, body: state.clusterName === r.name ? state.cluster : null,
-      missing: state.missing === r.name, now, open});
+      missing: state.missing === r.name, sharding: shardingOf(state.fleet.hub), now, open});
   } else {
     content = renderFleet(state.fleet, now);
   }

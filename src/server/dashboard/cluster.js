@@ -4,11 +4,13 @@
 
 import {h, ago, badge, cell, describeAction, failureHeadline, groupLabel, groupName, health,
   outcome, podOutcome, settingSource, showValue, sparkline} from "./dom.js";
+import {clusterTag, elsewhere} from "./sharding.js";
 
-export function renderCluster({name, body, missing, now, open}) {
+export function renderCluster({name, body, missing, sharding, now, open}) {
   const back = h("p", {class: "back"}, h("a", {href: "#/"}, "← All clusters"));
   if (missing) {
-    return [back, h("h2", {tabindex: "-1"}, name),
+    // With sharding, a cluster this replica does not run may be another replica's.
+    return [back, h("h2", {tabindex: "-1"}, name), elsewhere(sharding, name) ||
       h("p", {class: "notice"}, `The hub has no cluster named “${name}”.`)];
   }
   if (!body) return [back, h("h2", {tabindex: "-1"}, name), h("p", {class: "notice"}, "Loading…")];
@@ -16,7 +18,7 @@ export function renderCluster({name, body, missing, now, open}) {
   return [
     back,
     h("h2", {tabindex: "-1"}, body.name, " ", badge(hl.level, hl.text),
-      body.dryRun ? h("span", {class: "tag"}, "dry run") : null),
+      body.dryRun ? h("span", {class: "tag"}, "dry run") : null, clusterTag(sharding, body.name)),
     hl.detail ? h("p", {class: `why ${hl.level}`}, hl.detail) : null,
     facts(body, now),
     trends(body),

@@ -1,17 +1,22 @@
 // The fleet page: totals, the capacity failures shared across the fleet, then one row per
 // cluster with its health (colour and words), nodes, pending pods, node groups, last action,
-// restarts, and sparklines of nodes and pending pods over its last passes.
+// restarts, and sparklines of nodes and pending pods over its last passes; with sharding,
+// the clusters the other replicas run, each replica linked to its own dashboard.
 
 import {h, ago, badge, cell, clusterLink, describeAction, failureHeadline, failureReach, groupName,
   health, outcome, plural, sparkline, until} from "./dom.js";
+import {clusterTag, otherReplicas, shardingOf} from "./sharding.js";
 
 export function renderFleet(body, now) {
   const clusters = body.clusters || [];
+  const sharding = shardingOf(body.hub);
+  const none = sharding ? `Replica ${sharding.identity} runs no cluster now.` : "No clusters are configured.";
   return [
     h("h2", {tabindex: "-1"}, "Fleet"),
-    summary(body.fleet, clusters),
+    summary(body.fleet, clusters, sharding),
     sharedFailures(body.sharedFailures, clusters, now),
-    clusters.length ? table(clusters, now) : h("p", {class: "notice"}, "No clusters are configured."),
+    clusters.length ? table(clusters, now, sharding) : h("p", {class: "notice"}, none),
+    otherReplicas(sharding),
   ].filter(Boolean);
 }
 
@@ -48,8 +53,9 @@ function heldBack(f, clusters) {
     .map((g) => ({cluster: c.name, group: g.id})));
 }
 
-// Fleet totals: from the API's `fleet` object when it has one, else added up here.
-function summary(fleet, clusters) {
+// Fleet totals: from the API's `fleet` object when it has one, else added up here. With
+// sharding, the fleet's health counts every replica's clusters, pending pods only this one's.
+function summary(fleet, clusters, sharding) {
   const sum = (key) => clusters.reduce((n, c) => n + (Number(c[key]) || 0), 0);
   const f = fleet || {
     clusters: clusters.length,
@@ -64,7 +70,7 @@ function summary(fleet, clusters) {
       ` (${f.unreadyNodes} unready` +
       (typeof f.unreadyRatio === "number" ? `, ${(f.unreadyRatio * 100).toFixed(1)} %` : "") + ")"),
     h("li", {}, h("strong", {}, plural(sum("pendingPods"), "pending pod")),
-      ` (${sum("stuckPods")} stuck)`),
+      ` (${sum("stuckPods")} stuck)`, sharding ? " in this replica's clusters" : ""),
   ];
   if (fleet && fleet.state) {
     items.unshift(h("li", {}, badge(fleet.state === "healthy" ? "ok" : "warn", `fleet ${fleet.state}`)));
@@ -82,20 +88,21 @@ const HINTS = {
   "Pods pending / stuck": "Pods waiting for a node; stuck: no scale-up can help them now",
 };
 
-function table(clusters, now) {
+function table(clusters, now, sharding) {
   return h("div", {class: "scroll"},
     h("table", {class: "clusters", id: "clusters"},
       h("caption", {}, "Clusters"),
       h("thead", {}, h("tr", {}, COLUMNS.map((c) => h("th", {scope: "col", title: HINTS[c]}, c)))),
-      h("tbody", {}, clusters.map((c) => row(c, now)))));
+      h("tbody", {}, clusters.map((c) => row(c, now, sharding)))));
 }
 
-function row(c, now) {
+function row(c, now, sharding) {
   const hl = health(c);
   const href = `#/clusters/${encodeURIComponent(c.name)}`;
   return h("tr", {class: `cluster ${hl.level}`},
     h("th", {scope: "row", "data-label": "Cluster"},
-      h("a", {href}, c.name), c.dryRun ? h("span", {class: "tag"}, "dry run") : null),
+      h("a", {href}, c.name), c.dryRun ? h("span", {class: "tag"}, "dry run") : null,
+      clusterTag(sharding, c.name)),
     cell("Health", badge(hl.level, hl.text), hl.detail ? h("div", {class: "detail"}, hl.detail) : null),
     cell("Nodes ready / total", h("span", {class: "num"}, `${c.readyNodes} / ${c.nodes}`)),
     cell("Unready nodes", h("span", {class: c.unreadyNodes ? "num warn-text" : "num"}, String(c.unreadyNodes))),

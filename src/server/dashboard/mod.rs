@@ -7,6 +7,8 @@
 //! old script) and carries a strict Content-Security-Policy: scripts, styles and fetches
 //! from this origin only, no inline script or style, no frames. The page builds its DOM
 //! with `textContent`, never `innerHTML`, so cluster and pod names cannot inject markup.
+//! With sharding, the page links to the other replicas' dashboards: links a person follows,
+//! never fetches, so `connect-src 'self'` stays as it is.
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -59,6 +61,11 @@ const ASSETS: &[Asset] = &[
         name: "cluster.js",
         content_type: JS,
         body: include_bytes!("cluster.js"),
+    },
+    Asset {
+        name: "sharding.js",
+        content_type: JS,
+        body: include_bytes!("sharding.js"),
     },
     Asset {
         name: "what-if.js",

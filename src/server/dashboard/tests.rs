@@ -57,6 +57,7 @@ async fn every_asset_has_its_content_type_and_headers() {
         ("dom.js", "text/javascript; charset=utf-8"),
         ("fleet.js", "text/javascript; charset=utf-8"),
         ("cluster.js", "text/javascript; charset=utf-8"),
+        ("sharding.js", "text/javascript; charset=utf-8"),
         ("what-if.js", "text/javascript; charset=utf-8"),
         ("what-if-answer.js", "text/javascript; charset=utf-8"),
         ("favicon.svg", "image/svg+xml"),
