@@ -179,6 +179,10 @@ fn big_pod(name: &str) -> Pod {
     .unwrap()
 }
 
+/// As the binary: the hub's memory and speed are measured with its allocator.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -4,6 +4,11 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Projecting a cluster's objects is mostly allocation: mimalloc does it faster than the
+/// system's allocator and returns the memory of a relist's burst instead of keeping it.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "fleetscaler",

@@ -240,12 +240,7 @@ async fn inventory_calls(
     // names what was not.
     let used = |grants: &rbac_support::Grants| {
         let used = management.cluster.requests.records();
-        let unused: Vec<String> = grants
-            .permissions(&used)
-            .into_iter()
-            .filter(|(_, hit)| !hit)
-            .map(|(name, _)| name)
-            .collect();
+        let unused = grants.unused(&used);
         (used, unused)
     };
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

@@ -15,7 +15,6 @@ mod e2e_support;
 mod replica_support;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -26,41 +25,13 @@ use fleetscaler::sim::fleet::ClusterHandle;
 use fleetscaler::sim::settings::Flavor;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use replica_support::{Replica, lease_namespace, strings};
+use replica_support::{Replica, fleet_toml, lease_namespace, strings};
 use serde_json::Value;
 
 const CLUSTERS: usize = 6;
 const A: &str = "replica-a";
 const B: &str = "replica-b";
 const SETTLE: Duration = Duration::from_secs(60);
-
-fn fleet_toml(kubeconfig: &Path, identity: &str) -> String {
-    let clusters: String = (1..=CLUSTERS)
-        .map(|i| format!("[[clusters]]\nname = \"sim-{i}\"\nuse_cluster_autoscaler = false\n"))
-        .collect();
-    format!(
-        r#"[hub]
-scan_interval = "1s"
-debounce = "50ms"
-request_timeout = "2s"
-kubeconfigs = ["{}"]
-
-[hub.sharding]
-enabled = true
-context = "sim-{}"
-identity = "{identity}"
-lease_duration = "4s"
-renew_deadline = "3s"
-retry_period = "500ms"
-
-[defaults]
-scale_down_enabled = false
-
-{clusters}"#,
-        kubeconfig.display(),
-        CLUSTERS + 1
-    )
-}
 
 /// A cluster's Lease held by a replica that is no longer there, renewed now for an hour: no
 /// live replica may take it during the test.
@@ -146,8 +117,8 @@ async fn a_replicas_dashboard_says_what_it_runs_and_points_to_the_other() {
     let dir = TempDir::new("dashboard-sharding");
     let kubeconfig = dir.path().join("fleet.kubeconfig");
     fleet.write_kubeconfig(&kubeconfig).unwrap();
-    let a = Replica::start(dir.path(), A, &fleet_toml(&kubeconfig, A)).await;
-    let b = Replica::start(dir.path(), B, &fleet_toml(&kubeconfig, B)).await;
+    let a = Replica::start(dir.path(), A, &fleet_toml(&kubeconfig, CLUSTERS, A)).await;
+    let b = Replica::start(dir.path(), B, &fleet_toml(&kubeconfig, CLUSTERS, B)).await;
     let b_address = b.addr.to_string();
     let (a_ref, b_ref) = (&a, &b);
     let (a_runs_ref, a_writes_ref, b_runs_ref) = (&a_runs, &a_writes, &b_runs);

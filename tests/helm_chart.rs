@@ -474,18 +474,7 @@ async fn the_charts_role_allows_exactly_the_hubs_lease_calls() {
     let used = management.cluster.requests.records();
     fleet.shutdown().await;
 
-    let denied = grants.denied(&used);
-    assert!(denied.is_empty(), "the chart's Role denies: {denied:?}");
-    let unused: Vec<String> = grants
-        .permissions(&used)
-        .into_iter()
-        .filter(|(_, hit)| !hit)
-        .map(|(name, _)| name)
-        .collect();
-    assert!(
-        unused.is_empty(),
-        "the chart's Role grants what the hub never used: {unused:?}"
-    );
+    grants.assert_exactly(&used, "the chart's Role");
     let verbs: BTreeSet<&str> = used.iter().map(|r| r.verb.as_str()).collect();
     assert_eq!(
         verbs,

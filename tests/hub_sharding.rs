@@ -11,45 +11,16 @@ mod e2e_support;
 mod replica_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::time::Duration;
 
 use e2e_support::*;
 use fleetscaler::sim::settings::Flavor;
-use replica_support::{Replica, lease_namespace};
+use replica_support::{Replica, fleet_toml, lease_namespace};
 use tokio::time::Instant;
 
 const CLUSTERS: usize = 12;
 const REPLICAS: [&str; 3] = ["replica-a", "replica-b", "replica-c"];
 const TAKEOVER: Duration = Duration::from_secs(30);
-
-fn fleet_toml(kubeconfig: &Path, identity: &str) -> String {
-    let clusters: String = (1..=CLUSTERS)
-        .map(|i| format!("[[clusters]]\nname = \"sim-{i}\"\nuse_cluster_autoscaler = false\n"))
-        .collect();
-    format!(
-        r#"[hub]
-scan_interval = "1s"
-debounce = "50ms"
-request_timeout = "2s"
-kubeconfigs = ["{}"]
-
-[hub.sharding]
-enabled = true
-context = "sim-{}"
-identity = "{identity}"
-lease_duration = "4s"
-renew_deadline = "3s"
-retry_period = "500ms"
-
-[defaults]
-scale_down_enabled = false
-
-{clusters}"#,
-        kubeconfig.display(),
-        CLUSTERS + 1
-    )
-}
 
 /// Which replica holds which clusters' Leases, once every cluster is held by exactly one of
 /// `replicas`.
@@ -106,7 +77,7 @@ async fn replicas_share_the_clusters_and_take_over_a_lost_ones() {
     fleet.write_kubeconfig(&kubeconfig).unwrap();
     let mut replicas = Vec::new();
     for identity in REPLICAS {
-        let toml = fleet_toml(&kubeconfig, identity);
+        let toml = fleet_toml(&kubeconfig, CLUSTERS, identity);
         replicas.push(Replica::start(dir.path(), identity, &toml).await);
     }
     let all: Vec<&Replica> = replicas.iter().collect();

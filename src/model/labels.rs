@@ -6,6 +6,10 @@
 
 use std::collections::HashSet;
 use std::hash::Hash;
+
+/// The interners' hasher: fast (every pod's strings and spec are hashed as it is projected),
+/// and seeded per process, so names a cluster chooses cannot be made to collide.
+type Hasher = foldhash::fast::RandomState;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -173,8 +177,8 @@ impl std::fmt::Display for LabelSelector {
 /// caches); `prune` drops what nothing else holds any more.
 #[derive(Default)]
 pub struct Interner {
-    strings: HashSet<Arc<str>>,
-    labels: HashSet<Labels>,
+    strings: HashSet<Arc<str>, Hasher>,
+    labels: HashSet<Labels, Hasher>,
 }
 
 impl Interner {
@@ -218,13 +222,13 @@ impl Interner {
 
 /// Interns whole values of any hashable type (pod scheduling specs, taint lists).
 pub struct ValueInterner<T: Hash + Eq> {
-    values: HashSet<Arc<T>>,
+    values: HashSet<Arc<T>, Hasher>,
 }
 
 impl<T: Hash + Eq> Default for ValueInterner<T> {
     fn default() -> Self {
         ValueInterner {
-            values: HashSet::new(),
+            values: HashSet::default(),
         }
     }
 }

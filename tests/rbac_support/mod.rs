@@ -241,6 +241,26 @@ impl Grants {
             .collect()
     }
 
+    /// The permissions the rules grant that no request of `used` exercises, named.
+    pub fn unused(&self, used: &[RequestRecord]) -> Vec<String> {
+        self.permissions(used)
+            .into_iter()
+            .filter(|(_, hit)| !hit)
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    /// The rules allow every request of `used`, and grant nothing it does not exercise.
+    pub fn assert_exactly(&self, used: &[RequestRecord], rules: &str) {
+        let denied = self.denied(used);
+        assert!(denied.is_empty(), "{rules} deny: {denied:?}");
+        let unused = self.unused(used);
+        assert!(
+            unused.is_empty(),
+            "{rules} grant what the hub never used: {unused:?}"
+        );
+    }
+
     /// Each single permission the rules grant, named as `verb group/resource[ named x][ in
     /// ns]` or `verb <url>`, with whether one of `used` exercises it.
     pub fn permissions(&self, used: &[RequestRecord]) -> Vec<(String, bool)> {

@@ -116,3 +116,33 @@ pub async fn lease_namespace(management: &fleetscaler::sim::fleet::ClusterHandle
         .await
         .unwrap();
 }
+
+/// fleet.toml of a replica sharing clusters `sim-1`..`sim-<clusters>` through Leases on
+/// `sim-<clusters + 1>`, with timings short enough for a test (a 4 s lease).
+pub fn fleet_toml(kubeconfig: &Path, clusters: usize, identity: &str) -> String {
+    let list: String = (1..=clusters)
+        .map(|i| format!("[[clusters]]\nname = \"sim-{i}\"\nuse_cluster_autoscaler = false\n"))
+        .collect();
+    format!(
+        r#"[hub]
+scan_interval = "1s"
+debounce = "50ms"
+request_timeout = "2s"
+kubeconfigs = ["{}"]
+
+[hub.sharding]
+enabled = true
+context = "sim-{}"
+identity = "{identity}"
+lease_duration = "4s"
+renew_deadline = "3s"
+retry_period = "500ms"
+
+[defaults]
+scale_down_enabled = false
+
+{list}"#,
+        kubeconfig.display(),
+        clusters + 1
+    )
+}

@@ -21,7 +21,10 @@ use crate::model::snapshot::PRIORITY_EXPANDER_CONFIGMAP;
 
 /// Updates read off the watch streams but not yet applied: enough to ride out a long pass
 /// without holding the API server's watches back; past it, reading waits for the runner.
-const BUFFER: usize = 4096;
+/// Each holds a whole object until it is projected, so a fleet of clusters relisting at once
+/// holds this many whole pods per cluster: 512 cover a burst of thousands of events a second
+/// during a pass of tens of milliseconds.
+const BUFFER: usize = 512;
 
 /// The watch streams of one cluster, read by a task of their own so that they are drained
 /// while a pass runs (an API server closes a watch whose client stops reading, and the

@@ -47,6 +47,19 @@ pub struct Problem {
     pub message: String,
 }
 
+/// Logs the problems not in `logged` yet (once each, not at every resync), and remembers
+/// these as the ones logged.
+fn log_new(logged: &mut BTreeSet<String>, problems: &[Problem]) {
+    let now: BTreeSet<String> = problems
+        .iter()
+        .map(|p| format!("{}: {}", p.object, p.message))
+        .collect();
+    for line in now.difference(logged) {
+        tracing::warn!("membership: {line}");
+    }
+    *logged = now;
+}
+
 /// Why a source could not be listed, since when.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct TimedError {
@@ -230,14 +243,7 @@ impl Members {
     }
 
     fn log_conflicts(&mut self, conflicts: &[Problem]) {
-        let now: BTreeSet<String> = conflicts
-            .iter()
-            .map(|p| format!("{}: {}", p.object, p.message))
-            .collect();
-        for line in now.difference(&self.logged) {
-            tracing::warn!("membership: {line}");
-        }
-        self.logged = now;
+        log_new(&mut self.logged, conflicts);
     }
 
     /// Stops the task and waits for it.

@@ -246,14 +246,7 @@ impl Task {
     }
 
     fn log_new(&mut self, problems: &[Problem]) {
-        let now: BTreeSet<String> = problems
-            .iter()
-            .map(|p| format!("{}: {}", p.object, p.message))
-            .collect();
-        for line in now.difference(&self.logged) {
-            tracing::warn!("membership: {line}");
-        }
-        self.logged = now;
+        super::log_new(&mut self.logged, problems);
     }
 }
 

@@ -101,30 +101,36 @@ fn fleet(e: &mut Exposition, reports: &[ClusterReport], health: &FleetHealth) {
     for r in reports {
         e.sample(&[("cluster", r.name.as_str())], f64::from(r.restarts));
     }
-    e.family(
+    per_cluster_histogram(
+        e,
+        reports,
         "fleetscaler_scale_up_latency_seconds",
-        Type::Histogram,
         "Time from the hub seeing a pod unschedulable to the scale-up for it being written.",
+        |r| &r.counters.scale_up_latency,
     );
-    for r in reports {
-        let h = &r.counters.scale_up_latency;
-        e.histogram(
-            &[("cluster", r.name.as_str())],
-            h.cumulative(),
-            h.sum,
-            h.count,
-        );
-    }
 }
 
 fn pass_queue(e: &mut Exposition, reports: &[ClusterReport]) {
-    e.family(
+    per_cluster_histogram(
+        e,
+        reports,
         "fleetscaler_pass_queue_seconds",
-        Type::Histogram,
         "Time a cluster's pass waited for a turn on the fleet's pool of engine passes (hub.pass_concurrency).",
+        |r| &r.counters.pass_queue,
     );
+}
+
+/// One histogram family with a series per cluster.
+fn per_cluster_histogram(
+    e: &mut Exposition,
+    reports: &[ClusterReport],
+    name: &str,
+    help: &str,
+    pick: impl Fn(&ClusterReport) -> &crate::cluster::metrics::Histogram,
+) {
+    e.family(name, Type::Histogram, help);
     for r in reports {
-        let h = &r.counters.pass_queue;
+        let h = pick(r);
         e.histogram(
             &[("cluster", r.name.as_str())],
             h.cumulative(),

@@ -243,12 +243,21 @@ fn select(
                     .into_iter()
                     .collect()
             }
-            _ => state
-                .store
-                .range(resource, namespace, query.continue_after.as_ref())
-                .filter(|o| fields.matches(resource, o))
-                .cloned()
-                .collect(),
+            // A page needs one object past its limit (to know there is more), unless labels
+            // are still to be checked: a list in pages then costs what it returns.
+            _ => {
+                let enough = match (query.limit, labels.is_empty()) {
+                    (Some(limit), true) => limit.saturating_add(1),
+                    _ => usize::MAX,
+                };
+                state
+                    .store
+                    .range(resource, namespace, query.continue_after.as_ref())
+                    .filter(|o| fields.matches(resource, o))
+                    .take(enough)
+                    .cloned()
+                    .collect()
+            }
         };
         (candidates, state.store.rv())
     };

@@ -2,11 +2,11 @@
 //! pods, the healthy count the budget demands (`minAvailable` / `maxUnavailable`, integers
 //! or percentages), and `disruptionsAllowed`, which the eviction subresource checks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde_json::{Value, json};
 
-use super::index::Index;
+use super::index::{Index, PodInfo};
 use crate::sim::api::resources::Resource;
 use crate::sim::api::subresources::set_condition;
 use crate::sim::registry::{State, WriteMode};
@@ -14,36 +14,60 @@ use crate::sim::registry::{State, WriteMode};
 /// Whether a `LabelSelector` object (`matchLabels`, `matchExpressions`) selects `labels`.
 /// An empty or missing selector selects nothing (the policy/v1 rule for PDBs).
 pub fn selector_matches(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
-    let Some(sel) = selector.as_object() else {
-        return false;
-    };
-    let match_labels = sel.get("matchLabels").and_then(Value::as_object);
-    let exprs = sel.get("matchExpressions").and_then(Value::as_array);
-    if match_labels.is_none_or(|m| m.is_empty()) && exprs.is_none_or(|e| e.is_empty()) {
-        return false;
+    Selector::of(selector).matches(labels)
+}
+
+/// A `LabelSelector` read once, to be matched against many pods.
+struct Selector<'a> {
+    labels: Vec<(&'a str, Option<&'a str>)>,
+    /// (key, operator, values)
+    exprs: Vec<(&'a str, &'a str, Vec<&'a str>)>,
+}
+
+impl<'a> Selector<'a> {
+    fn of(selector: &'a Value) -> Self {
+        let labels = selector["matchLabels"]
+            .as_object()
+            .map(|m| m.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect())
+            .unwrap_or_default();
+        let exprs = selector["matchExpressions"]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .map(|e| {
+                        let values = e["values"]
+                            .as_array()
+                            .map(|v| v.iter().filter_map(Value::as_str).collect())
+                            .unwrap_or_default();
+                        let key = e["key"].as_str().unwrap_or_default();
+                        (key, e["operator"].as_str().unwrap_or_default(), values)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        Selector { labels, exprs }
     }
-    let labels_ok = match_labels.is_none_or(|m| {
-        m.iter()
-            .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str())
-    });
-    let exprs_ok = exprs.is_none_or(|list| {
-        list.iter().all(|e| {
-            let key = e["key"].as_str().unwrap_or_default();
-            let values: Vec<&str> = e["values"]
-                .as_array()
-                .map(|v| v.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let actual = labels.get(key).map(String::as_str);
-            match e["operator"].as_str().unwrap_or_default() {
-                "In" => actual.is_some_and(|a| values.contains(&a)),
-                "NotIn" => actual.is_none_or(|a| !values.contains(&a)),
-                "Exists" => actual.is_some(),
-                "DoesNotExist" => actual.is_none(),
-                _ => false,
-            }
-        })
-    });
-    labels_ok && exprs_ok
+
+    fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        if self.labels.is_empty() && self.exprs.is_empty() {
+            return false;
+        }
+        let labels_ok = self
+            .labels
+            .iter()
+            .all(|(k, v)| labels.get(*k).map(String::as_str) == *v);
+        labels_ok
+            && self.exprs.iter().all(|(key, op, values)| {
+                let actual = labels.get(*key).map(String::as_str);
+                match *op {
+                    "In" => actual.is_some_and(|a| values.contains(&a)),
+                    "NotIn" => actual.is_none_or(|a| !values.contains(&a)),
+                    "Exists" => actual.is_some(),
+                    "DoesNotExist" => actual.is_none(),
+                    _ => false,
+                }
+            })
+    }
 }
 
 /// An int-or-percent value scaled against `total`; percentages round up, as Kubernetes does.
@@ -76,15 +100,27 @@ pub fn step(state: &mut State, index: &Index) {
         .range(Resource::PodDisruptionBudgets, None, None)
         .cloned()
         .collect();
+    if budgets.is_empty() {
+        return;
+    }
+    // A budget selects pods of its own namespace only: one look at every pod, then each
+    // budget reads its namespace's (a cluster of 30,000 pods and dozens of budgets).
+    let mut by_namespace: HashMap<&str, Vec<&PodInfo>> = HashMap::new();
+    for (key, pod) in &index.pods {
+        if !pod.terminating {
+            by_namespace.entry(&key.namespace).or_default().push(pod);
+        }
+    }
     for pdb in budgets {
         let mut value = pdb.value();
-        let selector = value["spec"]["selector"].clone();
+        let selector_value = value["spec"]["selector"].clone();
+        let selector = Selector::of(&selector_value);
         let (mut expected, mut healthy) = (0i64, 0i64);
-        for (key, pod) in &index.pods {
-            if *key.namespace != *pdb.key.namespace
-                || pod.terminating
-                || !selector_matches(&selector, &pod.labels)
-            {
+        let pods = by_namespace
+            .get(&*pdb.key.namespace)
+            .map_or(&[][..], Vec::as_slice);
+        for pod in pods {
+            if !selector.matches(&pod.labels) {
                 continue;
             }
             expected += 1;
