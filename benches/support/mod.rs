@@ -13,6 +13,27 @@ pub fn rss_mib() -> f64 {
     status_mib("VmRSS:")
 }
 
+/// CPU seconds (user and system) process `pid` has used so far (Linux; `None` for this
+/// process).
+#[allow(dead_code)]
+pub fn cpu_seconds(pid: Option<u32>) -> f64 {
+    let path = pid.map_or("/proc/self/stat".to_string(), |p| format!("/proc/{p}/stat"));
+    let stat = std::fs::read_to_string(path).unwrap_or_default();
+    // After the command's name (in parentheses, which may hold spaces): utime is the 12th
+    // field, stime the 13th, in clock ticks (100 a second on Linux).
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// The most this process has had resident so far, in MiB (Linux).
 #[allow(dead_code)]
 pub fn peak_rss_mib() -> f64 {

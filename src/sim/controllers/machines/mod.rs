@@ -16,7 +16,7 @@ mod objects;
 mod tests;
 pub mod world;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -49,34 +49,68 @@ struct MachineView {
     created: String,
 }
 
-fn view(api: &MachineApi, key: &Key, v: &Value) -> MachineView {
-    let owner = v["metadata"]["ownerReferences"]
-        .as_array()
-        .and_then(|o| o.iter().find(|o| o["controller"] == true));
-    let owner_field = |field: &str| {
-        owner
-            .and_then(|o| o[field].as_str())
-            .unwrap_or_default()
-            .to_string()
-    };
-    MachineView {
-        key: key.clone(),
-        owner_uid: owner_field("uid"),
-        owner_kind: owner_field("kind"),
-        owner_name: owner_field("name"),
-        deleting: v["metadata"].get("deletionTimestamp").is_some(),
-        phase: v["status"]["phase"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
-        node: v["status"]["nodeRef"]["name"].as_str().map(str::to_string),
-        marked: v["metadata"]["annotations"]
-            .get(api.delete_annotation())
-            .is_some(),
-        created: v["metadata"]["creationTimestamp"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string(),
+/// What the controller reads of a Machine, and nothing more: read straight from the stored
+/// JSON, a Machine costs a few strings instead of a whole `Value` tree.
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct MachineWire {
+    metadata: WireMeta,
+    status: WireStatus,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct WireMeta {
+    owner_references: Vec<WireOwner>,
+    deletion_timestamp: Option<String>,
+    annotations: BTreeMap<String, serde::de::IgnoredAny>,
+    creation_timestamp: String,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct WireOwner {
+    uid: String,
+    kind: String,
+    name: String,
+    controller: Option<bool>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct WireStatus {
+    phase: String,
+    node_ref: Option<WireNodeRef>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct WireNodeRef {
+    name: Option<String>,
+}
+
+impl MachineWire {
+    fn view(self, api: &MachineApi, key: Key) -> MachineView {
+        let owner = self
+            .metadata
+            .owner_references
+            .into_iter()
+            .find(|o| o.controller == Some(true))
+            .unwrap_or_default();
+        MachineView {
+            key,
+            owner_uid: owner.uid,
+            owner_kind: owner.kind,
+            owner_name: owner.name,
+            deleting: self.metadata.deletion_timestamp.is_some(),
+            phase: self.status.phase,
+            node: self.status.node_ref.and_then(|n| n.name),
+            marked: self
+                .metadata
+                .annotations
+                .contains_key(&api.delete_annotation()),
+            created: self.metadata.creation_timestamp,
+        }
     }
 }
 
@@ -160,7 +194,10 @@ impl MachineController {
     }
 
     fn machines<W: MachineWorld>(&self, world: &W) -> Vec<MachineView> {
-        world.list(self.api.machines, |key, v| view(&self.api, key, v))
+        let read = world.list_as::<MachineWire>(self.api.machines);
+        read.into_iter()
+            .map(|(key, m)| m.view(&self.api, key))
+            .collect()
     }
 
     fn sync_sets<W: MachineWorld>(&mut self, world: &mut W) {

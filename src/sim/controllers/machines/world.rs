@@ -31,6 +31,17 @@ pub trait MachineWorld {
     /// Every object of `resource`, in all namespaces, mapped by `f` (key, object).
     fn list<T>(&self, resource: Resource, f: impl FnMut(&Key, &Value) -> T) -> Vec<T>;
 
+    /// Every object of `resource` read as `T` (the fields it names; objects that do not read
+    /// as one are left out). A world holding JSON text reads it straight into `T`.
+    fn list_as<T: serde::de::DeserializeOwned>(&self, resource: Resource) -> Vec<(Key, T)> {
+        let read = self.list(resource, |key, v| {
+            serde_json::from_value::<T>(v.clone())
+                .ok()
+                .map(|t| (key.clone(), t))
+        });
+        read.into_iter().flatten().collect()
+    }
+
     /// The object at `key`, if there is one.
     fn get(&self, resource: Resource, key: &Key) -> Option<Value>;
 
@@ -103,6 +114,16 @@ impl MachineWorld for SimWorld<'_> {
             .store
             .range(resource, None, None)
             .map(|o| f(&o.key, &o.value()))
+            .collect()
+    }
+
+    fn list_as<T: serde::de::DeserializeOwned>(&self, resource: Resource) -> Vec<(Key, T)> {
+        // Only the fields `T` names are built: no `Value` tree of each whole object (a
+        // thousand machines a cluster, read at every pass while some are provisioning).
+        self.state
+            .store
+            .range(resource, None, None)
+            .filter_map(|o| Some((o.key.clone(), serde_json::from_slice::<T>(&o.bytes).ok()?)))
             .collect()
     }
 

@@ -319,3 +319,36 @@ fn a_deployment_without_replicas_makes_a_set_of_one() {
         "null is not a valid replica count"
     );
 }
+
+#[test]
+fn a_machine_is_read_from_its_json_as_the_controller_needs_it() {
+    let api = MachineApi::of(crate::sim::settings::Flavor::OpenShift);
+    let machine = json!({
+        "metadata": {"name": "m", "namespace": "ns", "creationTimestamp": "2026-11-25T10:00:00Z",
+            "deletionTimestamp": "2026-11-25T11:00:00Z",
+            "annotations": {api.delete_annotation(): "true", "other": "x"},
+            "ownerReferences": [{"kind": "Other", "name": "o", "uid": "u0"},
+                {"kind": "MachineSet", "name": "set", "uid": "u1", "controller": true}]},
+        "spec": {"providerSpec": {"value": {"instanceType": "m6i.2xlarge"}}},
+        "status": {"phase": "Running", "nodeRef": {"kind": "Node", "name": "n1"}}
+    });
+    let wire: MachineWire = serde_json::from_value(machine).unwrap();
+    let v = wire.view(&api, Key::new("ns", "m"));
+    assert_eq!(
+        (
+            v.owner_kind.as_str(),
+            v.owner_name.as_str(),
+            v.owner_uid.as_str()
+        ),
+        ("MachineSet", "set", "u1")
+    );
+    assert!(v.deleting && v.marked);
+    assert_eq!(
+        (v.phase.as_str(), v.node.as_deref()),
+        ("Running", Some("n1"))
+    );
+    assert_eq!(v.created, "2026-11-25T10:00:00Z");
+    let bare: MachineWire = serde_json::from_value(json!({"metadata": {"name": "m"}})).unwrap();
+    let v = bare.view(&api, Key::new("ns", "m"));
+    assert!(!v.deleting && !v.marked && v.node.is_none() && v.owner_uid.is_empty());
+}
