@@ -10,84 +10,20 @@
 //! pass, to an OTLP/HTTP sink in this process), to compare pass times with them off.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod hub_support;
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fleetscaler::config::hub::HubConfig;
 use fleetscaler::config::{ClusterConfig, FleetConfig};
 use fleetscaler::engine::settings::SettingsPatch;
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
-use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Api, Client};
-use serde_json::json;
+use hub_support::{Seen, create_round, describe, latencies, start_sim, watch_clusters};
 use support::{cpu_seconds, env, peak_rss_mib, rss_mib};
 use tokio::time::Instant;
-
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn describe(name: &str, mut ms: Vec<f64>) -> String {
-    ms.sort_by(f64::total_cmp);
-    format!(
-        "{name}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} samples)",
-        percentile(&ms, 0.5),
-        percentile(&ms, 0.99),
-        ms.last().copied().unwrap_or(f64::NAN),
-        ms.len()
-    )
-}
-
-struct Sim {
-    child: Child,
-    kubeconfig: PathBuf,
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.kubeconfig);
-    }
-}
-
-/// Starts `fleetscaler sim` and waits until it serves.
-fn start_sim(clusters: usize, per_group: usize, pods_per_node: usize) -> Sim {
-    let kubeconfig = std::env::temp_dir().join(format!(
-        "fleetscaler-hub-bench-{}.kubeconfig",
-        std::process::id()
-    ));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
-        .args(["sim", "--timing", "demo", "--wave-period-secs", "86400"])
-        .args(["--clusters", &clusters.to_string()])
-        .args(["--nodes-per-group", &per_group.to_string()])
-        .args(["--pods-per-node", &pods_per_node.to_string()])
-        .args(["--history-window", "200000", "--kubeconfig-out"])
-        .arg(&kubeconfig)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start fleetscaler sim");
-    let stdout = child.stdout.take().unwrap();
-    for line in BufReader::new(stdout).lines() {
-        if line.unwrap().starts_with("running") {
-            break;
-        }
-    }
-    Sim { child, kubeconfig }
-}
 
 fn fleet_config(kubeconfig: &Path, clusters: usize) -> FleetConfig {
     FleetConfig {
@@ -102,81 +38,6 @@ fn fleet_config(kubeconfig: &Path, clusters: usize) -> FleetConfig {
             .collect(),
         ..FleetConfig::default()
     }
-}
-
-/// When each bench pod was first seen Unschedulable, and when each cluster's node groups
-/// were raised, as this process's watches saw them.
-#[derive(Default)]
-struct Seen {
-    unschedulable: HashMap<(usize, String), Instant>,
-    raised: BTreeMap<usize, Vec<Instant>>,
-}
-
-async fn watch_cluster(client: Client, cluster: usize, seen: Arc<Mutex<Seen>>) {
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let cfg = watcher::Config::default().labels("bench=hub");
-    let seen_pods = seen.clone();
-    // With backoff: a watch whose server is gone must wait between retries, not spin.
-    let pod_events = watcher(pods, cfg).default_backoff().for_each(move |e| {
-        if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = e {
-            let unschedulable = p
-                .status
-                .as_ref()
-                .and_then(|s| s.conditions.as_ref())
-                .is_some_and(|c| {
-                    c.iter().any(|c| {
-                        c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable")
-                    })
-                });
-            if unschedulable {
-                let name = p.metadata.name.unwrap_or_default();
-                let mut s = seen_pods.lock().unwrap();
-                s.unschedulable
-                    .entry((cluster, name))
-                    .or_insert_with(Instant::now);
-            }
-        }
-        async {}
-    });
-    let gvk = GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "MachineSet");
-    let sets: Api<DynamicObject> = Api::namespaced_with(
-        client,
-        "openshift-machine-api",
-        &ApiResource::from_gvk_with_plural(&gvk, "machinesets"),
-    );
-    let mut replicas: HashMap<String, i64> = HashMap::new();
-    let set_events = watcher(sets, watcher::Config::default())
-        .default_backoff()
-        .for_each(move |e| {
-            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = e {
-                let name = o.metadata.name.clone().unwrap_or_default();
-                let now = o.data["spec"]["replicas"].as_i64().unwrap_or(0);
-                if let Some(before) = replicas.insert(name, now)
-                    && now > before
-                {
-                    seen.lock()
-                        .unwrap()
-                        .raised
-                        .entry(cluster)
-                        .or_default()
-                        .push(Instant::now());
-                }
-            }
-            async {}
-        });
-    futures::join!(pod_events, set_events);
-}
-
-/// A pod no running node has room for: each one makes a scale-up.
-fn big_pod(name: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"bench": "hub"},
-            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                "name": "bench", "uid": "uid-bench", "controller": true}]},
-        "spec": {"containers": [{"name": "c", "image": "busybox",
-            "resources": {"requests": {"cpu": "7", "memory": "2Gi"}}}]}
-    }))
-    .unwrap()
 }
 
 /// As the binary: the hub's memory and speed are measured with its allocator.
@@ -261,21 +122,7 @@ async fn bench() {
 
     // Decision latency: one pending pod per cluster and round.
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let kubeconfig = kube::config::Kubeconfig::read_from(&sim.kubeconfig).unwrap();
-    let mut clients = Vec::new();
-    let mut watches = Vec::new();
-    for i in 1..=clusters {
-        let opts = kube::config::KubeConfigOptions {
-            context: Some(format!("sim-{i}")),
-            ..Default::default()
-        };
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &opts)
-            .await
-            .unwrap();
-        let client = Client::try_from(config).unwrap();
-        watches.push(tokio::spawn(watch_cluster(client.clone(), i, seen.clone())));
-        clients.push(client);
-    }
+    let (clients, watches) = watch_clusters(&sim.kubeconfig, clusters, &seen).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut pass_ms: BTreeMap<(String, String), (f64, f64, f64)> = BTreeMap::new();
     let rounds_started = (
@@ -285,19 +132,7 @@ async fn bench() {
     );
     let round_gap = Duration::from_secs(if full { 4 } else { 3 });
     for round in 0..rounds {
-        for client in &clients {
-            let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-            let name = format!("bench-{round}");
-            // Not awaited here: a slow answer must not stretch the round (the latency is
-            // measured from the pod turning Unschedulable, whenever the create lands).
-            tokio::spawn(async move {
-                if let Err(e) = pods.create(&Default::default(), &big_pod(&name)).await {
-                    eprintln!("creating {name}: {e}");
-                }
-            });
-            // Spread the clusters over the round.
-            tokio::time::sleep(round_gap / clusters as u32).await;
-        }
+        create_round(&clients, round, round_gap).await;
         for r in hub.view.reports() {
             if let Some(p) = r.last_pass {
                 pass_ms.insert(
@@ -401,16 +236,4 @@ async fn otlp_sink(received: Arc<std::sync::atomic::AtomicUsize>) -> String {
         }
     });
     endpoint
-}
-
-/// For each bench pod: from its Unschedulable to the first raise of its cluster after it.
-fn latencies(seen: &Seen) -> Vec<f64> {
-    let mut out = Vec::new();
-    for ((cluster, _), at) in &seen.unschedulable {
-        let raised = seen.raised.get(cluster).into_iter().flatten();
-        if let Some(first) = raised.filter(|t| *t >= at).min() {
-            out.push(first.duration_since(*at).as_secs_f64() * 1e3);
-        }
-    }
-    out
 }

@@ -9,6 +9,7 @@ pub fn env(name: &str, default: usize) -> usize {
 }
 
 /// This process's resident memory, in MiB (Linux).
+#[allow(dead_code)]
 pub fn rss_mib() -> f64 {
     status_mib("VmRSS:")
 }
@@ -40,8 +41,19 @@ pub fn peak_rss_mib() -> f64 {
     status_mib("VmHWM:")
 }
 
+/// Resident memory of process `pid` now and at its peak, in MiB (Linux).
+#[allow(dead_code)]
+pub fn process_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    (field_mib(&status, "VmRSS:"), field_mib(&status, "VmHWM:"))
+}
+
 fn status_mib(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    field_mib(&status, field)
+}
+
+fn field_mib(status: &str, field: &str) -> f64 {
     let kb: f64 = status
         .lines()
         .find_map(|l| l.strip_prefix(field))

@@ -1,0 +1,219 @@
+//! What the hub benches share: the simulated fleet in a child process, the bench's own
+//! watches of each cluster (when a bench pod turns Unschedulable, when a node group is
+//! raised), the pods that make scale-ups, and the figures made of them.
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use serde_json::json;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+pub fn describe(name: &str, mut ms: Vec<f64>) -> String {
+    ms.sort_by(f64::total_cmp);
+    format!(
+        "{name}: p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms ({} samples)",
+        percentile(&ms, 0.5),
+        percentile(&ms, 0.99),
+        ms.last().copied().unwrap_or(f64::NAN),
+        ms.len()
+    )
+}
+
+pub struct Sim {
+    pub child: Child,
+    pub kubeconfig: PathBuf,
+}
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
+/// Starts `fleetscaler sim` and waits until it serves.
+pub fn start_sim(clusters: usize, per_group: usize, pods_per_node: usize) -> Sim {
+    let kubeconfig = std::env::temp_dir().join(format!(
+        "fleetscaler-hub-bench-{}.kubeconfig",
+        std::process::id()
+    ));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+        .args(["sim", "--timing", "demo", "--wave-period-secs", "86400"])
+        .args(["--clusters", &clusters.to_string()])
+        .args(["--nodes-per-group", &per_group.to_string()])
+        .args(["--pods-per-node", &pods_per_node.to_string()])
+        .args(["--history-window", "200000", "--kubeconfig-out"])
+        .arg(&kubeconfig)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start fleetscaler sim");
+    let stdout = child.stdout.take().unwrap();
+    for line in BufReader::new(stdout).lines() {
+        if line.unwrap().starts_with("running") {
+            break;
+        }
+    }
+    Sim { child, kubeconfig }
+}
+
+/// When each bench pod was first seen Unschedulable, and when each cluster's node groups
+/// were raised, as this process's watches saw them.
+#[derive(Default)]
+pub struct Seen {
+    pub unschedulable: HashMap<(usize, String), Instant>,
+    pub raised: BTreeMap<usize, Vec<Instant>>,
+}
+
+pub async fn watch_cluster(client: Client, cluster: usize, seen: Arc<Mutex<Seen>>) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let cfg = watcher::Config::default().labels("bench=hub");
+    let seen_pods = seen.clone();
+    // With backoff: a watch whose server is gone must wait between retries, not spin.
+    let pod_events = watcher(pods, cfg).default_backoff().for_each(move |e| {
+        if let Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) = e {
+            let unschedulable = p
+                .status
+                .as_ref()
+                .and_then(|s| s.conditions.as_ref())
+                .is_some_and(|c| {
+                    c.iter().any(|c| {
+                        c.type_ == "PodScheduled" && c.reason.as_deref() == Some("Unschedulable")
+                    })
+                });
+            if unschedulable {
+                let name = p.metadata.name.unwrap_or_default();
+                let mut s = seen_pods.lock().unwrap();
+                s.unschedulable
+                    .entry((cluster, name))
+                    .or_insert_with(Instant::now);
+            }
+        }
+        async {}
+    });
+    let gvk = GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "MachineSet");
+    let sets: Api<DynamicObject> = Api::namespaced_with(
+        client,
+        "openshift-machine-api",
+        &ApiResource::from_gvk_with_plural(&gvk, "machinesets"),
+    );
+    let mut replicas: HashMap<String, i64> = HashMap::new();
+    let set_events = watcher(sets, watcher::Config::default())
+        .default_backoff()
+        .for_each(move |e| {
+            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = e {
+                let name = o.metadata.name.clone().unwrap_or_default();
+                let now = o.data["spec"]["replicas"].as_i64().unwrap_or(0);
+                if let Some(before) = replicas.insert(name, now)
+                    && now > before
+                {
+                    seen.lock()
+                        .unwrap()
+                        .raised
+                        .entry(cluster)
+                        .or_default()
+                        .push(Instant::now());
+                }
+            }
+            async {}
+        });
+    futures::join!(pod_events, set_events);
+}
+
+/// A pod no running node has room for: each one makes a scale-up.
+pub fn big_pod(name: &str) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"bench": "hub"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                "name": "bench", "uid": "uid-bench", "controller": true}]},
+        "spec": {"containers": [{"name": "c", "image": "busybox",
+            "resources": {"requests": {"cpu": "7", "memory": "2Gi"}}}]}
+    }))
+    .unwrap()
+}
+
+/// For each bench pod: from its Unschedulable to the first raise of its cluster after it.
+pub fn latencies(seen: &Seen) -> Vec<f64> {
+    latencies_by_cluster(seen)
+        .into_iter()
+        .map(|(_, ms)| ms)
+        .collect()
+}
+
+/// The same, with the cluster (1-based) of each.
+pub fn latencies_by_cluster(seen: &Seen) -> Vec<(usize, f64)> {
+    let mut out = Vec::new();
+    for ((cluster, _), at) in &seen.unschedulable {
+        let raised = seen.raised.get(cluster).into_iter().flatten();
+        if let Some(first) = raised.filter(|t| *t >= at).min() {
+            out.push((*cluster, first.duration_since(*at).as_secs_f64() * 1e3));
+        }
+    }
+    out
+}
+
+/// A client per simulated cluster (`sim-1` .. `sim-<clusters>`), each watched for the
+/// bench's pods and its MachineSets.
+pub async fn watch_clusters(
+    kubeconfig: &std::path::Path,
+    clusters: usize,
+    seen: &Arc<Mutex<Seen>>,
+) -> (Vec<Client>, Vec<JoinHandle<()>>) {
+    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let mut clients = Vec::new();
+    let mut watches = Vec::new();
+    for i in 1..=clusters {
+        let client = client(&kubeconfig, &format!("sim-{i}")).await;
+        watches.push(tokio::spawn(watch_cluster(client.clone(), i, seen.clone())));
+        clients.push(client);
+    }
+    (clients, watches)
+}
+
+/// A client for one context of the simulated fleet's kubeconfig.
+pub async fn client(kubeconfig: &kube::config::Kubeconfig, context: &str) -> Client {
+    let opts = kube::config::KubeConfigOptions {
+        context: Some(context.to_string()),
+        ..Default::default()
+    };
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig.clone(), &opts)
+        .await
+        .unwrap();
+    Client::try_from(config).unwrap()
+}
+
+/// One round: a pod no node has room for in every cluster, spread over `gap`.
+pub async fn create_round(clients: &[Client], round: usize, gap: Duration) {
+    for client in clients {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let name = format!("bench-{round}");
+        // Not awaited here: a slow answer must not stretch the round (the latency is
+        // measured from the pod turning Unschedulable, whenever the create lands).
+        tokio::spawn(async move {
+            if let Err(e) = pods.create(&Default::default(), &big_pod(&name)).await {
+                eprintln!("creating {name}: {e}");
+            }
+        });
+        tokio::time::sleep(gap / clients.len() as u32).await;
+    }
+}
