@@ -3,9 +3,10 @@
 //! decision latency from a pod turning Unschedulable to its node group being patched (p50,
 //! p99), and per-cluster pass times. `docs/performance.md` records them.
 //!
-//! Size with HUB_BENCH_CLUSTERS, HUB_BENCH_NODES_PER_GROUP, HUB_BENCH_PODS_PER_NODE and
-//! HUB_BENCH_ROUNDS (default 10 clusters × 3×333 workers × 30 pods, 20 rounds of one
-//! pending pod per cluster). Without `--bench` (as `cargo test --all-targets` runs it) a
+//! Size with HUB_BENCH_CLUSTERS, HUB_BENCH_NODES_PER_GROUP, HUB_BENCH_PODS_PER_NODE,
+//! HUB_BENCH_ROUNDS and HUB_BENCH_RATE (default 10 clusters × 3×333 workers × 30 pods, 20
+//! rounds of one pending pod per cluster, 10 above 10 clusters, 5 pending pods a second
+//! across the fleet). Without `--bench` (as `cargo test --all-targets` runs it) a
 //! small fleet checks that the bench still works. HUB_BENCH_TRACES=1 turns traces on (every
 //! pass, to an OTLP/HTTP sink in this process), to compare pass times with them off.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -62,7 +63,16 @@ async fn bench() {
     let clusters = env("HUB_BENCH_CLUSTERS", if full { 10 } else { 2 });
     let per_group = env("HUB_BENCH_NODES_PER_GROUP", if full { 333 } else { 3 });
     let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", if full { 30 } else { 10 });
-    let rounds = env("HUB_BENCH_ROUNDS", if full { 20 } else { 2 });
+    let rounds = env(
+        "HUB_BENCH_ROUNDS",
+        if !full {
+            2
+        } else if clusters > 10 {
+            10
+        } else {
+            20
+        },
+    );
     let sim = start_sim(clusters, per_group, pods_per_node);
     let (telemetry, received) = telemetry().await;
 
@@ -130,7 +140,7 @@ async fn bench() {
         cpu_seconds(None),
         cpu_seconds(Some(sim_pid)),
     );
-    let round_gap = Duration::from_secs(if full { 4 } else { 3 });
+    let round_gap = hub_support::round_gap(full, clusters);
     for round in 0..rounds {
         create_round(&clients, round, round_gap).await;
         for r in hub.view.reports() {

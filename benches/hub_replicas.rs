@@ -5,8 +5,9 @@
 //! patched) of the clusters each replica runs. `docs/performance.md` records them.
 //!
 //! Size with HUB_BENCH_REPLICAS, HUB_BENCH_CLUSTERS, HUB_BENCH_NODES_PER_GROUP,
-//! HUB_BENCH_PODS_PER_NODE and HUB_BENCH_ROUNDS (default 3 replicas, 30 clusters of
-//! 3×333 workers × 30 pods, 10 rounds). Without `--bench` (as `cargo test --all-targets`
+//! HUB_BENCH_PODS_PER_NODE, HUB_BENCH_ROUNDS and HUB_BENCH_RATE (default 3 replicas, 30
+//! clusters of 3×333 workers × 30 pods, 10 rounds, 5 pending pods a second across the
+//! fleet). Without `--bench` (as `cargo test --all-targets`
 //! runs it) a small fleet checks that the bench still works.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -197,7 +198,7 @@ async fn bench() {
         .collect();
     let rounds_started = Instant::now();
     let mut pass_ms: BTreeMap<(String, String), (String, f64)> = BTreeMap::new();
-    let round_gap = Duration::from_secs(if full { 4 } else { 3 });
+    let round_gap = hub_support::round_gap(full, clusters);
     for round in 0..rounds {
         create_round(&clients, round, round_gap).await;
         sample_passes(&hubs, &mut pass_ms).await;

@@ -202,6 +202,24 @@ pub async fn client(kubeconfig: &kube::config::Kubeconfig, context: &str) -> Cli
     Client::try_from(config).unwrap()
 }
 
+/// How long a round of one pending pod per cluster lasts: the fleet is offered
+/// HUB_BENCH_RATE pending pods a second (default 5), never a round shorter than 2 s. A
+/// latency is measured at a load the machine sustains; past it, passes queue up and the
+/// figure is of the queue (100 clusters at 25 pods/s need more passes than two cores run).
+pub fn round_gap(full: bool, clusters: usize) -> Duration {
+    if !full {
+        return Duration::from_secs(3);
+    }
+    let rate = crate::support::env("HUB_BENCH_RATE", 5).max(1);
+    let gap = Duration::from_secs_f64((clusters as f64 / rate as f64).max(2.0));
+    println!(
+        "  load: one pending pod per cluster every {:.0} s, {:.1} a second across the fleet",
+        gap.as_secs_f64(),
+        clusters as f64 / gap.as_secs_f64()
+    );
+    gap
+}
+
 /// One round: a pod no node has room for in every cluster, spread over `gap`.
 pub async fn create_round(clients: &[Client], round: usize, gap: Duration) {
     for client in clients {

@@ -185,7 +185,9 @@ impl Pod {
         &self.spec.requests
     }
 
-    /// Projects a Kubernetes Pod. Errors name the field that could not be read.
+    /// Projects a Kubernetes Pod. Errors name the field that could not be read. The hub's
+    /// cache decodes only the fields read here and in `pod_spec::project`: a field newly
+    /// read must be added to `cluster/cache/lean.rs` too (its tests compare both ways).
     pub fn from_k8s(pod: &corev1::Pod, p: &mut Projector) -> Result<Pod, FieldError> {
         let meta = &pod.metadata;
         let empty = corev1::PodSpec::default();

@@ -8,6 +8,7 @@
 //! group or machine that changed); the rest waits for the scan interval.
 
 pub mod discovery;
+pub mod lean;
 pub mod listwatch;
 mod table;
 pub mod update;

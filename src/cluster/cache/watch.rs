@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::discovery::Served;
+use super::lean::LeanPod;
 use super::listwatch::list_watch;
 use super::update::{Kind, Object, Update};
 use crate::model::snapshot::PRIORITY_EXPANDER_CONFIGMAP;
@@ -74,13 +75,14 @@ fn streams(
             Kind::Node => {
                 typed::<corev1::Node>(client, *kind, None, d, |o| Object::Node(Box::new(o)))
             }
-            // Finished pods hold no resources and never move: leave them out of memory.
-            Kind::Pod => typed::<corev1::Pod>(
+            // Finished pods hold no resources and never move: leave them out of memory. Only
+            // what the projection reads is decoded (`lean`).
+            Kind::Pod => typed::<LeanPod>(
                 client,
                 *kind,
                 Some("status.phase!=Succeeded,status.phase!=Failed".into()),
                 d,
-                |o| Object::Pod(Box::new(o)),
+                |o| Object::Pod(Box::new(o.0)),
             ),
             Kind::Namespace => typed::<corev1::Namespace>(client, *kind, None, d, |o| {
                 Object::Namespace(Box::new(o))
