@@ -161,16 +161,36 @@ fn ignored_cluster_autoscalers(snapshot: &ClusterSnapshot) -> Vec<String> {
         .collect()
 }
 
-/// Pending pods found to fit an existing node: the scheduler will put them there.
+/// Pending pods found to fit an existing node: the scheduler will put them there. Usually
+/// a few among tens of thousands of pods: those are looked up in one scan of the snapshot,
+/// rather than every pod indexed on every pass.
 fn expected_placements<'a>(
     snapshot: &'a ClusterSnapshot,
     pods: &[plan::PodExplanation],
 ) -> Vec<(&'a crate::model::Pod, std::sync::Arc<str>)> {
-    let by_id: std::collections::HashMap<&crate::model::PodId, &crate::model::Pod> =
-        snapshot.pods.iter().map(|p| (&p.id, p)).collect();
-    pods.iter()
+    let wanted: std::collections::HashMap<&crate::model::PodId, usize> = pods
+        .iter()
+        .filter(|e| e.outcome == plan::Outcome::FitsExisting && e.node.is_some())
+        .enumerate()
+        .map(|(i, e)| (&e.pod, i))
+        .collect();
+    if wanted.is_empty() {
+        return Vec::new();
+    }
+    let mut found = vec![None; wanted.len()];
+    for pod in &snapshot.pods {
+        if let Some(&i) = wanted.get(&pod.id) {
+            found[i] = Some(pod);
+        }
+    }
+    let nodes = pods
+        .iter()
         .filter(|e| e.outcome == plan::Outcome::FitsExisting)
-        .filter_map(|e| Some((*by_id.get(&e.pod)?, e.node.clone()?)))
+        .filter_map(|e| e.node.clone());
+    found
+        .into_iter()
+        .zip(nodes)
+        .filter_map(|(pod, node)| Some((pod?, node)))
         .collect()
 }
 

@@ -7,20 +7,24 @@
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
+/// Keys are object names: foldhash (seeded per process) hashes them several times faster
+/// than the standard SipHash, which showed at the top of a 30,000-pod list's profile.
+type Hasher = foldhash::fast::RandomState;
+
 #[derive(Debug)]
 pub struct Table<K> {
     /// Key of the item at each position of the vector this table indexes.
     keys: Vec<K>,
-    index: HashMap<K, usize>,
+    index: HashMap<K, usize, Hasher>,
     /// Keys seen since the watch restarted a list; `None` outside a re-list.
-    relisting: Option<HashSet<K>>,
+    relisting: Option<HashSet<K, Hasher>>,
 }
 
 impl<K> Default for Table<K> {
     fn default() -> Self {
         Table {
             keys: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             relisting: None,
         }
     }
@@ -69,7 +73,7 @@ impl<K: Clone + Eq + Hash> Table<K> {
 
     /// A watch restarted its list: from now on, remember which keys it sends again.
     pub fn begin_relist(&mut self) {
-        self.relisting = Some(HashSet::new());
+        self.relisting = Some(HashSet::default());
     }
 
     /// The list is complete: drop what it did not contain (deleted while the watch was
