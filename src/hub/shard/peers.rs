@@ -136,6 +136,10 @@ pub async fn run(
     let mut liveness = Liveness::default();
     let mut renewed: Option<Instant> = None;
     let mut failing = Failing::default();
+    // The first look can miss replicas starting at the same moment (a fresh install, every
+    // pod restarted): acting on it, each would start every cluster and drop most of them a
+    // retry period later, after listing them all. The replicas are told from the second.
+    let mut looked = false;
     loop {
         let sent = Instant::now();
         match renew(&api, &cfg, &told()).await {
@@ -149,7 +153,10 @@ pub async fn run(
                     failing.clear();
                 }
                 peers.retain(|p| !p.this || me_alive);
-                out.send_if_modified(|old| replace_if_changed(old, peers));
+                if looked {
+                    out.send_if_modified(|old| replace_if_changed(old, peers));
+                }
+                looked = true;
             }
             Err(e) => failing.note(format!("cannot list the replicas' Leases: {e}")),
         }
