@@ -352,3 +352,39 @@ fn a_machine_is_read_from_its_json_as_the_controller_needs_it() {
     let v = bare.view(&api, Key::new("ns", "m"));
     assert!(!v.deleting && !v.marked && v.node.is_none() && v.owner_uid.is_empty());
 }
+
+#[test]
+fn a_provisioning_machine_is_looked_at_again_only_once_due() {
+    let api = MachineApi::of(Flavor::OpenShift);
+    let mut world = Fake::new();
+    let set = ocp_set(&mut world, 1);
+    world.revision = Some(5);
+    let mut ctl = MachineController::new(api);
+    let t0 = Instant::now();
+    ctl.step(&mut world, &timing(), t0);
+    let made = creates(&world.writes(), api.machines);
+    assert_eq!(made.len(), 1);
+    // Its own writes seen: the new machine's provisioning starts its clock.
+    world.revision = Some(6);
+    ctl.step(&mut world, &timing(), t0);
+    world.writes();
+    // Scaled behind the revision's back: before any stage is due, nothing is read.
+    world
+        .objects
+        .get_mut(&(api.machine_sets, key_of(&set)))
+        .unwrap()["spec"]["replicas"] = json!(2);
+    ctl.step(&mut world, &timing(), t0 + Duration::from_millis(500));
+    assert!(world.writes().is_empty());
+    ctl.step(&mut world, &timing(), t0 + timing().machine_provision);
+    let calls = world.writes();
+    assert_eq!(
+        creates(&calls, api.machines).len(),
+        1,
+        "read again: {calls:?}"
+    );
+    let first = world.get(api.machines, &made[0]).unwrap();
+    assert_ne!(
+        first["status"]["phase"], "Provisioning",
+        "provisioned once due"
+    );
+}
