@@ -2,14 +2,15 @@
 //! pods, the healthy count the budget demands (`minAvailable` / `maxUnavailable`, integers
 //! or percentages), and `disruptionsAllowed`, which the eviction subresource checks.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::index::{Index, PodInfo};
+use super::index::Index;
 use crate::sim::api::resources::Resource;
 use crate::sim::api::subresources::set_condition;
 use crate::sim::registry::{State, WriteMode};
+use crate::sim::store::Key;
 
 /// Whether a `LabelSelector` object (`matchLabels`, `matchExpressions`) selects `labels`.
 /// An empty or missing selector selects nothing (the policy/v1 rule for PDBs).
@@ -98,65 +99,63 @@ pub fn step(state: &mut State, index: &Index) {
     let budgets: Vec<_> = state
         .store
         .range(Resource::PodDisruptionBudgets, None, None)
-        .cloned()
+        .map(|pdb| (pdb.key.clone(), pdb.value()))
         .collect();
     if budgets.is_empty() {
         return;
     }
-    // A budget selects pods of its own namespace only: one look at every pod, then each
-    // budget reads its namespace's (a cluster of 30,000 pods and dozens of budgets).
-    let mut by_namespace: HashMap<&str, Vec<&PodInfo>> = HashMap::new();
-    for (key, pod) in &index.pods {
-        if !pod.terminating {
-            by_namespace.entry(&key.namespace).or_default().push(pod);
-        }
-    }
-    for pdb in budgets {
-        let mut value = pdb.value();
-        let selector_value = value["spec"]["selector"].clone();
-        let selector = Selector::of(&selector_value);
-        let (mut expected, mut healthy) = (0i64, 0i64);
-        let pods = by_namespace
-            .get(&*pdb.key.namespace)
-            .map_or(&[][..], Vec::as_slice);
-        for pod in pods {
-            if !selector.matches(&pod.labels) {
-                continue;
-            }
-            expected += 1;
-            if pod.phase == "Running" {
-                healthy += 1;
-            }
-        }
-        let desired = desired_healthy(&value["spec"], expected);
-        let allowed = (healthy - desired).max(0);
-        let generation = value["metadata"]["generation"].clone();
-        let status = &mut value["status"];
-        status["observedGeneration"] = generation;
-        status["expectedPods"] = json!(expected);
-        status["currentHealthy"] = json!(healthy);
-        status["desiredHealthy"] = json!(desired);
-        status["disruptionsAllowed"] = json!(allowed);
-        status["disruptedPods"] = json!({});
-        let (cond, reason) = if allowed > 0 {
-            ("True", "SufficientPods")
-        } else {
-            ("False", "InsufficientPods")
-        };
-        set_condition(
-            &mut value,
-            "DisruptionAllowed",
-            cond,
-            Some(reason),
-            Some(""),
-        );
+    let counts = count(&budgets, index);
+    for ((key, mut value), (expected, healthy)) in budgets.into_iter().zip(counts) {
+        write_status(&mut value, expected, healthy);
         let _ = state.update(
             Resource::PodDisruptionBudgets,
-            &pdb.key,
+            &key,
             value,
             WriteMode::Internal,
         );
     }
+}
+
+/// Expected and healthy pods of each budget, in one look at every pod: a budget selects
+/// pods of its own namespace only, and a cluster has tens of thousands of pods and a few
+/// budgets (grouping the pods by namespace first cost more than the matching).
+fn count(budgets: &[(Key, Value)], index: &Index) -> Vec<(i64, i64)> {
+    let selectors: Vec<(&str, Selector<'_>)> = budgets
+        .iter()
+        .map(|(key, value)| (&*key.namespace, Selector::of(&value["spec"]["selector"])))
+        .collect();
+    let mut counts = vec![(0i64, 0i64); budgets.len()];
+    for (key, pod) in &index.pods {
+        if pod.terminating {
+            continue;
+        }
+        for (i, (namespace, selector)) in selectors.iter().enumerate() {
+            if *namespace == &*key.namespace && selector.matches(&pod.labels) {
+                counts[i].0 += 1;
+                counts[i].1 += i64::from(pod.phase == "Running");
+            }
+        }
+    }
+    counts
+}
+
+fn write_status(value: &mut Value, expected: i64, healthy: i64) {
+    let desired = desired_healthy(&value["spec"], expected);
+    let allowed = (healthy - desired).max(0);
+    let generation = value["metadata"]["generation"].clone();
+    let status = &mut value["status"];
+    status["observedGeneration"] = generation;
+    status["expectedPods"] = json!(expected);
+    status["currentHealthy"] = json!(healthy);
+    status["desiredHealthy"] = json!(desired);
+    status["disruptionsAllowed"] = json!(allowed);
+    status["disruptedPods"] = json!({});
+    let (cond, reason) = if allowed > 0 {
+        ("True", "SufficientPods")
+    } else {
+        ("False", "InsufficientPods")
+    };
+    set_condition(value, "DisruptionAllowed", cond, Some(reason), Some(""));
 }
 
 #[cfg(test)]
@@ -170,6 +169,47 @@ mod tests {
         assert_eq!(desired_healthy(&json!({"maxUnavailable": 1}), 5), 4);
         assert_eq!(desired_healthy(&json!({"maxUnavailable": "25%"}), 5), 3);
         assert_eq!(desired_healthy(&json!({}), 5), 0);
+    }
+
+    fn pod(phase: &str, app: &str, terminating: bool) -> super::super::index::PodInfo {
+        super::super::index::PodInfo {
+            node: "n1".into(),
+            phase: phase.into(),
+            terminating,
+            requests: Default::default(),
+            labels: [("app".to_string(), app.to_string())].into(),
+            owner_uid: String::new(),
+            since: tokio::time::Instant::now(),
+            spec: None,
+            unschedulable: false,
+        }
+    }
+
+    #[test]
+    fn a_budget_counts_the_live_pods_it_selects_in_its_namespace_only() {
+        let mut index = Index::default();
+        let pods = [
+            ("shop", "a", "Running", "web", false),
+            ("shop", "b", "Pending", "web", false),
+            ("shop", "c", "Running", "web", true),
+            ("shop", "d", "Running", "db", false),
+            ("other", "e", "Running", "web", false),
+        ];
+        for (ns, name, phase, app, terminating) in pods {
+            index
+                .pods
+                .insert(Key::new(ns, name), pod(phase, app, terminating));
+        }
+        let budget = |ns: &str, app: &str| {
+            let value = json!({"spec": {"selector": {"matchLabels": {"app": app}}}});
+            (Key::new(ns, app), value)
+        };
+        let budgets = [
+            budget("shop", "web"),
+            budget("shop", "db"),
+            budget("empty", "web"),
+        ];
+        assert_eq!(count(&budgets, &index), [(2, 1), (1, 1), (0, 0)]);
     }
 
     #[test]
