@@ -46,20 +46,11 @@ fn fleet_config(kubeconfig: &Path, clusters: usize) -> FleetConfig {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(bench());
-    // Tasks still running must not hold the process up once the figures are out.
-    runtime.shutdown_timeout(Duration::from_secs(5));
+    hub_support::run(bench());
 }
 
 async fn bench() {
-    let full = std::env::args().any(|a| a == "--bench");
-    if !full {
-        println!("(quick run: not started by cargo bench)");
-    }
+    let full = hub_support::full_run();
     let clusters = env("HUB_BENCH_CLUSTERS", if full { 10 } else { 2 });
     let per_group = env("HUB_BENCH_NODES_PER_GROUP", if full { 333 } else { 3 });
     let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", if full { 30 } else { 10 });

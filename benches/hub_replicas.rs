@@ -142,19 +142,11 @@ async fn owners(leases: &Api<Lease>, clusters: usize) -> BTreeMap<usize, String>
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    runtime.block_on(bench());
-    runtime.shutdown_timeout(Duration::from_secs(5));
+    hub_support::run(bench());
 }
 
 async fn bench() {
-    let full = std::env::args().any(|a| a == "--bench");
-    if !full {
-        println!("(quick run: not started by cargo bench)");
-    }
+    let full = hub_support::full_run();
     let replicas = env("HUB_BENCH_REPLICAS", if full { 3 } else { 2 });
     let clusters = env("HUB_BENCH_CLUSTERS", if full { 30 } else { 3 });
     let per_group = env("HUB_BENCH_NODES_PER_GROUP", if full { 333 } else { 3 });

@@ -9,7 +9,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use support::{env, rss_mib};
+use support::{cpu_seconds, env, rss_mib};
 
 use fleetscaler::sim::api::resources::Resource;
 use fleetscaler::sim::fleet::Fleet;
@@ -20,20 +20,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::Api;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use serde_json::json;
-
-/// User + system CPU seconds of this process so far (from /proc, in clock ticks of 10 ms).
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit(')').next().unwrap_or_default();
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|v| v.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (ticks(11) + ticks(12)) / 100.0
-}
 
 fn summary(mut samples: Vec<Duration>) -> String {
     samples.sort();
@@ -90,9 +76,9 @@ async fn bench() {
     tokio::time::sleep(Duration::from_secs(if full { 3 } else { 0 })).await;
     let rss_after = rss_mib();
     // CPU the fleet burns while nobody talks to it: controllers ticking, waves moving.
-    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let (cpu0, t0) = (cpu_seconds(None), Instant::now());
     tokio::time::sleep(Duration::from_secs(if full { 10 } else { 1 })).await;
-    let idle_cpu = (cpu_seconds() - cpu0) / t0.elapsed().as_secs_f64();
+    let idle_cpu = (cpu_seconds(None) - cpu0) / t0.elapsed().as_secs_f64();
     let (mut nodes, mut pods, mut pod_bytes, mut all_bytes) = (0usize, 0usize, 0usize, 0usize);
     for c in fleet.clusters() {
         let state = c.state();

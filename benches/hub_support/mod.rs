@@ -172,6 +172,27 @@ pub fn latencies_by_cluster(seen: &Seen) -> Vec<(usize, f64)> {
     out
 }
 
+/// Runs a bench on a multi-threaded runtime.
+pub fn run(bench: impl std::future::Future<Output = ()>) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(bench);
+    // Tasks still running must not hold the process up once the figures are out.
+    runtime.shutdown_timeout(Duration::from_secs(5));
+}
+
+/// Whether `cargo bench` started it; else (`cargo test --all-targets`) a small fleet checks
+/// that the bench still works.
+pub fn full_run() -> bool {
+    let full = std::env::args().any(|a| a == "--bench");
+    if !full {
+        println!("(quick run: not started by cargo bench)");
+    }
+    full
+}
+
 /// A client per simulated cluster (`sim-1` .. `sim-<clusters>`), each watched for the
 /// bench's pods and its MachineSets.
 pub async fn watch_clusters(
