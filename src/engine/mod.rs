@@ -168,29 +168,24 @@ fn expected_placements<'a>(
     snapshot: &'a ClusterSnapshot,
     pods: &[plan::PodExplanation],
 ) -> Vec<(&'a crate::model::Pod, std::sync::Arc<str>)> {
-    let wanted: std::collections::HashMap<&crate::model::PodId, usize> = pods
+    let fits: Vec<&plan::PodExplanation> = pods
         .iter()
         .filter(|e| e.outcome == plan::Outcome::FitsExisting && e.node.is_some())
-        .enumerate()
-        .map(|(i, e)| (&e.pod, i))
         .collect();
-    if wanted.is_empty() {
+    if fits.is_empty() {
         return Vec::new();
     }
-    let mut found = vec![None; wanted.len()];
+    let position: std::collections::HashMap<&crate::model::PodId, usize> =
+        fits.iter().enumerate().map(|(i, e)| (&e.pod, i)).collect();
+    let mut found = vec![None; fits.len()];
     for pod in &snapshot.pods {
-        if let Some(&i) = wanted.get(&pod.id) {
+        if let Some(&i) = position.get(&pod.id) {
             found[i] = Some(pod);
         }
     }
-    let nodes = pods
-        .iter()
-        .filter(|e| e.outcome == plan::Outcome::FitsExisting)
-        .filter_map(|e| e.node.clone());
-    found
-        .into_iter()
-        .zip(nodes)
-        .filter_map(|(pod, node)| Some((pod?, node)))
+    fits.iter()
+        .zip(found)
+        .filter_map(|(e, pod)| Some((pod?, e.node.clone()?)))
         .collect()
 }
 

@@ -50,28 +50,47 @@ struct MachineView {
 }
 
 /// What the controller reads of a Machine, and nothing more: read straight from the stored
-/// JSON, a Machine costs a few strings instead of a whole `Value` tree.
+/// JSON, a Machine costs a few strings instead of a whole `Value` tree. A field that is
+/// missing or null reads as empty, as the `Value` reading did (a Machine that would not
+/// read at all is left out of the set's count, and the set would make another).
 #[derive(Default, serde::Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 struct MachineWire {
+    #[serde(deserialize_with = "or_default")]
     metadata: WireMeta,
+    #[serde(deserialize_with = "or_default")]
     status: WireStatus,
+}
+
+/// Null as the type's default.
+fn or_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de> + Default,
+{
+    Ok(<Option<T> as serde::Deserialize>::deserialize(d)?.unwrap_or_default())
 }
 
 #[derive(Default, serde::Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 struct WireMeta {
+    #[serde(deserialize_with = "or_default")]
     owner_references: Vec<WireOwner>,
     deletion_timestamp: Option<String>,
+    #[serde(deserialize_with = "or_default")]
     annotations: BTreeMap<String, serde::de::IgnoredAny>,
+    #[serde(deserialize_with = "or_default")]
     creation_timestamp: String,
 }
 
 #[derive(Default, serde::Deserialize)]
 #[serde(default)]
 struct WireOwner {
+    #[serde(deserialize_with = "or_default")]
     uid: String,
+    #[serde(deserialize_with = "or_default")]
     kind: String,
+    #[serde(deserialize_with = "or_default")]
     name: String,
     controller: Option<bool>,
 }
@@ -79,6 +98,7 @@ struct WireOwner {
 #[derive(Default, serde::Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 struct WireStatus {
+    #[serde(deserialize_with = "or_default")]
     phase: String,
     node_ref: Option<WireNodeRef>,
 }

@@ -351,6 +351,14 @@ fn a_machine_is_read_from_its_json_as_the_controller_needs_it() {
     let bare: MachineWire = serde_json::from_value(json!({"metadata": {"name": "m"}})).unwrap();
     let v = bare.view(&api, Key::new("ns", "m"));
     assert!(!v.deleting && !v.marked && v.node.is_none() && v.owner_uid.is_empty());
+    let nulls = json!({"metadata": {"name": "m", "ownerReferences": null, "annotations": null,
+        "creationTimestamp": null}, "status": {"phase": null, "nodeRef": null}});
+    let v = serde_json::from_value::<MachineWire>(nulls)
+        .expect("null fields read as empty")
+        .view(&api, Key::new("ns", "m"));
+    assert!(v.phase.is_empty() && v.created.is_empty() && v.owner_kind.is_empty());
+    let null_status = json!({"metadata": null, "status": null});
+    assert!(serde_json::from_value::<MachineWire>(null_status).is_ok());
 }
 
 #[test]
