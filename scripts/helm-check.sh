@@ -4,11 +4,11 @@
 # dashboard and PrometheusRule, and OpenShift (as Helm sees it through the API versions the
 # cluster serves), and checks that bad values are refused (scripts/helm_check.py says what
 # exactly). The rendered manifests go to OUT_DIR (default target/helm-render), where
-# tests/helm_chart.rs and tests/chart_observability.rs check them.
+# tests/fleet/helm_chart.rs and tests/fleet/chart_observability.rs check them.
 #
 # The SDK is installed once into a virtualenv under target/helm-venv. `helm-check.sh
 # --python` only makes sure of that and prints the virtualenv's interpreter (for
-# scripts/helm_install.py, which tests/real_helm.rs runs).
+# scripts/helm_install.py, which tests/real/real_helm.rs runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-target/helm-render}

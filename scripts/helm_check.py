@@ -6,7 +6,7 @@ Usage: helm_check.py CHART_DIR OUT_DIR
   CHART_DIR/examples and the LINTED cases: any error or warning fails; info messages are
   printed.
 - Renders each case below into OUT_DIR/<case>.yaml (every manifest, `---` between them),
-  which tests/helm_chart.rs and tests/chart_observability.rs parse and check; a case in
+  which tests/fleet/helm_chart.rs and tests/fleet/chart_observability.rs parse and check; a case in
   API_VERSIONS is rendered as for a cluster that serves those API versions (OpenShift).
 - Renders values that must be refused (schema violations, unsafe combinations) and fails if
   one renders.
@@ -47,7 +47,7 @@ def example(chart: Path, name: str) -> dict:
 
 
 def cases(chart: Path) -> dict[str, dict]:
-    """The renders tests/helm_chart.rs checks, by name."""
+    """The renders tests/fleet/helm_chart.rs checks, by name."""
     return {
         "default": {},
         "multi-cluster": example(chart, "multi-cluster.yaml"),

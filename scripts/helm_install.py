@@ -3,7 +3,7 @@
 
 Usage: helm_install.py KUBECONFIG CHART_DIR NAMESPACE VALUES_JSON
 
-Run by tests/real_helm.rs against a real control plane (scripts/real-cluster.sh). Exits
+Run by tests/real/real_helm.rs against a real control plane (scripts/real-cluster.sh). Exits
 non-zero with Helm's error when the install fails or does not get ready in time.
 """
 

@@ -3,7 +3,7 @@
 # (Containerfile.local), holding the release binary, the shared libraries it links and the
 # dynamic loader, /etc/passwd and /etc/group with user 65532, and Debian's CA bundle. The
 # Containerfile (distroless) stays the way to build it where registries are reachable;
-# docs/install.md compares the two. tests/image.rs drives this script.
+# docs/install.md compares the two. tests/real/image.rs drives this script.
 #
 #   scripts/image.sh binary                 cargo build --release --locked --bin fleetscaler
 #   scripts/image.sh build [--tag T] [--binary FILE]
@@ -115,7 +115,7 @@ run_flags() {
 binary() {
     command -v "$cargo" >/dev/null || die "cargo is not on PATH"
     echo "image.sh: cargo build --release --locked --bin fleetscaler" >&2
-    # Run from a test (tests/image.rs), cargo test's variables for the test's package would
+    # Run from a test (tests/real/image.rs), cargo test's variables for the test's package would
     # be inherited, and ring's build script reruns when they change (it asks to): the whole
     # release build again. Without them this is a no-op after scripts/test.sh's build.
     (

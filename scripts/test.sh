@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages some tests run: promtool (package prometheus) checks /metrics;
-# tests/dashboard.rs drives headless Chromium.
+# tests/fleet/dashboard.rs drives headless Chromium.
 need_debian() {
     local tool=$1 package=$2
     command -v "$tool" >/dev/null && return
@@ -27,16 +27,16 @@ need_debian chromium chromium
 # scripts/real-cluster.sh makes certificates with openssl and probes health with curl.
 need_debian openssl openssl
 need_debian curl curl
-# scripts/image.sh builds and runs the image (tests/image.rs) with podman; runc is its OCI
+# scripts/image.sh builds and runs the image (tests/real/image.rs) with podman; runc is its OCI
 # runtime (Debian's crun refuses this machine's cgroup layout).
 need_debian podman podman
 need_debian runc runc
 
 cargo fmt --all -- --check
 cargo clippy --all-targets --locked -- -D warnings
-# The Helm chart: lint and render with real Helm (tests/helm_chart.rs checks the output).
+# The Helm chart: lint and render with real Helm (tests/fleet/helm_chart.rs checks the output).
 scripts/helm-check.sh
-# Real Kubernetes (tests/real_*.rs, the versus-upstream bench): kube-apiserver, etcd,
+# Real Kubernetes (tests/real/, the versus-upstream bench): kube-apiserver, etcd,
 # controller-manager, scheduler, kubectl, kwok and upstream cluster-autoscaler, built from
 # their Go modules once per machine (cached under ~/.cache/fleetscaler).
 scripts/real-cluster.sh build --upstream >/dev/null
@@ -45,6 +45,6 @@ scripts/real-cluster.sh build --upstream >/dev/null
 if [ "${CI:-}" = "true" ]; then
     go clean -cache -modcache
 fi
-# The image's release binary, once, before the tests (tests/image.rs builds the image from it).
+# The image's release binary, once, before the tests (tests/real/image.rs builds the image from it).
 scripts/image.sh binary
 cargo test --all-targets --locked

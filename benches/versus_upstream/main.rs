@@ -16,8 +16,10 @@
 //! Without `--bench` (as `cargo test --all-targets` runs it), N = 1 only.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../tests/real_support/mod.rs"]
+#[path = "../../tests/real/real_support/mod.rs"]
 mod real_support;
+#[path = "../../tests/support/tempdir_support/mod.rs"]
+mod tempdir_support;
 
 mod autoscalers;
 mod observe;

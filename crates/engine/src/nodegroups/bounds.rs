@@ -1,0 +1,261 @@
+//! A node group's bounds and what claims a resource: its min/max annotations, a
+//! MachineAutoscaler targeting it, or a `node_groups` entry of fleet.toml (which wins), and
+//! why a resource that opted in cannot be autoscaled.
+
+use std::collections::HashMap;
+
+use super::{BoundsSource, Claims, GroupRef, NodeGroup, NodeGroupId};
+use crate::settings::NodeGroupSpec;
+use fleetscaler_model::autoscaler::MachineAutoscaler;
+use fleetscaler_model::{
+    ClusterSnapshot, MachineApiGroup, ObjectKey, ScalableKind, ScalableResource,
+};
+
+pub(super) type TargetKey<'a> = (MachineApiGroup, ScalableKind, &'a ObjectKey);
+
+pub(super) fn claims_of<'a>(
+    r: &'a ScalableResource,
+    autoscalers: &'a HashMap<TargetKey<'a>, Vec<&'a MachineAutoscaler>>,
+    configured: &HashMap<TargetKey<'a>, &'a NodeGroupSpec>,
+) -> Claims<'a> {
+    Claims {
+        autoscalers: autoscalers.get(&(r.api, r.kind, &r.key)),
+        config: configured.get(&(r.api, r.kind, &r.key)).copied(),
+    }
+}
+
+/// The `node_groups` entries of fleet.toml, by the resource they name. An entry without
+/// `api_group` names whichever Machine API has the resource, and is refused (with a warning)
+/// when both have one.
+pub(super) fn configured_by_target<'a>(
+    snapshot: &'a ClusterSnapshot,
+    explicit: &'a [NodeGroupSpec],
+    warnings: &mut Vec<String>,
+) -> HashMap<TargetKey<'a>, &'a NodeGroupSpec> {
+    let mut out = HashMap::new();
+    for spec in explicit {
+        let (Some(kind), Ok(api)) = (ScalableKind::parse(&spec.kind), spec_api(spec)) else {
+            // `NodeGroupSpec::check` refused it when the configuration was read.
+            continue;
+        };
+        let named = GroupRef {
+            api,
+            kind,
+            key: ObjectKey::new(&spec.namespace, &spec.name),
+        };
+        let resources = snapshot
+            .scalables
+            .iter()
+            .map(|r| (r.api, r.kind, &r.key, r));
+        match named.find(resources) {
+            Ok(Some(r)) => {
+                out.insert((r.api, r.kind, &r.key), spec);
+            }
+            Ok(None) => warnings.push(format!(
+                "fleet.toml names node group {named}, which is not in the cluster"
+            )),
+            Err(e) => warnings.push(format!(
+                "fleet.toml node_groups: {e}; set api_group to say which (the entry is not applied)"
+            )),
+        }
+    }
+    out
+}
+
+/// The API group an entry names, if it names one.
+fn spec_api(spec: &NodeGroupSpec) -> Result<Option<MachineApiGroup>, ()> {
+    match spec.api_group.as_deref() {
+        None => Ok(None),
+        Some(domain) => MachineApiGroup::from_domain(domain).map(Some).ok_or(()),
+    }
+}
+
+pub(super) fn machine_autoscalers_by_target<'a>(
+    snapshot: &'a ClusterSnapshot,
+    warnings: &mut Vec<String>,
+) -> HashMap<TargetKey<'a>, Vec<&'a MachineAutoscaler>> {
+    let resources: HashMap<(MachineApiGroup, ScalableKind, &str, &str), &ObjectKey> = snapshot
+        .scalables
+        .iter()
+        .map(|r| ((r.api, r.kind, &*r.key.namespace, &*r.key.name), &r.key))
+        .collect();
+    let mut out: HashMap<TargetKey, Vec<&MachineAutoscaler>> = HashMap::new();
+    for ma in &snapshot.machine_autoscalers {
+        let kind = match ma.target_kind.as_str() {
+            "MachineSet" => ScalableKind::MachineSet,
+            "MachineDeployment" => ScalableKind::MachineDeployment,
+            other => {
+                warnings.push(format!(
+                    "MachineAutoscaler {} targets kind {other:?}, which cannot be autoscaled",
+                    ma.key
+                ));
+                continue;
+            }
+        };
+        let api = MachineApiGroup::from_api_version(&ma.target_api_version)
+            .unwrap_or(MachineApiGroup::OpenShift);
+        match resources.get(&(api, kind, &*ma.key.namespace, ma.target_name.as_str())) {
+            Some(key) => out.entry((api, kind, *key)).or_default().push(ma),
+            None => warnings.push(format!(
+                "MachineAutoscaler {} targets {} {}/{}, which is not in the snapshot",
+                ma.key, ma.target_kind, ma.key.namespace, ma.target_name
+            )),
+        }
+    }
+    out
+}
+
+pub(super) fn opts_in(r: &ScalableResource, c: Claims) -> bool {
+    c.config.is_some()
+        || c.autoscalers.is_some_and(|m| !m.is_empty())
+        || r.annotation(&r.api.min_size_annotation()).is_some()
+        || r.annotation(&r.api.max_size_annotation()).is_some()
+}
+
+/// `Ok(None)`: part of an autoscaled MachineDeployment, not a group of its own.
+pub(super) fn eligibility(
+    r: &ScalableResource,
+    c: Claims,
+    autoscaled_md: &HashMap<(MachineApiGroup, &ObjectKey), bool>,
+) -> Result<Option<NodeGroup>, String> {
+    if let Some(owner) = r.owner.as_ref().filter(|o| &*o.kind == "MachineDeployment") {
+        let md = ObjectKey {
+            namespace: r.key.namespace.clone(),
+            name: owner.name.clone(),
+        };
+        if autoscaled_md.get(&(r.api, &md)).copied().unwrap_or(false) {
+            return Ok(None);
+        }
+        return Err(format!(
+            "owned by MachineDeployment {md}, which sets its replicas; put the autoscaler annotations on the MachineDeployment"
+        ));
+    }
+    if r.annotation(&r.api.paused_annotation()).is_some() {
+        return Err(format!("paused ({} annotation)", r.api.paused_annotation()));
+    }
+    let (min, max, source, note) = match c.config {
+        Some(spec) => configured_bounds(r, spec, c.autoscalers),
+        None => bounds(r, c.autoscalers)?,
+    };
+    Ok(Some(NodeGroup {
+        id: NodeGroupId::new(r.api, r.kind, &r.key),
+        resource: 0,
+        api: r.api,
+        min,
+        max,
+        target: u64::try_from(r.replicas).unwrap_or(0),
+        bounds_source: source,
+        bounds_note: note,
+        machine_sets: Vec::new(),
+        machines: Vec::new(),
+        nodes: Vec::new(),
+        options: Default::default(),
+    }))
+}
+
+/// Bounds from fleet.toml, noting what they override.
+fn configured_bounds(
+    r: &ScalableResource,
+    spec: &NodeGroupSpec,
+    mas: Option<&Vec<&MachineAutoscaler>>,
+) -> (u64, u64, BoundsSource, Option<String>) {
+    let (min, max) = (spec.min, spec.max);
+    let overridden = match bounds(r, mas) {
+        Ok((m, x, source, _))
+            if (m, x) != (min, max)
+                && (mas.is_some() || r.annotation(&r.api.max_size_annotation()).is_some()) =>
+        {
+            Some(format!("{source} min={m} max={x}"))
+        }
+        Err(e) if mas.is_some() || r.annotation(&r.api.max_size_annotation()).is_some() => {
+            Some(format!("invalid cluster bounds ({e})"))
+        }
+        _ => None,
+    };
+    let note = overridden.map(|o| format!("fleet.toml sets min={min} max={max}, overriding {o}"));
+    (min, max, BoundsSource::Config, note)
+}
+
+fn bounds(
+    r: &ScalableResource,
+    mas: Option<&Vec<&MachineAutoscaler>>,
+) -> Result<(u64, u64, BoundsSource, Option<String>), String> {
+    let from_annotations = || -> Result<(u64, u64), String> {
+        let min_key = r.api.min_size_annotation();
+        let max_key = r.api.max_size_annotation();
+        let min = parse_size(r.annotation(&min_key), &min_key)?;
+        let max = parse_size(r.annotation(&max_key), &max_key)?;
+        check_bounds(min, max, "annotations")
+    };
+    match mas.map(Vec::as_slice) {
+        None | Some([]) => {
+            let (min, max) = from_annotations()?;
+            Ok((min, max, BoundsSource::Annotations, None))
+        }
+        Some([ma]) => {
+            let to_u64 = |v: Option<i64>, field: &str| {
+                u64::try_from(v.unwrap_or(0)).map_err(|_| {
+                    format!(
+                        "MachineAutoscaler {}: {field} {} is negative",
+                        ma.key,
+                        v.unwrap_or(0)
+                    )
+                })
+            };
+            let (min, max) = check_bounds(
+                to_u64(ma.min_replicas, "minReplicas")?,
+                to_u64(ma.max_replicas, "maxReplicas")?,
+                &format!("MachineAutoscaler {}", ma.key),
+            )?;
+            let note = match from_annotations() {
+                Ok((amin, amax))
+                    if (amin, amax) != (min, max)
+                        && r.annotation(&r.api.max_size_annotation()).is_some() =>
+                {
+                    Some(format!(
+                        "MachineAutoscaler {} sets min={min} max={max}, overriding annotations min={amin} max={amax}",
+                        ma.key
+                    ))
+                }
+                _ => None,
+            };
+            Ok((
+                min,
+                max,
+                BoundsSource::MachineAutoscaler(ma.key.clone()),
+                note,
+            ))
+        }
+        Some(many) => {
+            let names: Vec<String> = many.iter().map(|m| m.key.to_string()).collect();
+            Err(format!(
+                "targeted by {} MachineAutoscalers ({}); keep exactly one",
+                many.len(),
+                names.join(", ")
+            ))
+        }
+    }
+}
+
+fn parse_size(value: Option<&str>, key: &str) -> Result<u64, String> {
+    let Some(text) = value else { return Ok(0) };
+    let n: i64 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("annotation {key}={text:?} is not an integer"))?;
+    u64::try_from(n).map_err(|_| format!("annotation {key}={n} is negative"))
+}
+
+fn check_bounds(min: u64, max: u64, source: &str) -> Result<(u64, u64), String> {
+    if max == 0 {
+        return Err(format!(
+            "max size is 0 ({source}): the group can never grow"
+        ));
+    }
+    if min > max {
+        return Err(format!(
+            "min size {min} is greater than max size {max} ({source})"
+        ));
+    }
+    Ok((min, max))
+}

@@ -1,0 +1,272 @@
+//! Which pods block the removal of their node, which must move, and which can simply go
+//! (seed 000's list, in upstream's order; the first decisive rule wins).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use crate::reason::ReasonCode;
+use crate::settings::Settings;
+use fleetscaler_model::ClusterSnapshot;
+use fleetscaler_model::pod::{Pod, SafeToEvict};
+use fleetscaler_model::workload::PodDisruptionBudget;
+
+/// What removing a pod's node means for the pod.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Drain {
+    /// Nothing to do: mirror, DaemonSet, finished, terminating or expendable pods.
+    Skip,
+    /// It must find a place on another node.
+    Move,
+    /// It keeps its node.
+    Block(ReasonCode, String),
+}
+
+pub(super) struct DrainRules<'a> {
+    settings: &'a Settings,
+    pdbs: &'a [PodDisruptionBudget],
+    /// DaemonSets in the snapshot (uids), when it has any: pods of others have lost theirs.
+    daemonsets: Option<HashSet<Arc<str>>>,
+}
+
+impl<'a> DrainRules<'a> {
+    pub fn new(snapshot: &'a ClusterSnapshot, settings: &'a Settings) -> Self {
+        DrainRules {
+            settings,
+            pdbs: &snapshot.pdbs,
+            daemonsets: daemonset_uids(snapshot),
+        }
+    }
+
+    /// The PodDisruptionBudgets (indices) that cover a pod.
+    pub fn pdbs_of(&self, pod: &Pod) -> Vec<usize> {
+        (0..self.pdbs.len())
+            .filter(|&i| self.pdbs[i].covers(&pod.id.namespace, &pod.labels))
+            .collect()
+    }
+
+    pub fn pdb(&self, i: usize) -> &PodDisruptionBudget {
+        &self.pdbs[i]
+    }
+
+    pub fn classify(&self, pod: &Pod) -> Drain {
+        let id = &pod.id;
+        if pod.mirror || pod.is_terminal() || pod.deleting.is_some() {
+            return Drain::Skip;
+        }
+        // Pods below the priority cutoff never block a scale-down: they are just evicted.
+        if pod.is_expendable(self.settings.pod_priority_threshold) {
+            return Drain::Skip;
+        }
+        if pod.is_daemonset() {
+            let lost = match (&self.daemonsets, &pod.owner) {
+                (Some(known), Some(owner)) => !known.contains(&owner.uid),
+                _ => false,
+            };
+            return if lost {
+                Drain::Block(
+                    ReasonCode::ControllerNotFound,
+                    format!("pod {id}'s DaemonSet is not in the cluster"),
+                )
+            } else {
+                Drain::Skip
+            };
+        }
+        match &pod.safe_to_evict {
+            Some(SafeToEvict::True) => return Drain::Move,
+            Some(SafeToEvict::OnCompletion) => {
+                return Drain::Block(
+                    ReasonCode::NotSafeToEvictAnnotation,
+                    format!(
+                        "pod {id} is annotated safe-to-evict: on-completion and is still running"
+                    ),
+                );
+            }
+            _ => {}
+        }
+        if pod.owner.is_none() {
+            return Drain::Block(
+                ReasonCode::NotReplicated,
+                format!("pod {id} has no controller: nothing would recreate it elsewhere"),
+            );
+        }
+        if self.settings.skip_nodes_with_system_pods
+            && &*id.namespace == "kube-system"
+            && self.pdbs_of(pod).is_empty()
+        {
+            return Drain::Block(
+                ReasonCode::UnmovableKubeSystemPod,
+                format!("pod {id} runs in kube-system without a PodDisruptionBudget"),
+            );
+        }
+        if pod.safe_to_evict == Some(SafeToEvict::False) {
+            return Drain::Block(
+                ReasonCode::NotSafeToEvictAnnotation,
+                format!(
+                    "pod {id} is annotated cluster-autoscaler.kubernetes.io/safe-to-evict: \"false\""
+                ),
+            );
+        }
+        if self.settings.skip_nodes_with_local_storage
+            && let Some(volume) = pod
+                .spec
+                .local_volumes
+                .iter()
+                .find(|v| !pod.safe_to_evict_local_volumes.contains(v))
+        {
+            return Drain::Block(
+                ReasonCode::LocalStorageRequested,
+                format!("pod {id} has local storage (volume {volume}) that would be lost"),
+            );
+        }
+        Drain::Move
+    }
+}
+
+/// The DaemonSets of a snapshot (uids), when it has any.
+fn daemonset_uids(snapshot: &ClusterSnapshot) -> Option<HashSet<Arc<str>>> {
+    (!snapshot.daemonsets.is_empty())
+        .then(|| snapshot.daemonsets.iter().map(|d| d.uid.clone()).collect())
+}
+
+/// The drain rules, owning what they read, for the executor: pods that arrive on a node
+/// after the plan chose it are checked again before anything is evicted (as upstream
+/// re-runs its pod list on a fresh snapshot before draining).
+#[derive(Clone, Debug)]
+pub struct DrainCheck {
+    settings: Settings,
+    pdbs: Vec<PodDisruptionBudget>,
+    daemonsets: Option<HashSet<Arc<str>>>,
+}
+
+impl DrainCheck {
+    pub fn new(snapshot: &ClusterSnapshot, settings: &Settings) -> Self {
+        DrainCheck {
+            settings: settings.clone(),
+            pdbs: snapshot.pdbs.clone(),
+            daemonsets: daemonset_uids(snapshot),
+        }
+    }
+
+    /// Why the first pod that must keep its node does, if one does.
+    pub fn blocker<'p>(&self, pods: impl IntoIterator<Item = &'p Pod>) -> Option<String> {
+        let rules = DrainRules {
+            settings: &self.settings,
+            pdbs: &self.pdbs,
+            daemonsets: self.daemonsets.clone(),
+        };
+        pods.into_iter().find_map(|p| match rules.classify(p) {
+            Drain::Block(_, why) => Some(why),
+            Drain::Skip | Drain::Move => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{pod, snapshot};
+
+    #[test]
+    fn the_executors_check_blocks_what_the_plan_would_have() {
+        let mut unsafe_pod = pod("db").on("n").json();
+        unsafe_pod["metadata"]["annotations"] =
+            serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"});
+        let s = snapshot(vec![pod("web").on("n").json(), unsafe_pod]);
+        let check = DrainCheck::new(&s, &Settings::default());
+        assert_eq!(check.blocker(&s.pods[..1]), None);
+        let why = check.blocker(&s.pods).unwrap();
+        assert!(why.contains("db") && why.contains("safe-to-evict"), "{why}");
+    }
+
+    fn rule(json: serde_json::Value, extra: Vec<serde_json::Value>) -> Drain {
+        let mut items = vec![json];
+        items.extend(extra);
+        let s = snapshot(items);
+        let settings = Settings::default();
+        DrainRules::new(&s, &settings).classify(&s.pods[0])
+    }
+
+    fn code(d: Drain) -> Option<ReasonCode> {
+        match d {
+            Drain::Block(c, _) => Some(c),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn seed_000_blocking_pods() {
+        let mut bare = pod("bare").on("n").json();
+        bare["metadata"]["ownerReferences"] = serde_json::json!([]);
+        assert_eq!(
+            code(rule(bare.clone(), vec![])),
+            Some(ReasonCode::NotReplicated)
+        );
+        bare["metadata"]["annotations"] =
+            serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"});
+        assert_eq!(
+            rule(bare, vec![]),
+            Drain::Move,
+            "safe-to-evict: true overrides"
+        );
+
+        let system = pod("dns").ns("kube-system").on("n").json();
+        assert_eq!(
+            code(rule(system.clone(), vec![])),
+            Some(ReasonCode::UnmovableKubeSystemPod)
+        );
+        let pdb = serde_json::json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "dns", "namespace": "kube-system"},
+            "spec": {"selector": {"matchLabels": {"app": "dns"}}}, "status": {"disruptionsAllowed": 1}});
+        let mut labelled = system;
+        labelled["metadata"]["labels"] = serde_json::json!({"app": "dns"});
+        assert_eq!(rule(labelled, vec![pdb]), Drain::Move);
+
+        let mut unsafe_pod = pod("db").on("n").json();
+        unsafe_pod["metadata"]["annotations"] =
+            serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"});
+        assert_eq!(
+            code(rule(unsafe_pod, vec![])),
+            Some(ReasonCode::NotSafeToEvictAnnotation)
+        );
+
+        let mut local = pod("cache").on("n").json();
+        local["spec"]["volumes"] = serde_json::json!([{"name": "scratch", "emptyDir": {}}]);
+        assert_eq!(
+            code(rule(local.clone(), vec![])),
+            Some(ReasonCode::LocalStorageRequested)
+        );
+        local["metadata"]["annotations"] = serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": "scratch"});
+        assert_eq!(rule(local, vec![]), Drain::Move);
+    }
+
+    #[test]
+    fn pods_that_never_block() {
+        assert_eq!(
+            rule(pod("batch").priority(-100).on("n").json(), vec![]),
+            Drain::Skip
+        );
+        assert_eq!(
+            rule(
+                pod("agent").owner("DaemonSet", "agent").on("n").json(),
+                vec![]
+            ),
+            Drain::Skip
+        );
+        let mut mirror = pod("etcd").on("n").json();
+        mirror["metadata"]["annotations"] = serde_json::json!({"kubernetes.io/config.mirror": "x"});
+        mirror["metadata"]["ownerReferences"] = serde_json::json!([]);
+        assert_eq!(rule(mirror, vec![]), Drain::Skip);
+        assert_eq!(rule(pod("web").on("n").json(), vec![]), Drain::Move);
+    }
+
+    #[test]
+    fn a_daemonset_pod_whose_daemonset_is_gone_blocks() {
+        let ds = serde_json::json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "other", "namespace": "default", "uid": "other-uid"}, "spec": {"selector": {}, "template": {}}});
+        let orphan = pod("agent").owner("DaemonSet", "agent").on("n").json();
+        assert_eq!(
+            code(rule(orphan, vec![ds])),
+            Some(ReasonCode::ControllerNotFound)
+        );
+    }
+}

@@ -1,0 +1,249 @@
+//! The removal simulation: can every pod of a candidate go elsewhere? Its movable pods are
+//! taken off and placed on other nodes with the scheduler's predicates. A success is kept:
+//! the candidate leaves the set of destinations and its pods stay where they were placed, so
+//! two candidates never count on the same free space (seed 001: if A's pods take X's room,
+//! B must find another node, while C, moving to Y, is unaffected). A failure is reverted.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::ScaleDownInput;
+use super::drain::{Drain, DrainRules};
+use super::eligibility::Candidate;
+use crate::cluster_state::NodeReadiness;
+use crate::plan::{NotRemovable, PodMove};
+use crate::reason::ReasonCode;
+use crate::simulator::{PodShape, SimNode, SimNodeKind, Simulator};
+use fleetscaler_model::pod::Pod;
+
+pub(super) struct Removal<'a> {
+    sim: Simulator,
+    /// Snapshot node → simulator node.
+    sim_of: Vec<Option<usize>>,
+    /// Simulator nodes no pod may move to: removed nodes, and the candidate being tried.
+    closed: Vec<bool>,
+    /// Simulator nodes that take pods from elsewhere (moved here, or pending pods expected
+    /// here): they stay, as their own removal was not simulated with those pods. The reason.
+    receivers: Vec<Option<String>>,
+    /// Per pod class, the first destination worth trying.
+    cursors: HashMap<(usize, usize, usize), usize>,
+    /// Disruptions each PodDisruptionBudget still allows.
+    pdb_left: Vec<i32>,
+    rules: DrainRules<'a>,
+}
+
+/// A candidate whose pods all fit elsewhere.
+pub(super) struct Removable {
+    pub candidate: Candidate,
+    pub moves: Vec<PodMove>,
+}
+
+impl<'a> Removal<'a> {
+    pub fn new(input: &'a ScaleDownInput, pods_on: &[Vec<&Pod>]) -> Self {
+        let s = input.snapshot;
+        let mut sim = Simulator::for_snapshot(s);
+        let mut sim_of = vec![None; s.nodes.len()];
+        for (i, node) in s.nodes.iter().enumerate() {
+            if matches!(
+                input.cluster.readiness[i],
+                NodeReadiness::Ready | NodeReadiness::Unready
+            ) {
+                sim_of[i] = Some(sim.add_node(SimNode::existing(i, node)));
+            }
+        }
+        let rules = DrainRules::new(s, input.settings);
+        // Every pod holds its space except those below the priority cutoff (preemptible).
+        let cutoff = input.settings.pod_priority_threshold;
+        for (i, pods) in pods_on.iter().enumerate() {
+            let Some(n) = sim_of[i] else { continue };
+            for p in pods.iter().filter(|p| !p.is_expendable(cutoff)) {
+                sim.place(&PodShape::from(*p), n);
+            }
+        }
+        let nodes = sim.nodes().len();
+        let mut removal = Removal {
+            sim,
+            sim_of,
+            closed: vec![false; nodes],
+            receivers: vec![None; nodes],
+            cursors: HashMap::new(),
+            pdb_left: s.pdbs.iter().map(|p| p.disruptions_allowed).collect(),
+            rules,
+        };
+        removal.expect_pending(input);
+        removal.rehome_draining(input, pods_on);
+        removal
+    }
+
+    /// Pending pods that fit an existing node will be scheduled there: they hold its space,
+    /// and the node stays.
+    fn expect_pending(&mut self, input: &ScaleDownInput) {
+        for (pod, node) in &input.expected {
+            let Some(n) = input
+                .snapshot
+                .nodes
+                .iter()
+                .position(|x| x.name == *node)
+                .and_then(|i| self.sim_of[i])
+            else {
+                continue;
+            };
+            self.sim.place(&PodShape::from(*pod), n);
+            self.receivers[n].get_or_insert_with(|| {
+                format!("pending pod {} is expected to be scheduled here", pod.id)
+            });
+        }
+    }
+
+    /// Pods of nodes already being drained need homes first: they go where they fit, before
+    /// any candidate counts on that room.
+    fn rehome_draining(&mut self, input: &ScaleDownInput, pods_on: &[Vec<&Pod>]) {
+        for (i, pods) in pods_on.iter().enumerate() {
+            if input.cluster.readiness[i] != NodeReadiness::Deleting {
+                continue;
+            }
+            let moving: Vec<&Pod> = pods
+                .iter()
+                .copied()
+                .filter(|p| self.rules.classify(p) == Drain::Move)
+                .collect();
+            for p in moving {
+                let shape = PodShape::from(p);
+                if let Some(dest) = self.destination(&shape) {
+                    self.sim.place(&shape, dest);
+                    let from = &input.snapshot.nodes[i].name;
+                    self.receivers[dest].get_or_insert_with(|| {
+                        format!("pods of {from}, being removed, are moving here")
+                    });
+                }
+            }
+        }
+    }
+
+    /// Tries to remove a candidate; on success its pods stay moved and it stays closed.
+    pub fn try_remove(
+        &mut self,
+        c: Candidate,
+        name: &Arc<str>,
+        pods: &[&Pod],
+    ) -> Result<Removable, NotRemovable> {
+        let stays = |code, message| NotRemovable {
+            node: name.clone(),
+            code,
+            message,
+        };
+        let Some(n) = self.sim_of[c.node] else {
+            return Err(stays(
+                ReasonCode::CurrentlyBeingDeleted,
+                "the node is not in the simulation".into(),
+            ));
+        };
+        if let Some(why) = &self.receivers[n] {
+            return Err(stays(ReasonCode::HoldsMovedPods, why.clone()));
+        }
+        let mut moving = Vec::new();
+        for p in pods {
+            match self.rules.classify(p) {
+                Drain::Skip => {}
+                Drain::Move => moving.push(*p),
+                Drain::Block(code, message) => return Err(stays(code, message)),
+            }
+        }
+        let mark = self.sim.mark();
+        let cursors = self.cursors.clone();
+        let pdbs = self.pdb_left.clone();
+        let receivers = self.receivers.clone();
+        self.closed[n] = true;
+        match self.move_all(n, &moving) {
+            Ok(moves) => Ok(Removable {
+                candidate: c,
+                moves,
+            }),
+            Err((code, message)) => {
+                self.sim.revert(mark);
+                self.cursors = cursors;
+                self.pdb_left = pdbs;
+                self.receivers = receivers;
+                self.closed[n] = false;
+                Err(stays(code, message))
+            }
+        }
+    }
+
+    fn move_all(
+        &mut self,
+        from: usize,
+        pods: &[&Pod],
+    ) -> Result<Vec<PodMove>, (ReasonCode, String)> {
+        for p in pods {
+            self.take_disruption(p)?;
+            self.sim.remove_pod(&PodShape::from(*p), from);
+        }
+        let mut moves = Vec::with_capacity(pods.len());
+        for p in pods {
+            let shape = PodShape::from(*p);
+            let dest = self.destination(&shape).ok_or_else(|| {
+                (
+                    ReasonCode::NoPlaceToMovePods,
+                    format!("pod {} fits no other node", p.id),
+                )
+            })?;
+            self.sim.place(&shape, dest);
+            if self.receivers[dest].is_none() {
+                let from = self.sim.node(from).name.clone();
+                self.receivers[dest] =
+                    Some(format!("pods of {from}, also unneeded, are to move here"));
+            }
+            moves.push(PodMove {
+                pod: p.id.clone(),
+                destination: self.sim.node(dest).name.clone(),
+            });
+        }
+        Ok(moves)
+    }
+
+    /// Each covering PodDisruptionBudget must allow one more disruption.
+    fn take_disruption(&mut self, pod: &Pod) -> Result<(), (ReasonCode, String)> {
+        let covering = self.rules.pdbs_of(pod);
+        if let Some(&i) = covering.iter().find(|&&i| self.pdb_left[i] < 1) {
+            let pdb = self.rules.pdb(i);
+            return Err((
+                ReasonCode::NotEnoughPdb,
+                format!(
+                    "pod {} is covered by PodDisruptionBudget {}, which allows no more disruptions ({} allowed in all)",
+                    pod.id, pdb.key, pdb.disruptions_allowed
+                ),
+            ));
+        }
+        for i in covering {
+            self.pdb_left[i] -= 1;
+        }
+        Ok(())
+    }
+
+    /// The first open, real node the pod fits. Classes whose failures cannot turn into
+    /// successes skip the nodes they already failed on.
+    fn destination(&mut self, shape: &PodShape) -> Option<usize> {
+        let key = (
+            Arc::as_ptr(&shape.spec) as usize,
+            shape.labels.as_ptr(),
+            Arc::as_ptr(&shape.namespace) as *const u8 as usize,
+        );
+        let monotonic = !shape.spec.has_pod_affinity() && shape.spec.spread.is_empty();
+        let start = if monotonic {
+            self.cursors.get(&key).copied().unwrap_or(0)
+        } else {
+            0
+        };
+        for n in start..self.sim.nodes().len() {
+            let open = !self.closed[n] && matches!(self.sim.node(n).kind, SimNodeKind::Existing(_));
+            if open && self.sim.fits(shape, n).is_ok() {
+                return Some(n);
+            }
+            if monotonic && (open || self.closed[n]) {
+                self.cursors.insert(key, n + 1);
+            }
+        }
+        None
+    }
+}

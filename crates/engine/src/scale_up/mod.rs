@@ -1,0 +1,346 @@
+//! Scale-up: which pending pods a new node would help, how many nodes of which group, and
+//! why nothing can be done for the rest.
+//!
+//! The pass, as upstream: pending pods below the priority cutoff are set aside; the others
+//! are first tried on existing and upcoming nodes (those fitting need no new node); for the
+//! rest, every group that can grow estimates how many of its nodes they need, an expander
+//! picks one option, balancing may spread it over similar groups, and limits cap it.
+//! Upstream executes one option per loop and leaves other pods "awaiting evaluation"; here
+//! the chosen option's pods are taken out and the choice repeats in the same pass, so pods
+//! that need different groups are all served at once (never two options for the same pods).
+
+mod commit;
+mod explain;
+mod min_size;
+mod options;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::cluster_state::{ClusterState, NodeReadiness};
+use super::estimator::Estimate;
+use super::expander::{Priorities, SeededRng};
+use super::limits::{Limits, LimitsReport, NodeUsage};
+use super::nodegroups::NodeGroups;
+use super::plan::{Outcome, PodExplanation, ScaleUpAction};
+use super::reason::{Reason, ReasonCode, Unfit};
+use super::settings::Settings;
+use super::simulator::{PodShape, SimNode, SimNodeKind, Simulator};
+use super::template::TemplateNode;
+use commit::retain_unplaced;
+use fleetscaler_model::ClusterSnapshot;
+use fleetscaler_model::pod::Pod;
+use options::similar_groups;
+
+pub struct ScaleUpInput<'a> {
+    pub snapshot: &'a ClusterSnapshot,
+    pub groups: &'a NodeGroups,
+    /// Corrected targets, nodes coming up, blocked groups and the cluster gate.
+    pub cluster: &'a ClusterState,
+    pub templates: &'a [Result<TemplateNode, String>],
+    pub settings: &'a Settings,
+    pub priorities: Option<&'a Priorities>,
+    pub now: jiff::Timestamp,
+}
+
+pub struct ScaleUpOutput {
+    pub actions: Vec<ScaleUpAction>,
+    pub pods: Vec<PodExplanation>,
+    pub limits: LimitsReport,
+    /// Per group: nodes asked for that have not registered.
+    pub upcoming: Vec<u64>,
+    pub warnings: Vec<String>,
+}
+
+/// A pending pod still looking for a place.
+struct Pending<'a> {
+    pod: &'a Pod,
+    shape: PodShape,
+    class: usize,
+}
+
+/// One group's scale-up option, evaluated and reverted.
+struct ScaleOption {
+    group: usize,
+    estimate: Estimate,
+    /// What stopped the estimate adding more nodes, when something did.
+    cap_reason: Option<Unfit>,
+}
+
+/// The state of one scale-up pass.
+struct Pass<'a> {
+    input: &'a ScaleUpInput<'a>,
+    sim: Simulator,
+    limits: Limits,
+    targets: Vec<u64>,
+    added: u64,
+    upcoming: Vec<u64>,
+    /// Per group, the groups similar enough to balance with.
+    similar: Vec<Vec<usize>>,
+    explanations: Vec<PodExplanation>,
+    /// Per pod class: why no existing or upcoming node fits.
+    existing_summary: HashMap<usize, Reason>,
+    actions: Vec<ScaleUpAction>,
+    /// New nodes committed so far in this pass; later pods try them before asking for more.
+    committed: Vec<usize>,
+    warnings: Vec<String>,
+}
+
+pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
+    let mut pass = Pass::new(input);
+    let pending = pass.classify();
+    let remaining = pass.filter_out_schedulable(pending);
+    let remaining = pass.hold_young_pods(remaining);
+    if input.cluster.healthy() {
+        let remaining = pass.scale_up_loop(remaining, rng);
+        pass.explain_leftovers(&remaining);
+        pass.enforce_min_sizes();
+    } else {
+        pass.explain_unhealthy_cluster(&remaining);
+    }
+    pass.explanations.sort_by(|a, b| a.pod.cmp(&b.pod));
+    pass.actions.sort_by(|a, b| a.node_group.cmp(&b.node_group));
+    ScaleUpOutput {
+        actions: pass.actions,
+        pods: pass.explanations,
+        limits: pass.limits.report(),
+        upcoming: pass.upcoming,
+        warnings: pass.warnings,
+    }
+}
+
+impl<'a> Pass<'a> {
+    fn new(input: &'a ScaleUpInput<'a>) -> Self {
+        let s = input.snapshot;
+        let mut sim = Simulator::for_snapshot(s);
+        let mut limits = Limits::new(input.settings);
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        // Nodes being removed are gone; nodes not started yet are counted as their group's
+        // upcoming template copies instead (so they are neither missed nor counted twice).
+        // Limits count every node not being removed. The simulation leaves out nodes not
+        // started yet too: their group's upcoming template copies stand in for them.
+        for (i, node) in s.nodes.iter().enumerate() {
+            match input.cluster.readiness[i] {
+                NodeReadiness::Deleting => {}
+                NodeReadiness::NotStarted => limits.add(&NodeUsage::of_node(node), 1),
+                NodeReadiness::Ready | NodeReadiness::Unready => {
+                    by_name.insert(&node.name, sim.add_node(SimNode::existing(i, node)));
+                    limits.add(&NodeUsage::of_node(node), 1);
+                }
+            }
+        }
+        // Pods below the cutoff do not hold space: pending pods may preempt them.
+        let running = s.pods.iter().filter(|p| {
+            !p.is_terminal() && !p.is_expendable(input.settings.pod_priority_threshold)
+        });
+        for pod in running {
+            if let Some(&node) = pod.node_name.as_deref().and_then(|n| by_name.get(n)) {
+                sim.place(&PodShape::from(pod), node);
+            }
+        }
+        let mut pass = Pass {
+            input,
+            sim,
+            limits,
+            targets: input.cluster.groups.iter().map(|g| g.target).collect(),
+            added: 0,
+            upcoming: vec![0; input.groups.groups.len()],
+            similar: similar_groups(input),
+            explanations: Vec::new(),
+            existing_summary: HashMap::new(),
+            actions: Vec::new(),
+            committed: Vec::new(),
+            warnings: Vec::new(),
+        };
+        pass.add_upcoming_nodes();
+        pass
+    }
+
+    /// Nodes a group is already asked for but that have not registered become template copies.
+    /// A pod takes one node at most, so no more copies are made than there are pending pods:
+    /// a target of ten million (a typo away) costs a count, not ten million nodes.
+    fn add_upcoming_nodes(&mut self) {
+        let pending = self
+            .input
+            .snapshot
+            .pods
+            .iter()
+            .filter(|p| waits_for_a_node(p))
+            .count() as u64;
+        for (gi, g) in self.input.groups.groups.iter().enumerate() {
+            let up = self.input.cluster.groups[gi].upcoming;
+            self.upcoming[gi] = up;
+            let Ok(template) = &self.input.templates[gi] else {
+                if up > 0 {
+                    self.warnings.push(format!(
+                        "{}: {up} upcoming node(s) cannot be simulated without a template; pods they would take may cause extra scale-ups",
+                        g.id
+                    ));
+                }
+                continue;
+            };
+            for k in 0..up.min(pending) {
+                let name: Arc<str> = format!("{}-upcoming-{}", self.group_name(gi), k + 1).into();
+                self.sim.add_node(SimNode::from_template(
+                    template,
+                    name,
+                    SimNodeKind::Upcoming(gi),
+                ));
+            }
+            // Not-started nodes are already counted as the real nodes they are.
+            let unregistered = up.saturating_sub(self.input.cluster.groups[gi].not_started);
+            self.limits
+                .add(&NodeUsage::of_template(template), unregistered);
+        }
+    }
+
+    fn group_name(&self, gi: usize) -> &str {
+        &self.input.snapshot.scalables[self.input.groups.groups[gi].resource]
+            .key
+            .name
+    }
+
+    /// Sets aside the pods that cannot take part; returns the rest, highest priority first.
+    fn classify(&mut self) -> Vec<Pending<'a>> {
+        let settings = self.input.settings;
+        let mut classes: HashMap<(usize, usize, usize), usize> = HashMap::new();
+        let mut pending = Vec::new();
+        let candidates = self
+            .input
+            .snapshot
+            .pods
+            .iter()
+            .filter(|p| waits_for_a_node(p));
+        for pod in candidates {
+            if pod.is_expendable(settings.pod_priority_threshold) {
+                let message = format!(
+                    "priority {} is below podPriorityThreshold {}: such pods never trigger a scale-up",
+                    pod.priority.unwrap_or(0),
+                    settings.pod_priority_threshold
+                );
+                self.explain(
+                    pod,
+                    Outcome::BelowPriorityCutoff,
+                    None,
+                    None,
+                    vec![Reason::new(ReasonCode::BelowPriorityCutoff, message)],
+                );
+            } else if pod.is_daemonset() {
+                let message = "a DaemonSet pod: every new node runs its own copy, so adding nodes cannot place this one";
+                self.explain(
+                    pod,
+                    Outcome::NoScaleUp,
+                    None,
+                    None,
+                    vec![Reason::new(ReasonCode::DaemonSetPod, message)],
+                );
+            } else if let Some(node) = &pod.nominated_node {
+                self.explain(pod, Outcome::FitsExisting, None, Some(node.clone()), vec![]);
+            } else {
+                let shape = PodShape::from(pod);
+                let key = (
+                    Arc::as_ptr(&pod.spec) as usize,
+                    Arc::as_ptr(&pod.id.namespace) as *const u8 as usize,
+                    pod.labels.as_ptr(),
+                );
+                let next = classes.len();
+                let class = *classes.entry(key).or_insert(next);
+                pending.push(Pending { pod, shape, class });
+            }
+        }
+        pending.sort_by(|a, b| {
+            let prio = |p: &Pending| p.pod.priority.unwrap_or(0);
+            prio(b)
+                .cmp(&prio(a))
+                .then(a.pod.created.cmp(&b.pod.created))
+                .then(a.pod.id.cmp(&b.pod.id))
+        });
+        pending
+    }
+
+    /// Places the pods that fit an existing or upcoming node; returns those that do not.
+    fn filter_out_schedulable(&mut self, pending: Vec<Pending<'a>>) -> Vec<Pending<'a>> {
+        let nodes = self.sim.nodes().len();
+        let classes = pending.iter().map(|p| p.class + 1).max().unwrap_or(0);
+        let mut cursor = vec![0usize; classes];
+        let mut remaining = Vec::new();
+        for p in pending {
+            let monotonic = Simulator::failures_are_monotonic(&p.shape);
+            let start = if monotonic { cursor[p.class] } else { 0 };
+            let mut failures: Vec<(ReasonCode, usize)> = Vec::new();
+            let mut found = None;
+            for node in start..nodes {
+                match self.sim.fits(&p.shape, node) {
+                    Ok(()) => {
+                        found = Some(node);
+                        break;
+                    }
+                    Err(u) => failures.push((u.code, node)),
+                }
+                if monotonic {
+                    cursor[p.class] = node + 1;
+                }
+            }
+            match found {
+                Some(node) => {
+                    self.sim.place(&p.shape, node);
+                    let n = self.sim.node(node);
+                    let (outcome, group) = match n.kind {
+                        SimNodeKind::Upcoming(g) => (Outcome::FitsUpcoming, Some(g)),
+                        _ => (Outcome::FitsExisting, None),
+                    };
+                    let name = n.name.clone();
+                    self.explain(p.pod, outcome, group, Some(name), vec![]);
+                }
+                None => {
+                    if !self.existing_summary.contains_key(&p.class) {
+                        let summary = self.summarize(&p.shape, nodes, &failures);
+                        self.existing_summary.insert(p.class, summary);
+                    }
+                    remaining.push(p);
+                }
+            }
+        }
+        remaining
+    }
+
+    fn scale_up_loop(
+        &mut self,
+        mut remaining: Vec<Pending<'a>>,
+        rng: &mut SeededRng,
+    ) -> Vec<Pending<'a>> {
+        while !remaining.is_empty() {
+            let joined = self.join_committed(&remaining);
+            retain_unplaced(&mut remaining, &joined);
+            if remaining.is_empty() {
+                break;
+            }
+            let fit = self.fit_matrix(&remaining, false);
+            let options: Vec<ScaleOption> = (0..self.targets.len())
+                .filter_map(|gi| self.option_for(gi, &remaining, &fit))
+                .collect();
+            if options.is_empty() {
+                break;
+            }
+            let (chosen, how) = self.choose(&options, &remaining, rng);
+            let placed = self.commit(&options[chosen], &remaining, &fit, &how);
+            if placed.is_empty() {
+                self.warnings.push(format!(
+                    "{}: the chosen scale-up placed no pod when committed; stopping this pass",
+                    self.input.groups.groups[options[chosen].group].id
+                ));
+                break;
+            }
+            retain_unplaced(&mut remaining, &placed);
+        }
+        remaining
+    }
+}
+
+/// A pod the scheduler could not place, that is not finished or going: what a scale-up is for.
+fn waits_for_a_node(p: &Pod) -> bool {
+    p.unschedulable && p.node_name.is_none() && !p.is_terminal() && p.deleting.is_none()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,275 @@
+//! The scheduling simulation: the cluster's nodes (and the template copies the engine
+//! imagines: upcoming nodes and new ones), with what is placed on them, and the scheduler's
+//! filter predicates to ask whether a pod fits a node.
+//!
+//! Every change is an append (a node, a placement), so a [`Mark`] is two lengths and
+//! [`Simulator::revert`] undoes everything after it in reverse: trying a node group's
+//! scale-up costs only what it touches.
+
+mod predicates;
+mod topology;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use fleetscaler_model::labels::Labels;
+use fleetscaler_model::node::Node;
+use fleetscaler_model::pod::{Pod, PodSpec};
+use fleetscaler_model::resources::Resources;
+use fleetscaler_model::scheduling::{HOSTNAME_LABEL, HostPort, Taint};
+
+use super::reason::Unfit;
+use super::template::TemplateNode;
+use topology::Topology;
+
+/// Where a simulated node comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimNodeKind {
+    /// A real node; the index is into `snapshot.nodes`.
+    Existing(usize),
+    /// A node its group is already asked for but that has not registered; index of the group.
+    Upcoming(usize),
+    /// A node a scale-up under evaluation would add; index of the group.
+    New(usize),
+}
+
+#[derive(Clone, Debug)]
+pub struct SimNode {
+    pub name: Arc<str>,
+    pub labels: Labels,
+    /// The `kubernetes.io/hostname` domain: unique per node, also for template copies.
+    pub hostname: Arc<str>,
+    pub taints: Arc<[Taint]>,
+    pub allocatable: Resources,
+    pub requested: Resources,
+    pub max_pods: i64,
+    pub pods: i64,
+    pub host_ports: Vec<HostPort>,
+    pub unschedulable: bool,
+    pub kind: SimNodeKind,
+}
+
+impl SimNode {
+    /// The node's value for a topology key; the hostname key is per node.
+    pub fn label(&self, key: &str) -> Option<&Arc<str>> {
+        if key == HOSTNAME_LABEL {
+            Some(&self.hostname)
+        } else {
+            self.labels.get_arc(key)
+        }
+    }
+
+    /// A real node, as it is now (its pods are placed separately).
+    pub fn existing(index: usize, node: &Node) -> SimNode {
+        SimNode {
+            name: node.name.clone(),
+            labels: node.labels.clone(),
+            hostname: node
+                .labels
+                .get_arc(HOSTNAME_LABEL)
+                .cloned()
+                .unwrap_or_else(|| node.name.clone()),
+            taints: node.taints.clone(),
+            allocatable: node.allocatable.clone(),
+            requested: Resources::default(),
+            max_pods: node.max_pods,
+            pods: 0,
+            host_ports: Vec::new(),
+            unschedulable: node.unschedulable,
+            kind: SimNodeKind::Existing(index),
+        }
+    }
+
+    /// A copy of a group's template: a fresh node running only its DaemonSet pods.
+    pub fn from_template(template: &TemplateNode, name: Arc<str>, kind: SimNodeKind) -> SimNode {
+        SimNode {
+            hostname: name.clone(),
+            name,
+            labels: template.labels.clone(),
+            taints: template.taints.clone(),
+            allocatable: template.allocatable.clone(),
+            requested: template.daemon_requests.clone(),
+            max_pods: template.max_pods,
+            pods: template.daemon_pods,
+            host_ports: template.daemon_ports.clone(),
+            unschedulable: false,
+            kind,
+        }
+    }
+
+    pub fn free(&self) -> Resources {
+        let mut free = self.allocatable.clone();
+        free.sub(&self.requested);
+        free
+    }
+}
+
+/// What the simulation needs of a pod: its namespace, labels and interned spec. Pods with
+/// the same three are interchangeable for scheduling.
+#[derive(Clone, Debug)]
+pub struct PodShape {
+    pub namespace: Arc<str>,
+    pub labels: Labels,
+    pub spec: Arc<PodSpec>,
+}
+
+impl From<&Pod> for PodShape {
+    fn from(p: &Pod) -> Self {
+        PodShape {
+            namespace: p.id.namespace.clone(),
+            labels: p.labels.clone(),
+            spec: p.spec.clone(),
+        }
+    }
+}
+
+/// A point to return to with [`Simulator::revert`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mark {
+    nodes: usize,
+    placed: usize,
+}
+
+pub struct Simulator {
+    nodes: Vec<SimNode>,
+    /// Every placement (+1) and removal (-1), in order; the topology index counts the net.
+    log: Vec<(PodShape, usize, i32)>,
+    /// The pods on each node now, for building new topology counters.
+    pods_on: Vec<Vec<PodShape>>,
+    topology: Topology,
+}
+
+impl Simulator {
+    /// An empty simulation that knows the snapshot's namespace labels (for affinity terms
+    /// with a namespace selector).
+    pub fn for_snapshot(snapshot: &fleetscaler_model::ClusterSnapshot) -> Self {
+        Simulator::new(
+            snapshot
+                .namespaces
+                .iter()
+                .map(|n| (n.name.clone(), n.labels.clone()))
+                .collect(),
+        )
+    }
+
+    /// `namespaces`: namespace labels for affinity namespace selectors (may be empty).
+    pub fn new(namespaces: HashMap<Arc<str>, Labels>) -> Self {
+        Simulator {
+            nodes: Vec::new(),
+            log: Vec::new(),
+            pods_on: Vec::new(),
+            topology: Topology::new(namespaces),
+        }
+    }
+
+    pub fn nodes(&self) -> &[SimNode] {
+        &self.nodes
+    }
+
+    pub fn node(&self, idx: usize) -> &SimNode {
+        &self.nodes[idx]
+    }
+
+    /// The pods on a node now (real and simulated).
+    pub fn pods_on(&self, idx: usize) -> &[PodShape] {
+        &self.pods_on[idx]
+    }
+
+    pub fn add_node(&mut self, node: SimNode) -> usize {
+        self.topology.add_node(&node);
+        self.nodes.push(node);
+        self.pods_on.push(Vec::new());
+        self.nodes.len() - 1
+    }
+
+    /// Places a pod without checking it fits (existing pods, or after a successful check).
+    pub fn place(&mut self, pod: &PodShape, node: usize) {
+        self.apply(pod, node, 1);
+        self.log.push((pod.clone(), node, 1));
+    }
+
+    /// Takes a pod off its node (a scale-down moving it elsewhere). Reverted like a placement.
+    pub fn remove_pod(&mut self, pod: &PodShape, node: usize) {
+        self.apply(pod, node, -1);
+        self.log.push((pod.clone(), node, -1));
+    }
+
+    fn apply(&mut self, pod: &PodShape, node: usize, delta: i32) {
+        let n = &mut self.nodes[node];
+        if delta > 0 {
+            n.requested.add(&pod.spec.requests);
+            n.pods += 1;
+            n.host_ports.extend(pod.spec.host_ports.iter().cloned());
+            self.pods_on[node].push(pod.clone());
+        } else {
+            n.requested.sub(&pod.spec.requests);
+            n.pods -= 1;
+            for port in &pod.spec.host_ports {
+                if let Some(i) = n.host_ports.iter().position(|p| p == port) {
+                    n.host_ports.swap_remove(i);
+                }
+            }
+            let on = &mut self.pods_on[node];
+            let same =
+                |p: &PodShape| Arc::ptr_eq(&p.spec, &pod.spec) && p.labels.ptr_eq(&pod.labels);
+            if let Some(i) = on.iter().rposition(same) {
+                on.swap_remove(i);
+            }
+        }
+        self.topology.place(pod, &self.nodes[node], node, delta);
+    }
+
+    pub fn mark(&self) -> Mark {
+        Mark {
+            nodes: self.nodes.len(),
+            placed: self.log.len(),
+        }
+    }
+
+    /// Undoes every placement, removal and node added since `mark`, newest first.
+    pub fn revert(&mut self, mark: Mark) {
+        while self.log.len() > mark.placed {
+            let Some((pod, node, delta)) = self.log.pop() else {
+                break;
+            };
+            self.apply(&pod, node, -delta);
+        }
+        while self.nodes.len() > mark.nodes {
+            let Some(node) = self.nodes.pop() else { break };
+            self.pods_on.pop();
+            self.topology.remove_last_node(&node);
+        }
+    }
+
+    /// Whether `pod` fits `node` now, or the first predicate that fails, with its message.
+    pub fn check(&mut self, pod: &PodShape, node: usize) -> Result<(), Unfit> {
+        self.run_predicates(pod, node, true)
+    }
+
+    /// As [`Simulator::check`], without formatting a message: for the hot loops, which only
+    /// need to know whether, and by which code, a pod does not fit.
+    pub fn fits(&mut self, pod: &PodShape, node: usize) -> Result<(), Unfit> {
+        self.run_predicates(pod, node, false)
+    }
+
+    fn run_predicates(&mut self, pod: &PodShape, node: usize, explain: bool) -> Result<(), Unfit> {
+        predicates::check_static(pod, &self.nodes[node], explain)?;
+        predicates::check_topology(
+            pod,
+            node,
+            &self.nodes,
+            &self.pods_on,
+            &mut self.topology,
+            explain,
+        )
+    }
+
+    /// Whether checks for this pod can skip nodes it already failed on: true unless it has
+    /// pod affinity or spread constraints, which later placements can turn from failing to passing.
+    pub fn failures_are_monotonic(pod: &PodShape) -> bool {
+        pod.spec.affinity.is_empty() && pod.spec.spread.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;

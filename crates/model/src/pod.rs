@@ -1,0 +1,423 @@
+//! The compact Pod projection: what scheduling, scale-up and drain decisions read, nothing
+//! more. The scheduling-relevant part of the spec (`PodSpec`) is interned, so the replicas of
+//! one workload share it, and sharing it is how the engine recognises equivalent pods.
+
+use std::fmt;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1 as corev1;
+use serde::Serialize;
+
+use super::labels::Labels;
+use super::meta::{
+    FieldError, OwnerRef, Projector, annotation, controller_of, resource_list, timestamp,
+};
+use super::resources::Resources;
+use super::scheduling::{AffinityTerm, HostPort, NodeSelector, SpreadConstraint, Toleration};
+
+pub const SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+pub const SAFE_TO_EVICT_LOCAL_VOLUMES: &str =
+    "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes";
+pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
+pub const POD_SCALE_UP_DELAY: &str = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay";
+
+/// `namespace/name` of a pod.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodId {
+    pub namespace: Arc<str>,
+    pub name: Arc<str>,
+}
+
+impl fmt::Display for PodId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+impl Serialize for PodId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum PodPhase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Unknown,
+}
+
+/// Scheduler features the engine does not simulate; a pod that uses one gets it named in its
+/// explanation instead of it being silently ignored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum Unsimulated {
+    /// PersistentVolumeClaims: volume binding, volume zones and per-node volume limits.
+    VolumeBinding,
+    /// `resourceClaims` (dynamic resource allocation).
+    DynamicResources,
+    /// Affinity terms with a `namespaceSelector` when the dump has no Namespace objects.
+    NamespaceSelector,
+    /// `ScheduleAnyway` spread constraints and preferred affinities only score nodes.
+    SoftConstraints,
+}
+
+impl Unsimulated {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Unsimulated::VolumeBinding => {
+                "uses PersistentVolumeClaims: volume binding, volume zones and node volume limits are not simulated"
+            }
+            Unsimulated::DynamicResources => {
+                "uses resourceClaims: dynamic resource allocation is not simulated"
+            }
+            Unsimulated::NamespaceSelector => {
+                "has an affinity term with a namespaceSelector; without Namespace objects only the pod's own namespace is matched"
+            }
+            Unsimulated::SoftConstraints => {
+                "has preferred (soft) affinity or ScheduleAnyway spread constraints: they only rank nodes and are not simulated"
+            }
+        }
+    }
+}
+
+/// The scheduling-relevant part of a pod spec, shared by every replica of a workload.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PodSpec {
+    /// Effective requests: containers, sidecar and regular init containers, and overhead.
+    pub requests: Resources,
+    pub node_selector: Labels,
+    pub node_affinity: Option<NodeSelector>,
+    pub tolerations: Vec<Toleration>,
+    pub host_ports: Vec<HostPort>,
+    pub affinity: Vec<AffinityTerm>,
+    pub anti_affinity: Vec<AffinityTerm>,
+    pub spread: Vec<SpreadConstraint>,
+    /// Names of `hostPath` and disk-backed `emptyDir` volumes.
+    pub local_volumes: Vec<Arc<str>>,
+    pub unsimulated: Vec<Unsimulated>,
+    pub restart_policy_always: bool,
+    pub termination_grace_seconds: Option<i64>,
+}
+
+impl PodSpec {
+    pub fn has_pod_affinity(&self) -> bool {
+        !self.affinity.is_empty() || !self.anti_affinity.is_empty()
+    }
+
+    /// Whether a new node with these labels would run this DaemonSet pod: node selection
+    /// without the controller's per-node `metadata.name` pinning.
+    pub fn selects_new_node(&self, labels: &Labels) -> bool {
+        self.node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .node_affinity
+                .as_ref()
+                .is_none_or(|a| a.matches_labels_only(labels))
+    }
+
+    /// Whether a node's labels (and name) satisfy the pod's `nodeSelector` and required node
+    /// affinity: the node selection that does not depend on other pods.
+    pub fn selects_node(&self, labels: &Labels, node_name: &str) -> bool {
+        self.node_selector
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+            && self
+                .node_affinity
+                .as_ref()
+                .is_none_or(|a| a.matches(labels, node_name))
+    }
+}
+
+/// What the `safe-to-evict` annotation says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SafeToEvict {
+    True,
+    False,
+    OnCompletion,
+    /// A value the autoscaler does not know; treated as absent and reported.
+    Other(Arc<str>),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pod {
+    pub id: PodId,
+    pub uid: Arc<str>,
+    pub labels: Labels,
+    pub spec: Arc<PodSpec>,
+    pub owner: Option<OwnerRef>,
+    /// `None` when the pod carries no priority (it then never counts as expendable).
+    pub priority: Option<i32>,
+    pub node_name: Option<Arc<str>>,
+    pub nominated_node: Option<Arc<str>>,
+    pub phase: PodPhase,
+    /// PodScheduled=False with reason Unschedulable: the scheduler found no node.
+    pub unschedulable: bool,
+    pub created: Option<Timestamp>,
+    pub deleting: Option<Timestamp>,
+    pub mirror: bool,
+    pub safe_to_evict: Option<SafeToEvict>,
+    pub safe_to_evict_local_volumes: Vec<Arc<str>>,
+    /// The `pod-scale-up-delay` annotation: the pod waits this long before triggering a
+    /// scale-up. `Err` holds an unreadable value, reported in the pod's explanation.
+    pub scale_up_delay: Option<Result<std::time::Duration, Arc<str>>>,
+}
+
+impl Pod {
+    pub fn is_daemonset(&self) -> bool {
+        self.owner.as_ref().is_some_and(|o| &*o.kind == "DaemonSet")
+    }
+
+    /// Below the priority cutoff: never causes a scale-up, never blocks a scale-down, and its
+    /// space counts as free (a pending pod may preempt it). A pod without a priority is not.
+    pub fn is_expendable(&self, priority_threshold: i32) -> bool {
+        self.priority.is_some_and(|p| p < priority_threshold)
+    }
+
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+
+    pub fn requests(&self) -> &Resources {
+        &self.spec.requests
+    }
+
+    /// Projects a Kubernetes Pod. Errors name the field that could not be read. The hub's
+    /// cache decodes only the fields read here and in `pod_spec::project`: a field newly
+    /// read must be added to `cluster/cache/lean.rs` too (its tests compare both ways).
+    pub fn from_k8s(pod: &corev1::Pod, p: &mut Projector) -> Result<Pod, FieldError> {
+        let meta = &pod.metadata;
+        let empty = corev1::PodSpec::default();
+        let spec = pod.spec.as_ref().unwrap_or(&empty);
+        let status = pod.status.as_ref();
+        let unschedulable = status
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten()
+            .any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            });
+        let phase = match status.and_then(|s| s.phase.as_deref()) {
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            Some("Unknown") => PodPhase::Unknown,
+            _ => PodPhase::Pending,
+        };
+        let namespace = p.opt_str(meta.namespace.as_ref());
+        let projected = super::pod_spec::project(spec, &namespace, meta.labels.as_ref(), p)?;
+        Ok(Pod {
+            id: PodId {
+                namespace,
+                name: p.opt_str(meta.name.as_ref()),
+            },
+            uid: p.opt_str(meta.uid.as_ref()),
+            labels: p.labels(meta.labels.as_ref()),
+            spec: p.specs.intern(projected),
+            owner: controller_of(meta, p),
+            priority: spec.priority,
+            node_name: spec
+                .node_name
+                .as_deref()
+                .filter(|n| !n.is_empty())
+                .map(|n| p.str(n)),
+            nominated_node: status
+                .and_then(|s| s.nominated_node_name.as_deref())
+                .filter(|n| !n.is_empty())
+                .map(|n| p.str(n)),
+            phase,
+            unschedulable,
+            created: timestamp(meta.creation_timestamp.as_ref()),
+            deleting: timestamp(meta.deletion_timestamp.as_ref()),
+            mirror: annotation(meta, MIRROR_POD).is_some(),
+            safe_to_evict: annotation(meta, SAFE_TO_EVICT).map(|v| match v {
+                "true" => SafeToEvict::True,
+                "false" => SafeToEvict::False,
+                "on-completion" => SafeToEvict::OnCompletion,
+                other => SafeToEvict::Other(p.str(other)),
+            }),
+            safe_to_evict_local_volumes: annotation(meta, SAFE_TO_EVICT_LOCAL_VOLUMES)
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(|s| p.str(s))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            scale_up_delay: annotation(meta, POD_SCALE_UP_DELAY)
+                .map(|v| crate::duration::parse_go_duration(v.trim()).map_err(|_| p.str(v))),
+        })
+    }
+}
+
+impl Pod {
+    /// A pod whose object cannot be read. It is kept, asking for nothing, so that its node
+    /// is never taken for empty and drained: it counts as `safe-to-evict: "false"`. It never
+    /// triggers a scale-up.
+    pub fn unreadable(pod: &corev1::Pod, p: &mut Projector) -> Pod {
+        let meta = &pod.metadata;
+        let spec = pod.spec.as_ref();
+        Pod {
+            id: PodId {
+                namespace: p.opt_str(meta.namespace.as_ref()),
+                name: p.opt_str(meta.name.as_ref()),
+            },
+            uid: p.opt_str(meta.uid.as_ref()),
+            labels: p.labels(meta.labels.as_ref()),
+            spec: p.specs.intern(PodSpec::default()),
+            owner: controller_of(meta, p),
+            priority: None,
+            node_name: spec
+                .and_then(|s| s.node_name.as_deref())
+                .filter(|n| !n.is_empty())
+                .map(|n| p.str(n)),
+            nominated_node: None,
+            phase: PodPhase::Running,
+            unschedulable: false,
+            created: timestamp(meta.creation_timestamp.as_ref()),
+            deleting: timestamp(meta.deletion_timestamp.as_ref()),
+            mirror: annotation(meta, MIRROR_POD).is_some(),
+            safe_to_evict: Some(SafeToEvict::False),
+            safe_to_evict_local_volumes: Vec::new(),
+            scale_up_delay: None,
+        }
+    }
+}
+
+/// Effective requests of a pod, as the scheduler computes them (Kubernetes 1.29+ rules):
+/// the larger of (regular containers + sidecars) and the peak during init, plus overhead.
+/// A container with limits but no requests requests its limits (API defaulting).
+pub fn effective_requests(spec: &corev1::PodSpec) -> Result<Resources, FieldError> {
+    let mut regular = Resources::default();
+    for (i, c) in spec.containers.iter().enumerate() {
+        regular.add(&container_requests(c, &format!("spec.containers[{i}]"))?);
+    }
+    let mut sidecars = Resources::default();
+    let mut init_peak = Resources::default();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let req = container_requests(c, &format!("spec.initContainers[{i}]"))?;
+        if c.restart_policy.as_deref() == Some("Always") {
+            sidecars.add(&req);
+            init_peak.max_with(&sidecars);
+        } else {
+            let mut during = sidecars.clone();
+            during.add(&req);
+            init_peak.max_with(&during);
+        }
+    }
+    regular.add(&sidecars);
+    regular.max_with(&init_peak);
+    let (overhead, _) = resource_list(spec.overhead.as_ref(), "spec.overhead")?;
+    regular.add(&overhead);
+    Ok(regular)
+}
+
+fn container_requests(c: &corev1::Container, path: &str) -> Result<Resources, FieldError> {
+    let res = c.resources.as_ref();
+    let (mut requests, _) = resource_list(
+        res.and_then(|r| r.requests.as_ref()),
+        &format!("{path}.resources.requests"),
+    )?;
+    let (limits, _) = resource_list(
+        res.and_then(|r| r.limits.as_ref()),
+        &format!("{path}.resources.limits"),
+    )?;
+    let requested = res.and_then(|r| r.requests.as_ref());
+    let defaulted = |name: &str| requested.is_none_or(|m| !m.contains_key(name));
+    for name in ["cpu", "memory", "ephemeral-storage"] {
+        if defaulted(name) && limits.get(name) > 0 {
+            requests.set(name, limits.get(name));
+        }
+    }
+    for (name, amount) in &limits.extended {
+        if defaulted(name) {
+            requests.set(name, *amount);
+        }
+    }
+    Ok(requests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity as Q;
+    use std::collections::BTreeMap;
+
+    fn container(cpu: &str, mem: &str, sidecar: bool) -> corev1::Container {
+        let mut requests = BTreeMap::new();
+        requests.insert("cpu".to_string(), Q(cpu.into()));
+        requests.insert("memory".to_string(), Q(mem.into()));
+        corev1::Container {
+            name: "c".into(),
+            restart_policy: sidecar.then(|| "Always".to_string()),
+            resources: Some(corev1::ResourceRequirements {
+                requests: Some(requests),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn requests_combine_containers_init_sidecars_and_overhead() {
+        let mut spec = corev1::PodSpec {
+            containers: vec![
+                container("500m", "256Mi", false),
+                container("250m", "256Mi", false),
+            ],
+            init_containers: Some(vec![
+                container("100m", "64Mi", true),
+                container("2", "128Mi", false),
+            ]),
+            ..Default::default()
+        };
+        let r = effective_requests(&spec).unwrap();
+        // init peak cpu: sidecar 100m + init 2 = 2100m > regular 750m + sidecar 100m.
+        assert_eq!(r.cpu_milli, 2100);
+        // memory: regular 512Mi + sidecar 64Mi = 576Mi > init peak 192Mi.
+        assert_eq!(r.memory, 576 << 20);
+        let mut overhead = BTreeMap::new();
+        overhead.insert("cpu".to_string(), Q("100m".into()));
+        spec.overhead = Some(overhead);
+        assert_eq!(effective_requests(&spec).unwrap().cpu_milli, 2200);
+    }
+
+    #[test]
+    fn limits_stand_in_for_missing_requests() {
+        let mut limits = BTreeMap::new();
+        limits.insert("cpu".to_string(), Q("1".into()));
+        limits.insert("nvidia.com/gpu".to_string(), Q("1".into()));
+        let spec = corev1::PodSpec {
+            containers: vec![corev1::Container {
+                name: "c".into(),
+                resources: Some(corev1::ResourceRequirements {
+                    limits: Some(limits),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let r = effective_requests(&spec).unwrap();
+        assert_eq!((r.cpu_milli, r.get("nvidia.com/gpu")), (1000, 1));
+    }
+
+    #[test]
+    fn bad_request_names_container_and_resource() {
+        let spec = corev1::PodSpec {
+            containers: vec![
+                container("1", "2Gi", false),
+                container("fast", "1Gi", false),
+            ],
+            ..Default::default()
+        };
+        let err = effective_requests(&spec).unwrap_err();
+        assert_eq!(err.path, "spec.containers[1].resources.requests.cpu");
+    }
+}

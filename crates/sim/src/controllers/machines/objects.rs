@@ -1,0 +1,317 @@
+//! The objects the machine controller writes, in either Machine API's shape: the MachineSet
+//! a Cluster API MachineDeployment owns, new Machines, the end of a Machine's provisioning
+//! (a Node, no node, or a failure: its set's failure mode, or the cloud out of capacity for
+//! its instance type in its zone) and the status of sets and deployments. Cluster API
+//! objects are v1beta2: `status.nodeRef` is `{name}`, readiness is
+//! `status.initialization`, failures live under `status.deprecated.v1beta1`, and
+//! `infrastructureRef` is `{apiGroup, kind, name}`.
+
+use serde_json::{Value, json};
+
+use super::world::MachineWorld;
+use crate::api::resources::Resource;
+use crate::api::status::ApiError;
+use crate::faults::{CapacityFault, DEFAULT_CAPACITY_REASON, launch_error};
+use crate::machine_api::{MachineApi, NEVER_READY_ANNOTATION, Profile, node};
+use crate::registry::now_rfc3339;
+use crate::rng::Rng;
+use crate::settings::Flavor;
+use crate::store::Key;
+
+/// `k=v,k2=v2` of a LabelSelector's matchLabels.
+pub fn selector_string(selector: &Value) -> String {
+    selector["matchLabels"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default()
+}
+
+/// The Cluster API MachineSet a MachineDeployment owns.
+pub fn machine_set_for(md: &Value, api: &MachineApi, rng: &mut Rng) -> Value {
+    let md_name = md["metadata"]["name"].as_str().unwrap_or_default();
+    let name = format!("{md_name}-{}", rng.name_suffix());
+    let mut annotations = serde_json::Map::new();
+    if let Some(a) = md["metadata"]["annotations"].as_object() {
+        for (k, v) in a {
+            if k.starts_with(crate::machine_api::CAPACITY_PREFIX)
+                || k.starts_with("sim.fleetscaler.io/")
+            {
+                annotations.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    annotations.insert(
+        "machinedeployment.clusters.x-k8s.io/revision".into(),
+        json!("1"),
+    );
+    let mut labels = md["metadata"]["labels"].clone();
+    labels["cluster.x-k8s.io/deployment-name"] = json!(md_name);
+    let mut template = md["spec"]["template"].clone();
+    template["metadata"]["labels"]["cluster.x-k8s.io/deployment-name"] = json!(md_name);
+    let mut selector = md["spec"]["selector"].clone();
+    selector["matchLabels"]["cluster.x-k8s.io/deployment-name"] = json!(md_name);
+    // Optional in v1beta2 (a webhook defaults it where there is one); `null` is invalid.
+    let replicas = md["spec"]["replicas"].as_i64().unwrap_or(1);
+    json!({
+        "apiVersion": api.api_version(), "kind": "MachineSet",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations,
+            "ownerReferences": [{"apiVersion": api.api_version(), "kind": "MachineDeployment", "name": md_name,
+                                 "uid": md["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"clusterName": md["spec"]["clusterName"], "replicas": replicas, "selector": selector, "template": template},
+    })
+}
+
+/// Creates a new Machine of `set`, in phase Provisioning.
+pub fn create_machine<W: MachineWorld>(
+    world: &mut W,
+    api: &MachineApi,
+    set: &Value,
+) -> Result<Key, W::Error> {
+    let set_name = set["metadata"]["name"].as_str().unwrap_or_default();
+    let namespace = set["metadata"]["namespace"].as_str().unwrap_or_default();
+    let template = &set["spec"]["template"];
+    let mut labels = template["metadata"]["labels"].clone();
+    if !labels.is_object() {
+        labels = json!({});
+    }
+    labels[api.set_label] = json!(set_name);
+    labels[api.cluster_label] = json!(api.cluster_of(set));
+    let name = world.fresh_name(api.machines, namespace, &format!("{set_name}-"));
+    let mut spec = template["spec"].clone();
+    if api.flavor == Flavor::ClusterApi {
+        // The MachineSet controller clones the template's infrastructure template into the
+        // machine's own infrastructure object (an AWSMachineTemplate becomes an AWSMachine
+        // named after the machine), and points the machine at the clone.
+        let infra = &mut spec["infrastructureRef"];
+        if let Some(kind) = infra["kind"].as_str() {
+            let kind = kind.strip_suffix("Template").unwrap_or(kind).to_string();
+            infra["kind"] = json!(kind);
+            infra["name"] = json!(name);
+        }
+    }
+    let machine = json!({
+        "apiVersion": api.api_version(), "kind": "Machine",
+        "metadata": {"name": name, "labels": labels, "finalizers": [api.finalizer],
+            "ownerReferences": [{"apiVersion": api.api_version(), "kind": "MachineSet", "name": set_name,
+                                 "uid": set["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
+        "spec": spec,
+        "status": {"phase": "Provisioning"},
+    });
+    world.create(api.machines, namespace, machine)?;
+    Ok(Key::new(namespace, &name))
+}
+
+/// Ends a Machine's provisioning as `mode` says: a Node (Ready later, or never), no node,
+/// or a failure; a failure too when one of the `capacity` faults matches its instance type
+/// and zone. The instance profile and cluster name come from its MachineSet.
+pub fn provision<W: MachineWorld>(
+    world: &mut W,
+    api: &MachineApi,
+    key: &Key,
+    mode: Option<&str>,
+    capacity: &[CapacityFault],
+) -> Result<Option<String>, W::Error> {
+    let Some(machine) = world.get(api.machines, key) else {
+        return Ok(None);
+    };
+    let owner = machine["metadata"]["ownerReferences"][0]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let set = world
+        .get(api.machine_sets, &Key::new(&key.namespace, &owner))
+        .unwrap_or(Value::Null);
+    let template = infrastructure_template(world, &set, &key.namespace);
+    let profile = Profile::of(&set, api, template.as_ref())
+        .map_err(|e| ApiError::invalid("MachineSet", &owner, e))?;
+    let infra = api.cluster_of(&set);
+    provision_as(world, api, &infra, key, mode, capacity, &profile)
+}
+
+/// The AWSMachineTemplate a Cluster API MachineSet's machines are made from, if served.
+fn infrastructure_template<W: MachineWorld>(
+    world: &W,
+    set: &Value,
+    namespace: &str,
+) -> Option<Value> {
+    let reference = &set["spec"]["template"]["spec"]["infrastructureRef"];
+    (reference["kind"] == "AWSMachineTemplate")
+        .then(|| reference["name"].as_str())
+        .flatten()
+        .and_then(|name| world.get(Resource::AwsMachineTemplates, &Key::new(namespace, name)))
+}
+
+/// `provision` with the cluster name and instance profile given (control-plane machines
+/// have no MachineSet). Returns the name of the Node made, if one was.
+pub fn provision_as<W: MachineWorld>(
+    world: &mut W,
+    api: &MachineApi,
+    infra: &str,
+    key: &Key,
+    mode: Option<&str>,
+    capacity: &[CapacityFault],
+    profile: &Profile,
+) -> Result<Option<String>, W::Error> {
+    if let Some(message) = launch_failure(mode, capacity, profile) {
+        return fail(world, api, key, &message).map(|()| None);
+    }
+    let (a, b) = (world.rng().below(250) + 1, world.rng().below(250) + 2);
+    let ip = format!("10.0.{a}.{b}");
+    let mut node_name = format!("ip-10-0-{a}-{b}.{}.compute.internal", profile.region);
+    while world.contains(Resource::Nodes, &Key::cluster(&node_name)) {
+        node_name = format!(
+            "ip-10-0-{a}-{b}-{}.{}.compute.internal",
+            world.rng().name_suffix(),
+            profile.region
+        );
+    }
+    let provider_id = format!("aws:///{}/i-0{:016x}", profile.zone, world.rng().next_u64());
+    let addresses = json!([{"type": "InternalIP", "address": ip}, {"type": "InternalDNS", "address": node_name}]);
+    if mode == Some("no-node") {
+        return world
+            .modify(api.machines, key, |m| {
+                m["spec"]["providerID"] = json!(provider_id);
+                m["status"]["phase"] = json!("Provisioned");
+                m["status"]["addresses"] = addresses;
+                initialized(api, &mut m["status"]);
+            })
+            .map(|()| None);
+    }
+    let mut annotations = api.node_annotations(&key.namespace, &key.name, infra);
+    if mode == Some("not-ready") {
+        annotations[NEVER_READY_ANNOTATION] = json!("true");
+    }
+    let node_object = node(
+        &node_name,
+        &provider_id,
+        profile,
+        annotations,
+        &ip,
+        &now_rfc3339(),
+    );
+    let created = world.create(Resource::Nodes, "", node_object)?;
+    let node_ref = api.node_ref(&node_name, &created["metadata"]["uid"]);
+    world
+        .modify(api.machines, key, |m| {
+            m["spec"]["providerID"] = json!(provider_id);
+            m["status"]["phase"] = json!("Running");
+            m["status"]["addresses"] = addresses;
+            m["status"]["nodeRef"] = node_ref;
+            initialized(api, &mut m["status"]);
+        })
+        .map(|()| Some(node_name))
+}
+
+/// The cloud's error, if it cannot launch the instance of `profile`: the set's `fail`
+/// failure mode (no capacity for its type in its zone), or a capacity fault in force that
+/// matches its type and zone.
+fn launch_failure(
+    mode: Option<&str>,
+    capacity: &[CapacityFault],
+    profile: &Profile,
+) -> Option<String> {
+    let (instance_type, zone) = (profile.instance_type.as_str(), profile.zone.as_str());
+    if mode == Some("fail") {
+        return Some(launch_error(
+            DEFAULT_CAPACITY_REASON,
+            None,
+            instance_type,
+            zone,
+        ));
+    }
+    capacity
+        .iter()
+        .find(|f| f.matches(instance_type, zone))
+        .map(|f| f.failure_message(instance_type, zone))
+}
+
+/// A machine whose instance could not be launched: phase Failed, the cloud's error as its
+/// failure message. Its reason is the Machine APIs' category for a failed create
+/// (`CreateError`), not the cloud's code: what went wrong, the message says, as a real
+/// provider's does, so that readers of machines tell capacity errors by the cloud's words.
+fn fail<W: MachineWorld>(
+    world: &mut W,
+    api: &MachineApi,
+    key: &Key,
+    message: &str,
+) -> Result<(), W::Error> {
+    world.modify(api.machines, key, |m| {
+        m["status"]["phase"] = json!("Failed");
+        api.set_failure(&mut m["status"], "CreateError", message);
+    })
+}
+
+/// Cluster API reports a machine's bootstrap data and infrastructure ready in
+/// `status.initialization` (v1beta1's `bootstrapReady` / `infrastructureReady`).
+fn initialized(api: &MachineApi, status: &mut Value) {
+    if api.flavor == Flavor::ClusterApi {
+        status["initialization"] =
+            json!({"bootstrapDataSecretCreated": true, "infrastructureProvisioned": true});
+    }
+}
+
+/// Machine counts of one MachineSet, as its status reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counts {
+    pub replicas: usize,
+    pub ready: usize,
+}
+
+/// Writes a MachineSet's status fields: OpenShift's, or Cluster API v1beta2's (with the
+/// v1beta1 counters under `deprecated.v1beta1`, as Cluster API keeps them). `selector` is
+/// the scale subresource's label selector (Cluster API's `status.selector`; OpenShift's
+/// CRD has no such field and would prune it).
+pub fn set_machine_set_status(
+    api: &MachineApi,
+    status: &mut Value,
+    counts: Counts,
+    generation: &Value,
+    selector: &str,
+) {
+    let Counts { replicas, ready } = counts;
+    status["replicas"] = json!(replicas);
+    status["readyReplicas"] = json!(ready);
+    status["availableReplicas"] = json!(ready);
+    status["observedGeneration"] = generation.clone();
+    match api.flavor {
+        Flavor::OpenShift => status["fullyLabeledReplicas"] = json!(replicas),
+        Flavor::ClusterApi => {
+            status["upToDateReplicas"] = json!(replicas);
+            if !selector.is_empty() {
+                status["selector"] = json!(selector);
+            }
+            status["deprecated"]["v1beta1"] = json!({"fullyLabeledReplicas": replicas,
+                "readyReplicas": ready, "availableReplicas": ready});
+        }
+    }
+}
+
+/// A Cluster API v1beta2 MachineDeployment's whole status, from its MachineSets' counts.
+pub fn machine_deployment_status(
+    want: i64,
+    current: i64,
+    ready: i64,
+    generation: &Value,
+    selector: &str,
+) -> Value {
+    let phase = if current < want {
+        "ScalingUp"
+    } else if current > want {
+        "ScalingDown"
+    } else {
+        "Running"
+    };
+    let mut status = json!({"replicas": current, "readyReplicas": ready, "availableReplicas": ready,
+        "upToDateReplicas": current, "observedGeneration": generation, "phase": phase,
+        "deprecated": {"v1beta1": {"readyReplicas": ready, "availableReplicas": ready,
+            "updatedReplicas": current, "unavailableReplicas": (want - ready).max(0)}}});
+    if !selector.is_empty() {
+        status["selector"] = json!(selector);
+    }
+    status
+}
