@@ -292,6 +292,14 @@ pub fn record_failure(span: &tracing::Span, e: &CallError) {
 mod tests {
     use super::*;
 
+    /// The engine names its spans' target itself (it depends on nothing above it); the
+    /// telemetry routes only this one to traces, so a phase under another name would be lost
+    /// from every trace, or logged.
+    #[test]
+    fn the_engine_and_the_hub_trace_to_one_target() {
+        assert_eq!(crate::engine::trace::TRACES, crate::telemetry::TRACES);
+    }
+
     fn api_error(code: u16) -> kube::Error {
         kube::Error::Api(Box::new(
             kube::core::Status::failure("x", "y").with_code(code),
