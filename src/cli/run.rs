@@ -34,6 +34,11 @@ pub enum RunError {
     Listen(#[from] ListenError),
     #[error(transparent)]
     Hub(#[from] crate::hub::HubError),
+    /// `[hub.serving]` cannot be served (an unreadable certificate, no management cluster to
+    /// review tokens): refused before any cluster starts rather than found out by the first
+    /// client.
+    #[error("serving: {0}")]
+    Serving(#[from] server::ServeError),
     #[error("OpenTelemetry: {0}")]
     Otel(#[from] crate::telemetry::OtelError),
 }
@@ -56,17 +61,18 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     );
     let cancel = CancellationToken::new();
     let serving = config.hub.clone();
+    server::check(&serving).await?;
     let hub = crate::hub::start(config, Some(args.config), cancel.clone()).await?;
     // `[hub.serving]` as the hub started with it (a change to it takes a restart).
     if let Err(e) = server::start(&serving, listener, hub.view.clone(), cancel.clone()).await {
         stop_gracefully(hub, cancel, telemetry).await;
-        return Err(crate::hub::HubError::from(e).into());
+        return Err(RunError::Serving(e));
     }
     if let Some(pending) = metrics {
         let view = hub.view.clone();
         telemetry.export_metrics(
             pending,
-            std::sync::Arc::new(move || crate::telemetry::exposition(&view)),
+            std::sync::Arc::new(move || server::metrics_exposition(&view)),
         );
     }
     stop_gracefully(hub, cancel, telemetry).await;

@@ -39,10 +39,6 @@ pub enum HubError {
     LeaderClient(#[from] ClientError),
     #[error("leader election: no in-cluster configuration ({0}); set hub.leader_election.context")]
     InCluster(String),
-    /// `[hub.serving]` cannot be served (an unreadable certificate, no management cluster to
-    /// review tokens): refused at start rather than found out by the first client.
-    #[error("serving: {0}")]
-    Serving(#[from] crate::server::ServeError),
 }
 
 /// A running hub.
@@ -67,7 +63,6 @@ pub async fn start(
     path: Option<PathBuf>,
     cancel: CancellationToken,
 ) -> Result<HubHandle, HubError> {
-    crate::server::check(&config.hub).await?;
     let election = Election::start(&config).await?;
     let status = HubStatus {
         started: Timestamp::now(),

@@ -11,7 +11,6 @@ pub mod metrics;
 pub mod otel;
 mod otel_metrics;
 mod otlp;
-mod served;
 
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -23,7 +22,6 @@ use tracing_subscriber::{EnvFilter, Layer, Registry};
 use crate::config::tracing::{MetricsExport, TracingState};
 pub use otel::{OtelError, Parent};
 pub use otel_metrics::{PendingMetrics, Source};
-pub use served::exposition;
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -682,8 +682,14 @@ async fn recovery_finishes_an_interrupted_decrement_and_clears_a_stale_taint() {
     assert_eq!(replicas(&c, flavor, &a).await, 1);
     assert_eq!(replicas(&c, flavor, &cg).await, 2);
     assert_clean(&c, &b_nodes[0]).await;
-    // The node of the marked machine keeps its taint: it is going away.
-    assert!(has_taint(&nodes_api.get(&a_nodes[0]).await.unwrap()));
+    // The node of the marked machine keeps its taint: it is going away (the machine
+    // controller may already have removed it, with its machine, once replicas were lowered).
+    if let Some(node) = nodes_api.get_opt(&a_nodes[0]).await.unwrap() {
+        assert!(
+            has_taint(&node),
+            "recovery cleared the taint of a departing node"
+        );
+    }
     // Recovery is idempotent.
     assert_eq!(exec.recover().await, vec![]);
     eventually(LIMIT, "the marked machine and its node gone", || async {
