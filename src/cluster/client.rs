@@ -55,6 +55,12 @@ pub enum ClientError {
         #[source]
         source: kube::Error,
     },
+    /// No context named, and not running in a pod: `setting` is the key that names one.
+    #[error("no in-cluster configuration ({message}); set {setting}")]
+    InCluster {
+        setting: &'static str,
+        message: String,
+    },
 }
 
 /// The kubeconfig a cluster reads: its own file if fleet.toml names one, else the hub's

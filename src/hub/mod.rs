@@ -8,6 +8,7 @@
 pub mod fleet;
 pub mod health;
 pub mod leader;
+pub mod management;
 pub mod membership;
 pub mod reload;
 pub mod shard;
@@ -29,16 +30,18 @@ use self::membership::Members;
 use self::reload::FileWatch;
 use self::shard::peers::Gossip;
 use self::shard::{ShardConfig, Shards};
-use crate::cluster::client::{self, ClientError};
+use crate::cluster::client::ClientError;
 use crate::cluster::gate::{self, WriteGate};
 use crate::config::FleetConfig;
 
 #[derive(Debug, thiserror::Error)]
 pub enum HubError {
-    #[error("leader election needs a client for the management cluster: {0}")]
-    LeaderClient(#[from] ClientError),
-    #[error("leader election: no in-cluster configuration ({0}); set hub.leader_election.context")]
-    InCluster(String),
+    #[error("{purpose} needs a client for the management cluster: {source}")]
+    ManagementClient {
+        purpose: &'static str,
+        #[source]
+        source: ClientError,
+    },
 }
 
 /// A running hub.
@@ -109,7 +112,13 @@ async fn start_sharding(
 ) -> Result<Shards, HubError> {
     let s = &config.hub.sharding;
     let timeout = config.hub.request_timeout;
-    let client = management_client(config, s.context.as_deref()).await?;
+    let client = management_client(
+        config,
+        s.context.as_deref(),
+        "sharding",
+        "hub.sharding.context",
+    )
+    .await?;
     let address = s
         .advertise
         .clone()
@@ -141,23 +150,18 @@ pub fn advertised(listen: &str) -> Option<String> {
     })
 }
 
-/// A client of the management cluster: a context of the hub's kubeconfigs, or in-cluster.
+/// A client of the management cluster for `purpose` (`leader election`, `sharding`), at the
+/// context `setting` names.
 async fn management_client(
     config: &FleetConfig,
     context: Option<&str>,
+    purpose: &'static str,
+    setting: &'static str,
 ) -> Result<kube::Client, HubError> {
     let timeout = config.hub.request_timeout;
-    Ok(match context {
-        Some(context) => {
-            let kubeconfig = client::load_kubeconfig(None, &config.hub.kubeconfigs)?;
-            client::connect(kubeconfig, context, timeout).await?
-        }
-        None => {
-            let incluster =
-                kube::Config::incluster().map_err(|e| HubError::InCluster(e.to_string()))?;
-            client::from_config(incluster, "in-cluster", timeout)?
-        }
-    })
+    management::client(&config.hub.kubeconfigs, context, timeout, setting)
+        .await
+        .map_err(|source| HubError::ManagementClient { purpose, source })
 }
 
 /// The leader election, when fleet.toml turns it on.
@@ -185,7 +189,13 @@ impl Election {
             });
         }
         let timeout = config.hub.request_timeout;
-        let kube = management_client(config, le.context.as_deref()).await?;
+        let kube = management_client(
+            config,
+            le.context.as_deref(),
+            "leader election",
+            "hub.leader_election.context",
+        )
+        .await?;
         let cfg = LeaderConfig::new(le, timeout);
         let identity = cfg.identity.clone();
         let elector = LeaderElector::new(kube, cfg);

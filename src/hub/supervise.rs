@@ -133,9 +133,10 @@ fn configuration(e: crate::cluster::client::ClientError) -> (String, Category) {
         | ClientError::DefaultKubeconfig { .. }
         | ClientError::Plugin { .. } => Category::Unavailable,
         ClientError::Build { .. } => Category::Other,
-        ClientError::Context { .. } | ClientError::Invalid { .. } | ClientError::Inline { .. } => {
-            Category::Invalid
-        }
+        ClientError::Context { .. }
+        | ClientError::Invalid { .. }
+        | ClientError::Inline { .. }
+        | ClientError::InCluster { .. } => Category::Invalid,
     };
     (e.to_string(), category)
 }

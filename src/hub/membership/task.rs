@@ -19,7 +19,6 @@ use tokio_util::sync::CancellationToken;
 use super::merge;
 use super::sources;
 use super::{Found, Problem, SourceStatus, TimedError};
-use crate::cluster::client;
 use crate::config::membership::MembershipConfig;
 use crate::config::{ClusterConfig, FleetConfig};
 
@@ -277,19 +276,13 @@ fn first_of(watches: Vec<Watch>) -> Watch {
 
 /// A client for the management cluster: its context, else the in-cluster service account.
 async fn connect(access: &Access) -> Result<kube::Client, String> {
-    match &access.context {
-        Some(context) => {
-            let kubeconfig =
-                client::load_kubeconfig(None, &access.kubeconfigs).map_err(|e| e.to_string())?;
-            client::connect(kubeconfig, context, access.timeout)
-                .await
-                .map_err(|e| e.to_string())
-        }
-        None => {
-            let config = kube::Config::incluster().map_err(|e| {
-                format!("no in-cluster configuration ({e}); set membership.context")
-            })?;
-            client::from_config(config, "in-cluster", access.timeout).map_err(|e| e.to_string())
-        }
-    }
+    let context = access.context.as_deref();
+    crate::hub::management::client(
+        &access.kubeconfigs,
+        context,
+        access.timeout,
+        "membership.context",
+    )
+    .await
+    .map_err(|e| e.to_string())
 }

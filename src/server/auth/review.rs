@@ -11,15 +11,13 @@ use k8s_openapi::api::authorization::v1::{
 use kube::api::{Api, PostParams};
 
 use super::{ReviewError, Reviews, User};
-use crate::cluster::client::{self, ClientError};
 use crate::config::HubConfig;
+use crate::hub::management::{self, ClientError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AccessError {
     #[error("the management cluster's client: {0}")]
     Client(#[from] ClientError),
-    #[error("no in-cluster configuration ({0}); set hub.serving.context")]
-    InCluster(String),
 }
 
 /// Reviews by the management cluster: `hub.serving.context` in `hub.kubeconfigs`, or the
@@ -32,17 +30,9 @@ pub(in crate::server) struct KubeReviews {
 impl KubeReviews {
     pub(in crate::server) async fn connect(hub: &HubConfig) -> Result<KubeReviews, AccessError> {
         let timeout = hub.request_timeout;
-        let client = match &hub.serving.context {
-            Some(context) => {
-                let kubeconfig = client::load_kubeconfig(None, &hub.kubeconfigs)?;
-                client::connect(kubeconfig, context, timeout).await?
-            }
-            None => {
-                let incluster =
-                    kube::Config::incluster().map_err(|e| AccessError::InCluster(e.to_string()))?;
-                client::from_config(incluster, "in-cluster", timeout)?
-            }
-        };
+        let context = hub.serving.context.as_deref();
+        let client =
+            management::client(&hub.kubeconfigs, context, timeout, "hub.serving.context").await?;
         Ok(KubeReviews { client, timeout })
     }
 
