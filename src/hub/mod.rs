@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use self::fleet::{Fleet, ReloadStatus};
 pub use self::fleet::{FleetView, HubStatus};
+pub use self::view::ClusterReport;
 use self::leader::{LeaderConfig, LeaderElector, LeaderState};
 use self::membership::Members;
 use self::reload::FileWatch;

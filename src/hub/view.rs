@@ -11,7 +11,9 @@ use tokio::sync::{mpsc, watch};
 use super::health::{FleetHealth, Glance};
 use crate::cluster::ClusterName;
 use crate::cluster::gate::WriteGate;
-use crate::cluster::report::ClusterReport;
+/// A cluster's latest report, as the view serves it to readers (the server reads the fleet
+/// only through this module).
+pub use crate::cluster::report::ClusterReport;
 use crate::cluster::what_if::Ask;
 
 pub(super) type Reports = BTreeMap<ClusterName, Member>;

@@ -7,7 +7,7 @@ use http::{Method, Response, StatusCode, header};
 use http_body_util::Full;
 use serde::Serialize;
 
-use crate::cluster::report::ClusterReport;
+use crate::hub::ClusterReport;
 use crate::engine::plan::PodExplanation;
 use crate::hub::health::{ClusterState, FleetHealth};
 use crate::hub::{FleetView, HubStatus};
