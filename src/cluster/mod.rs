@@ -13,6 +13,7 @@ pub mod error;
 pub mod events;
 pub mod executor;
 pub mod gate;
+pub mod layering;
 pub mod metrics;
 pub mod outcome;
 pub mod pool;
