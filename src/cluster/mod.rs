@@ -12,6 +12,7 @@ pub mod client;
 pub mod error;
 pub mod events;
 pub mod executor;
+pub mod fleet_inputs;
 pub mod gate;
 pub mod layering;
 pub mod metrics;

@@ -68,7 +68,7 @@ impl Runner {
             turn.waited.as_secs_f64() * 1e3,
         );
         let before = Cooldowns::of(&self.state);
-        let policy = self.fleet_policy(now);
+        let policy = self.ctx.fleet.policy(self.ctx.name.as_str(), now);
         let snapshot_span = snapshot_span();
         let snapshot = self.cache.snapshot();
         let effective = snapshot_span.in_scope(|| layering::for_cluster(&spec, snapshot, None));
@@ -276,7 +276,7 @@ fn share_capacity_failures(ctx: &super::Context, plan: &Plan, span: &Span, now: 
         int(plan.capacity_failures.len()),
     );
     let trace = otel::trace_ref(span);
-    ctx.hold.failures().publish(
+    ctx.fleet.share(
         ctx.name.as_str(),
         trace.as_ref(),
         &plan.capacity_failures,
