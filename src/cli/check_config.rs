@@ -7,11 +7,9 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::plan::{OutputFormat, settings_with_sources};
+use crate::cluster::layering::{Layers, layer};
 use crate::config::tracing::TracingState;
-use crate::config::{
-    ConfigError, FleetConfig, FleetHealthConfig, HubConfig, Layers, MembershipConfig,
-    effective_settings,
-};
+use crate::config::{ConfigError, FleetConfig, FleetHealthConfig, HubConfig, MembershipConfig};
 use crate::model::duration::format_go_duration;
 
 #[derive(clap::Args, Debug, Clone)]
@@ -77,11 +75,11 @@ pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConf
         .clusters
         .iter()
         .map(|c| {
-            let overrides = c.overrides_with_groups();
-            let eff = effective_settings(Layers {
+            // Away from the cluster: its ClusterAutoscaler is not known.
+            let eff = layer(Layers {
                 fleet_defaults: Some(&cfg.defaults),
                 cluster_autoscaler: None,
-                overrides: Some(&overrides),
+                cluster: Some(c),
                 flags: None,
             });
             ClusterReport {

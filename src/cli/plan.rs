@@ -10,7 +10,8 @@ use jiff::Timestamp;
 use serde::Serialize;
 
 use super::render;
-use crate::config::{EffectiveSettings, FleetConfig, Layers, effective_settings};
+use crate::cluster::layering::{EffectiveSettings, Layers, layer};
+use crate::config::FleetConfig;
 use crate::engine::settings::{ExpanderKind, SettingsPatch};
 use crate::engine::{EngineState, FleetPolicy, Plan, run_once_with};
 use crate::model::dump::{DumpReport, SnapshotBuilder};
@@ -149,14 +150,10 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
         _ => None,
     };
     let flags = flag_patch(args)?;
-    let ca = snapshot
-        .cluster_autoscaler()
-        .filter(|_| cluster.is_none_or(|c| c.use_cluster_autoscaler));
-    let overrides = cluster.map(|c| c.overrides_with_groups());
-    let effective = effective_settings(Layers {
+    let effective = layer(Layers {
         fleet_defaults: fleet.as_ref().map(|f| &f.defaults),
-        cluster_autoscaler: ca.map(|c| &c.spec),
-        overrides: overrides.as_ref(),
+        cluster_autoscaler: snapshot.cluster_autoscaler().map(|c| &c.spec),
+        cluster,
         flags: Some(&flags),
     });
     let now = match &args.now {

@@ -4,15 +4,18 @@
 //! projections fed by watchers and hands the engine its snapshot; `executor` turns a
 //! [`Plan`](crate::engine::plan::Plan) into API calls that are safe to repeat and to
 //! interrupt; `status` and `events` are what users see in the cluster itself; `runner` is
-//! the loop that ties them together, one tokio task per cluster. Nothing here knows about
-//! other clusters: isolation is the hub's promise and this module's shape.
+//! the loop that ties them together, one tokio task per cluster; `layering` makes its
+//! settings. Nothing here knows about other clusters: isolation is the hub's promise and this
+//! module's shape; what the fleet tells a pass comes as one value, `fleet_inputs`.
 
 pub mod cache;
 pub mod client;
 pub mod error;
 pub mod events;
 pub mod executor;
+pub mod fleet_inputs;
 pub mod gate;
+pub mod layering;
 pub mod metrics;
 pub mod outcome;
 pub mod pool;

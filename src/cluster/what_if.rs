@@ -1,7 +1,9 @@
 //! What-if for one cluster: a proposed change of settings (fleet.toml keys, or a
-//! ClusterAutoscaler as it would be applied) layered exactly as the hub layers the settings
-//! in force, and both passes run on the same snapshot, memory and time. Read only: nothing
-//! here writes, and the engine's memory is cloned for each pass. `fleetscaler what-if` calls
+//! ClusterAutoscaler as it would be applied), layered on the settings in force by
+//! `cluster::layering` as every pass's are, and both passes run on the same snapshot, memory,
+//! fleet policy and time; what differs is the settings changed (with the layer that set
+//! each), what the proposal cannot reach, and the two plans compared by `engine::what_if`.
+//! Read only: nothing here writes, and the engine's memory is cloned for each pass. `fleetscaler what-if` calls
 //! it on snapshots it reads; a running hub's runners call it on their caches
 //! (`/api/v1/what-if`).
 
@@ -11,9 +13,9 @@ use jiff::Timestamp;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use super::layering::{self, EffectiveSettings, SettingSource};
 use super::runner::RunnerSpec;
 use crate::config::assign::{AssignError, parse_assignments};
-use crate::config::{EffectiveSettings, Layers, SettingSource, effective_settings};
 use crate::engine::settings::{Settings, SettingsPatch};
 use crate::engine::what_if::{Change, Diff, compare};
 use crate::engine::{EngineState, FleetPolicy, run_once_with};
@@ -157,33 +159,6 @@ fn layer(items: &[(&String, String)]) -> Result<SettingsPatch, AssignError> {
     Ok(patch)
 }
 
-/// The settings of one cluster as the hub layers them (fleet defaults, the cluster's own
-/// ClusterAutoscaler when it is used, its overrides), with a proposal on them when given.
-pub fn effective(
-    spec: &RunnerSpec,
-    snapshot: &ClusterSnapshot,
-    proposal: Option<&Proposal>,
-) -> EffectiveSettings {
-    let overrides = spec.cluster.overrides_with_groups();
-    let defaults = match proposal {
-        Some(p) => p.defaults.over(&spec.defaults),
-        None => spec.defaults.clone(),
-    };
-    let own = snapshot.cluster_autoscaler().map(|c| &c.spec);
-    let proposed = proposal.and_then(|p| p.cluster_autoscaler.as_ref());
-    let cluster_autoscaler = spec
-        .cluster
-        .use_cluster_autoscaler
-        .then_some(proposed.or(own))
-        .flatten();
-    effective_settings(Layers {
-        fleet_defaults: Some(&defaults),
-        cluster_autoscaler,
-        overrides: Some(&overrides),
-        flags: proposal.map(|p| &p.top),
-    })
-}
-
 /// One cluster's answer.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -318,8 +293,8 @@ pub fn evaluate(
     proposal: &Proposal,
     now: Timestamp,
 ) -> ClusterAnswer {
-    let current = effective(spec, snapshot, None);
-    let proposed = effective(spec, snapshot, Some(proposal));
+    let current = layering::for_cluster(spec, snapshot, None);
+    let proposed = layering::for_cluster(spec, snapshot, Some(proposal));
     let settings = setting_changes(&current, &proposed);
     let notes = notes(spec, proposal, &proposed);
     let diff = if settings.is_empty() {

@@ -1,18 +1,15 @@
 //! `fleet.toml`: the fleet's configuration, read with the `config` crate (with
-//! `FLEETSCALER_<TABLE>__<KEY>` environment overrides), validated with every problem reported
-//! at once with its key path, and the layering of settings per cluster: upstream defaults,
-//! then the fleet's `[defaults]`, then the cluster's own `ClusterAutoscaler` resource (when
-//! present and allowed), then the cluster's `overrides`, then command-line flags. Every
-//! effective value keeps where it came from.
+//! `FLEETSCALER_<TABLE>__<KEY>` environment overrides) and validated with every problem
+//! reported at once with its key path. How a cluster's settings are layered from it (and
+//! from its ClusterAutoscaler) is `cluster::layering`'s.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::settings::{SETTING_KEYS, SettingWarning, Settings, SettingsPatch};
-use crate::model::autoscaler::ClusterAutoscalerSpec;
+use crate::engine::settings::{Settings, SettingsPatch};
 
 pub mod assign;
 mod env;
@@ -98,15 +95,6 @@ impl ClusterConfig {
     /// The kubeconfig context this cluster is reached through.
     pub fn context(&self) -> &str {
         self.context.as_deref().unwrap_or(&self.name)
-    }
-
-    /// This cluster's overrides with its `node_groups` in them.
-    pub fn overrides_with_groups(&self) -> SettingsPatch {
-        let mut patch = self.overrides.clone();
-        if !self.node_groups.is_empty() && patch.node_groups.is_none() {
-            patch.node_groups = Some(self.node_groups.clone());
-        }
-        patch
     }
 }
 
@@ -307,176 +295,9 @@ pub fn check_patch(patch: &SettingsPatch, at: &str, issues: &mut Vec<ConfigIssue
     }));
 }
 
-/// Where an effective setting came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum SettingSource {
-    /// The upstream autoscaler's default.
-    Default,
-    /// fleet.toml `[defaults]`.
-    FleetDefaults,
-    /// The cluster's own `ClusterAutoscaler` resource.
-    ClusterAutoscaler,
-    /// fleet.toml `[[clusters]] overrides`.
-    ClusterOverrides,
-    /// A command-line flag.
-    Flags,
-}
-
-impl fmt::Display for SettingSource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            SettingSource::Default => "default",
-            SettingSource::FleetDefaults => "fleet defaults",
-            SettingSource::ClusterAutoscaler => "ClusterAutoscaler",
-            SettingSource::ClusterOverrides => "cluster overrides",
-            SettingSource::Flags => "flags",
-        })
-    }
-}
-
-/// The settings one cluster runs with, each value's source, and what was set aside.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct EffectiveSettings {
-    pub settings: Settings,
-    pub sources: BTreeMap<&'static str, SettingSource>,
-    pub warnings: Vec<SettingWarning>,
-}
-
-/// The layers of one cluster's settings, lowest first.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Layers<'a> {
-    pub fleet_defaults: Option<&'a SettingsPatch>,
-    pub cluster_autoscaler: Option<&'a ClusterAutoscalerSpec>,
-    pub overrides: Option<&'a SettingsPatch>,
-    pub flags: Option<&'a SettingsPatch>,
-}
-
-impl EffectiveSettings {
-    /// `{key: {value, source}}` for every setting, as `plan -o json` and the API show them.
-    pub fn with_sources(&self) -> serde_json::Value {
-        let values = serde_json::to_value(&self.settings).unwrap_or_default();
-        let mut out = serde_json::Map::new();
-        for (key, source) in &self.sources {
-            let value = values.get(*key).cloned().unwrap_or(serde_json::Value::Null);
-            out.insert(
-                key.to_string(),
-                serde_json::json!({"value": value, "source": source}),
-            );
-        }
-        serde_json::Value::Object(out)
-    }
-}
-
-pub fn effective_settings(layers: Layers) -> EffectiveSettings {
-    let mut settings = Settings::default();
-    let mut sources: BTreeMap<&'static str, SettingSource> = SETTING_KEYS
-        .iter()
-        .map(|k| (*k, SettingSource::Default))
-        .collect();
-    let mut warnings = Vec::new();
-    let mut apply = |patch: &SettingsPatch, source: SettingSource| {
-        let (set, problems) = patch.apply_to(&mut settings);
-        for key in set {
-            sources.insert(key, source);
-        }
-        warnings.extend(problems);
-    };
-    if let Some(p) = layers.fleet_defaults {
-        apply(p, SettingSource::FleetDefaults);
-    }
-    let ca_problems = layers.cluster_autoscaler.map(|ca| {
-        let (patch, problems) = SettingsPatch::from_cluster_autoscaler(ca);
-        apply(&patch, SettingSource::ClusterAutoscaler);
-        problems
-    });
-    if let Some(p) = layers.overrides {
-        apply(p, SettingSource::ClusterOverrides);
-    }
-    if let Some(p) = layers.flags {
-        apply(p, SettingSource::Flags);
-    }
-    warnings.extend(ca_problems.into_iter().flatten());
-    EffectiveSettings {
-        settings,
-        sources,
-        warnings,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use crate::engine::settings::Range;
-
-    const EXAMPLE: &str = r#"
-[defaults]
-balance_similar_node_groups = true
-expanders = ["priority", "least-waste"]
-
-[[clusters]]
-name = "prod-east"
-context = "prod-east-admin"
-
-[clusters.overrides]
-max_nodes_total = 50
-cores = { min = 8, max = 256 }
-
-[[clusters]]
-name = "lab"
-use_cluster_autoscaler = false
-"#;
-
-    #[test]
-    fn parses_and_layers_with_sources() {
-        let cfg = FleetConfig::parse(EXAMPLE, "fleet.toml").unwrap();
-        let east = cfg.cluster("prod-east").unwrap();
-        assert_eq!(east.context.as_deref(), Some("prod-east-admin"));
-        assert!(
-            east.enabled
-                && cfg
-                    .cluster("lab")
-                    .is_some_and(|c| !c.use_cluster_autoscaler)
-        );
-        let ca = ClusterAutoscalerSpec {
-            pod_priority_threshold: Some(-5),
-            resource_limits: Some(crate::model::autoscaler::ResourceLimitsSpec {
-                max_nodes_total: Some(20),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        let eff = effective_settings(Layers {
-            fleet_defaults: Some(&cfg.defaults),
-            cluster_autoscaler: Some(&ca),
-            overrides: Some(&east.overrides),
-            flags: None,
-        });
-        assert_eq!(eff.settings.max_nodes_total, Some(50));
-        assert_eq!(
-            eff.sources["max_nodes_total"],
-            SettingSource::ClusterOverrides
-        );
-        assert_eq!(eff.settings.pod_priority_threshold, -5);
-        assert_eq!(
-            eff.sources["pod_priority_threshold"],
-            SettingSource::ClusterAutoscaler
-        );
-        assert!(eff.settings.balance_similar_node_groups);
-        assert_eq!(
-            eff.sources["balance_similar_node_groups"],
-            SettingSource::FleetDefaults
-        );
-        assert_eq!(
-            eff.settings.cores,
-            Range {
-                min: 8,
-                max: Some(256)
-            }
-        );
-        assert_eq!(eff.sources["seed"], SettingSource::Default);
-    }
 
     #[test]
     fn every_problem_is_reported_with_its_key_path() {

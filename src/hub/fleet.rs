@@ -19,7 +19,8 @@ use super::supervise::{Connection, Supervised, supervise};
 pub use super::view::{FleetView, HubStatus, ReloadStatus};
 use super::view::{Member, Reports};
 use crate::cluster::ClusterName;
-use crate::cluster::gate::{FleetLink, WriteGate, hold_channel};
+use crate::cluster::fleet_inputs::{self, FleetInputsSender};
+use crate::cluster::gate::WriteGate;
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::RunnerSpec;
 use crate::cluster::what_if::{Ask, inbox};
@@ -77,9 +78,9 @@ pub struct Fleet {
     pub(super) hub: watch::Sender<HubStatus>,
     health_config: FleetHealthConfig,
     health: watch::Sender<FleetHealth>,
-    /// Sets the scale-down hold every runner reads.
-    hold: watch::Sender<Option<String>>,
-    hold_rx: FleetLink,
+    /// The fleet's inputs every runner's passes read: the scale-down hold set here, the
+    /// capacity failures the clusters share.
+    inputs: FleetInputsSender,
     /// Turns for engine passes, shared by every cluster (sized once, at the first apply).
     pool: Option<crate::cluster::pool::PassPool>,
     /// With sharding: this replica's part (it runs the clusters it owns).
@@ -100,9 +101,9 @@ impl Fleet {
         let (clusters, clusters_rx) = watch::channel(Arc::new(Reports::new()));
         let (hub, hub_rx) = watch::channel(status);
         let (health, health_rx) = watch::channel(FleetHealth::starting(Timestamp::now()));
-        let (hold, hold_rx) = hold_channel();
+        let inputs = fleet_inputs::channel();
         let view = FleetView {
-            failures: hold_rx.failures().clone(),
+            failures: inputs.failures().clone(),
             clusters: clusters_rx,
             hub: hub_rx,
             gate: gate.clone(),
@@ -119,8 +120,7 @@ impl Fleet {
             hub,
             health_config: FleetHealthConfig::default(),
             health,
-            hold,
-            hold_rx,
+            inputs,
             pool: None,
             shards: None,
             remote_glances: Vec::new(),
@@ -159,7 +159,7 @@ impl Fleet {
         let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
         let status = shard::assign(shards.identity(), &peers, &names);
         let others = peers.iter().filter(|p| !p.this);
-        self.hold_rx
+        self.inputs
             .failures()
             .set_remote(others.clone().flat_map(|p| p.gossip.failures.clone()));
         self.remote_glances = others.flat_map(|p| p.gossip.glances.clone()).collect();
@@ -182,7 +182,7 @@ impl Fleet {
         let concurrency = config.hub.pass_concurrency;
         self.pool
             .get_or_insert_with(|| crate::cluster::pool::PassPool::new(concurrency));
-        self.hold_rx
+        self.inputs
             .failures()
             .configure(&config.fleet.shared_failures);
         let mut changes = Changes::default();
@@ -266,7 +266,7 @@ impl Fleet {
                     name,
                     connection: connection.clone(),
                     gate,
-                    hold: self.hold_rx.clone(),
+                    fleet: self.inputs.link(),
                     instance: self.instance.clone(),
                     spec: spec_rx,
                     report: report_tx,
@@ -362,12 +362,7 @@ impl Fleet {
                 }
             }
         }
-        let hold = next.hold();
-        self.hold.send_if_modified(|h| {
-            let changed = *h != hold;
-            *h = hold;
-            changed
-        });
+        self.inputs.set_scale_down_hold(next.hold());
         self.health.send_replace(next);
     }
 

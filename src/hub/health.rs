@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::ClusterName;
+use crate::cluster::fleet_inputs::ScaleDownHold;
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::config::FleetHealthConfig;
 
@@ -166,10 +167,12 @@ impl FleetHealth {
         }
     }
 
-    /// The reason scale-down is held back in every cluster, while it is.
-    pub fn hold(&self) -> Option<String> {
+    /// Why scale-down is held back in every cluster, while it is.
+    pub fn hold(&self) -> Option<ScaleDownHold> {
         self.scale_down_paused
-            .then(|| format!("the fleet is degraded: {}", self.reason))
+            .then(|| ScaleDownHold::FleetDegraded {
+                why: self.reason.clone(),
+            })
     }
 }
 
@@ -320,7 +323,7 @@ mod tests {
         );
         assert!(
             h.hold()
-                .is_some_and(|r| r.contains("more than 50% of clusters"))
+                .is_some_and(|r| r.to_string().contains("more than 50% of clusters"))
         );
         // Exactly half is not more than half.
         let h = judge(&reports[..1], &config);

@@ -16,7 +16,8 @@ use tracing::Instrument;
 use crate::cluster::ClusterName;
 use crate::cluster::client::{connect_as, inline_kubeconfig, load_kubeconfig, user_agent};
 use crate::cluster::error::Category;
-use crate::cluster::gate::{FleetLink, WriteGate};
+use crate::cluster::fleet_inputs::FleetLink;
+use crate::cluster::gate::WriteGate;
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::{self, Context, EngineMemory, RunnerError, RunnerSpec, Timing};
 use crate::config::membership::Discovered;
@@ -48,7 +49,8 @@ pub struct Supervised {
     pub name: ClusterName,
     pub connection: Connection,
     pub gate: WriteGate,
-    pub hold: FleetLink,
+    /// The fleet's inputs to the cluster's passes.
+    pub fleet: FleetLink,
     /// This hub replica's name (on events).
     pub instance: String,
     pub spec: watch::Receiver<Arc<RunnerSpec>>,
@@ -168,7 +170,7 @@ where
         name: s.name.clone(),
         client,
         gate: s.gate.clone(),
-        hold: s.hold.clone(),
+        fleet: s.fleet.clone(),
         timing: c.timing.clone(),
         status_namespace: c.status_namespace.clone(),
         instance: s.instance.clone(),
@@ -237,7 +239,7 @@ mod tests {
                 status_namespace: "ns".into(),
             },
             gate: WriteGate::always_open(),
-            hold: FleetLink::never(),
+            fleet: FleetLink::never(),
             instance: "test".into(),
             spec: spec_rx,
             report,

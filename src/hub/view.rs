@@ -68,7 +68,7 @@ pub struct FleetView {
     pub(super) leader: Option<watch::Receiver<super::leader::LeaderState>>,
     pub(super) health: watch::Receiver<FleetHealth>,
     /// The capacity failures the clusters share now.
-    pub(super) failures: crate::cluster::gate::SharedFailures,
+    pub(super) failures: crate::cluster::fleet_inputs::SharedFailures,
     /// Held while a what-if is evaluated (one at a time).
     pub(super) what_if_turn: Arc<tokio::sync::Mutex<()>>,
 }

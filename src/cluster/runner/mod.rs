@@ -30,7 +30,8 @@ use super::cache::{Cache, Change, Update, discovery, watch as watches};
 use super::error::{CallError, Category};
 use super::events::{EventRecorder, RecorderSettings};
 use super::executor::Executor;
-use super::gate::{FleetLink, WriteGate};
+use super::fleet_inputs::FleetLink;
+use super::gate::WriteGate;
 use super::outcome::Entry;
 use super::report::{ClusterReport, Phase};
 use super::status::{StatusSettings, StatusWriter};
@@ -97,9 +98,9 @@ pub struct Context {
     pub name: ClusterName,
     pub client: kube::Client,
     pub gate: WriteGate,
-    /// Why scale-down is held back fleet-wide, while it is, and the capacity failures the
-    /// fleet's clusters share.
-    pub hold: FleetLink,
+    /// The fleet's inputs each pass reads (`FleetInputs`), and where it shares the capacity
+    /// failures it finds.
+    pub fleet: FleetLink,
     pub timing: Timing,
     pub status_namespace: String,
     /// This hub replica's name, on the events it writes.

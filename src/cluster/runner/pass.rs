@@ -9,11 +9,11 @@ use tokio::time::Instant;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use super::{Runner, RunnerSpec};
+use super::Runner;
 use crate::cluster::events::events_for;
+use crate::cluster::layering;
 use crate::cluster::outcome::{Action, Entry, Outcome};
 use crate::cluster::report::{PassSummary, Phase};
-use crate::config::EffectiveSettings;
 use crate::engine::FleetPolicy;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
 use crate::engine::policy::SharedFailure;
@@ -68,10 +68,10 @@ impl Runner {
             turn.waited.as_secs_f64() * 1e3,
         );
         let before = Cooldowns::of(&self.state);
-        let policy = self.fleet_policy(now);
+        let policy = self.ctx.fleet.policy(self.ctx.name.as_str(), now);
         let snapshot_span = snapshot_span();
         let snapshot = self.cache.snapshot();
-        let effective = snapshot_span.in_scope(|| effective_for(&spec, snapshot));
+        let effective = snapshot_span.in_scope(|| layering::for_cluster(&spec, snapshot, None));
         let with_sources = Arc::new(effective.with_sources());
         record_snapshot(&snapshot_span, snapshot);
         drop(snapshot_span);
@@ -276,7 +276,7 @@ fn share_capacity_failures(ctx: &super::Context, plan: &Plan, span: &Span, now: 
         int(plan.capacity_failures.len()),
     );
     let trace = otel::trace_ref(span);
-    ctx.hold.failures().publish(
+    ctx.fleet.share(
         ctx.name.as_str(),
         trace.as_ref(),
         &plan.capacity_failures,
@@ -328,11 +328,6 @@ fn held_entries(plan: &Plan) -> Vec<Entry> {
             Entry::skipped(action, why.clone())
         })
         .collect()
-}
-
-/// Fleet defaults, then the cluster's own ClusterAutoscaler (when allowed), then its overrides.
-fn effective_for(spec: &RunnerSpec, snapshot: &ClusterSnapshot) -> EffectiveSettings {
-    crate::cluster::what_if::effective(spec, snapshot, None)
 }
 
 /// The engine is CPU work: on a multi-threaded runtime it runs in place while other tasks

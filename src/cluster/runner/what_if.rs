@@ -8,7 +8,6 @@ use tokio::time::Instant;
 
 use super::Runner;
 use crate::cluster::what_if::{Ask, ClusterAnswer, evaluate};
-use crate::engine::FleetPolicy;
 use crate::telemetry::TRACES;
 
 /// The runner's end of its cluster's what-if inbox, if it holds it.
@@ -23,18 +22,6 @@ pub(super) async fn next(asks: &mut Asks) -> Option<Ask> {
 }
 
 impl Runner {
-    /// The fleet's decisions for this cluster's pass at `now`.
-    pub(super) fn fleet_policy(&self, now: Timestamp) -> FleetPolicy {
-        FleetPolicy {
-            scale_down_hold: self.ctx.hold.reason(),
-            shared_failures: self
-                .ctx
-                .hold
-                .failures()
-                .for_cluster(self.ctx.name.as_str(), now),
-        }
-    }
-
     /// Answers one what-if, on a turn of the fleet's pool like a pass; a cache too old to
     /// act on is not evaluated either.
     pub(super) async fn answer_what_if(&mut self, ask: Ask) {
@@ -45,7 +32,7 @@ impl Runner {
             None => {
                 let _turn = self.ctx.pool.turn().await;
                 let spec = self.spec.borrow().clone();
-                let policy = self.fleet_policy(now);
+                let policy = self.ctx.fleet.policy(&name, now);
                 let span = tracing::info_span!(target: TRACES, "what-if", k8s.cluster.name = %name);
                 let snapshot = self.cache.snapshot();
                 let state = &self.state;
