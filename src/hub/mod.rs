@@ -25,12 +25,12 @@ use tokio_util::sync::CancellationToken;
 
 use self::fleet::{Fleet, ReloadStatus};
 pub use self::fleet::{FleetView, HubStatus};
-pub use self::view::ClusterReport;
 use self::leader::{LeaderConfig, LeaderElector, LeaderState};
 use self::membership::Members;
 use self::reload::FileWatch;
 use self::shard::peers::Gossip;
 use self::shard::{ShardConfig, Shards};
+pub use self::view::ClusterReport;
 use crate::cluster::client::ClientError;
 use crate::cluster::gate::{self, WriteGate};
 use crate::config::FleetConfig;

@@ -11,7 +11,10 @@ use tokio::sync::oneshot;
 
 use super::view::{FleetView, Member};
 use crate::cluster::report::Phase;
-use crate::cluster::what_if::{Ask, ClusterAnswer, FleetAnswer, Proposal};
+use crate::cluster::what_if::{Ask, ClusterAnswer, FleetAnswer};
+/// A proposal of settings and its reading from a ClusterAutoscaler, for those who ask the
+/// fleet a what-if (the server reads the fleet only through the hub).
+pub use crate::cluster::what_if::{Proposal, read_cluster_autoscaler};
 
 /// Why a what-if was not evaluated at all.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -7,8 +7,8 @@ use http::{Method, Response, StatusCode, header};
 use http_body_util::Full;
 use serde::Serialize;
 
-use crate::hub::ClusterReport;
 use crate::engine::plan::PodExplanation;
+use crate::hub::ClusterReport;
 use crate::hub::health::{ClusterState, FleetHealth};
 use crate::hub::{FleetView, HubStatus};
 

@@ -10,9 +10,8 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 
 use super::api::{json, text};
-use crate::cluster::what_if::{Proposal, read_cluster_autoscaler};
 use crate::hub::FleetView;
-use crate::hub::what_if::WhatIfError;
+use crate::hub::what_if::{Proposal, WhatIfError, read_cluster_autoscaler};
 
 /// The longest a cluster is waited for.
 const MAX_WAIT: Duration = Duration::from_secs(20);
