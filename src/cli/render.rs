@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use super::plan::PlanReport;
 use crate::engine::plan::PodExplanation;
 use crate::engine::template::TemplateSource;
+use crate::model::ScalableKind;
 
 pub fn plan(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
     let p = &report.plan;
@@ -53,7 +54,8 @@ fn node_groups(report: &PlanReport, out: &mut impl Write) -> io::Result<()> {
     if groups.is_empty() {
         return writeln!(
             out,
-            "  none: no MachineSet or MachineDeployment opts in to autoscaling"
+            "  none: no {} opts in to autoscaling",
+            ScalableKind::names()
         );
     }
     // Capped: a longer id (a hostile dump can hold any) spills past its column instead of

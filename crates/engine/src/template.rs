@@ -22,7 +22,7 @@ use fleetscaler_model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resourc
 use fleetscaler_model::scheduling::{
     HOSTNAME_LABEL, HostPort, Taint, TaintEffect, Toleration, untolerated_taint,
 };
-use fleetscaler_model::{ClusterSnapshot, ScalableKind, ScalableResource};
+use fleetscaler_model::{ClusterSnapshot, ScalableResource};
 
 pub const CAPACITY_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io/";
 pub const GPU_LABEL: &str = "cluster-api/accelerator";
@@ -230,15 +230,15 @@ fn add_daemon(template: &mut TemplateNode, spec: &PodSpec) {
         .extend(spec.host_ports.iter().cloned());
 }
 
-/// The resources whose annotations (and platform) are read: the group's own, then (for a
-/// MachineDeployment) its MachineSets, as either may carry them.
+/// The resources whose annotations (and platform) are read: the group's own, then (when it
+/// owns scalable resources: a MachineDeployment) the ones it owns, as either may carry them.
 fn annotated_resources<'a>(
     snapshot: &'a ClusterSnapshot,
     group: &NodeGroup,
 ) -> Vec<&'a ScalableResource> {
     let own = &snapshot.scalables[group.resource];
     let mut out = vec![own];
-    if own.kind == ScalableKind::MachineDeployment {
+    if own.kind.descriptor().owns_scalables() {
         out.extend(group.machine_sets.iter().map(|&i| &snapshot.scalables[i]));
     }
     out

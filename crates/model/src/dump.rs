@@ -13,8 +13,9 @@ use serde_json::Value;
 
 use super::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
 use super::infra::{INFRASTRUCTURE_GROUP, InfrastructureTemplate};
-use super::machine::{Machine, ScalableKind, ScalableResource};
+use super::machine::{Machine, ScalableResource};
 use super::machine_api::MachineApiGroup;
+use super::machine_kind::MachineKind;
 use super::meta::{FieldError, Projector, key_of};
 use super::node::Node;
 use super::pod::Pod;
@@ -205,7 +206,7 @@ impl SnapshotBuilder {
         Ok(())
     }
 
-    /// MachineSets, MachineDeployments and Machines of a version the hub reads (both
+    /// Objects of the Machine API kinds ([`MachineKind::ALL`]) of a version the hub reads (both
     /// versions of Cluster API: the projections read the fields where they agree, and the
     /// moved ones from both places). The same kinds at another version are left out with a
     /// warning; anything else is counted as skipped.
@@ -215,9 +216,9 @@ impl SnapshotBuilder {
         kind: &str,
         value: Value,
     ) -> Result<(), FieldError> {
-        let scalable = ScalableKind::parse(kind);
+        let described = MachineKind::named(kind);
         let group = MachineApiGroup::from_api_version(api_version);
-        let Some(api) = group.filter(|_| scalable.is_some() || kind == "Machine") else {
+        let Some((api, described)) = group.zip(described) else {
             *self
                 .report
                 .skipped
@@ -234,7 +235,9 @@ impl SnapshotBuilder {
             return Ok(());
         }
         let p = &mut self.projector;
-        match scalable {
+        // Per kind: the projection. Machines are the one kind that does not scale; a new
+        // kind that does not scale needs a projection of its own here.
+        match described.scalable {
             Some(k) => self
                 .snapshot
                 .scalables

@@ -15,46 +15,17 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1 as corev1;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::infra::InfraRef;
 use super::labels::Labels;
 use super::machine_api::MachineApiGroup;
+pub use super::machine_kind::ScalableKind;
 use super::meta::{
     FieldError, ObjectKey, OwnerRef, Projector, controller_of, key_of, taints, timestamp,
 };
 use super::platform;
 use super::scheduling::{Taint, ZONE_LABEL};
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum ScalableKind {
-    MachineSet,
-    MachineDeployment,
-}
-
-impl ScalableKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ScalableKind::MachineSet => "MachineSet",
-            ScalableKind::MachineDeployment => "MachineDeployment",
-        }
-    }
-
-    /// The kind named `kind` (`MachineSet`, `MachineDeployment`).
-    pub fn parse(kind: &str) -> Option<Self> {
-        [ScalableKind::MachineSet, ScalableKind::MachineDeployment]
-            .into_iter()
-            .find(|k| k.as_str() == kind)
-    }
-
-    /// The resource's plural, as in its URL.
-    pub fn plural(self) -> &'static str {
-        match self {
-            ScalableKind::MachineSet => "machinesets",
-            ScalableKind::MachineDeployment => "machinedeployments",
-        }
-    }
-}
 
 /// A MachineSet or MachineDeployment: what a node group scales.
 #[derive(Clone, Debug, PartialEq)]

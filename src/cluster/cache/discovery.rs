@@ -18,7 +18,8 @@ use kube::api::{ApiResource, GroupVersionKind};
 use super::update::Kind;
 use crate::cluster::error::{CallError, call};
 use crate::model::machine_api::VersionChoice;
-use crate::model::{MachineApi, MachineApiGroup, MachineApis, ScalableKind};
+use crate::model::machine_kind::join_names;
+use crate::model::{MachineApi, MachineApiGroup, MachineApis, MachineKind};
 
 /// The kinds a cluster serves, with how to reach the ones read without generated types.
 #[derive(Clone, Debug, Default)]
@@ -32,11 +33,14 @@ pub struct Served {
     pub warnings: Vec<String>,
 }
 
-/// The resources of one group version the cache wants: (plural, kind, our kind).
-type Wanted = &'static [(&'static str, &'static str, Kind)];
+/// One resource the cache wants: (plural, kind, our kind).
+type Resource = (&'static str, &'static str, Kind);
+
+/// The resources of one group version the cache wants.
+type Wanted = Vec<Resource>;
 
 /// Group versions read at a fixed version.
-const FIXED: &[(&str, Wanted)] = &[
+const FIXED: &[(&str, &[Resource])] = &[
     ("apps/v1", &[("daemonsets", "DaemonSet", Kind::DaemonSet)]),
     (
         "policy/v1",
@@ -64,28 +68,12 @@ const FIXED: &[(&str, Wanted)] = &[
     ),
 ];
 
-const OPENSHIFT: MachineApiGroup = MachineApiGroup::OpenShift;
-const CAPI: MachineApiGroup = MachineApiGroup::ClusterApi;
-
-/// The Machine API resources the cache wants of a group, whatever its version.
+/// The Machine API resources the cache wants of a group, whatever its version: every kind
+/// the group serves ([`MachineKind::served_by`]).
 fn machine_resources(group: MachineApiGroup) -> Wanted {
-    const MS: ScalableKind = ScalableKind::MachineSet;
-    const MD: ScalableKind = ScalableKind::MachineDeployment;
-    match group {
-        MachineApiGroup::OpenShift => &[
-            ("machinesets", "MachineSet", Kind::Scalable(OPENSHIFT, MS)),
-            ("machines", "Machine", Kind::Machine(OPENSHIFT)),
-        ],
-        MachineApiGroup::ClusterApi => &[
-            (
-                "machinedeployments",
-                "MachineDeployment",
-                Kind::Scalable(CAPI, MD),
-            ),
-            ("machinesets", "MachineSet", Kind::Scalable(CAPI, MS)),
-            ("machines", "Machine", Kind::Machine(CAPI)),
-        ],
-    }
+    MachineKind::served_by(group)
+        .map(|k| (k.plural, k.name, Kind::machine_api(group, k)))
+        .collect()
 }
 
 /// What the list of API groups decides: the group versions whose resources to look up, the
@@ -107,7 +95,8 @@ pub fn lookup(groups: &APIGroupList) -> Lookup {
     let mut out = Lookup::default();
     for (gv, resources) in FIXED {
         if served.contains(gv) {
-            out.group_versions.push((gv.to_string(), resources));
+            out.group_versions
+                .push((gv.to_string(), resources.to_vec()));
         }
     }
     for group in MachineApiGroup::ALL {
@@ -133,12 +122,16 @@ pub fn lookup(groups: &APIGroupList) -> Lookup {
 
 fn unsupported(group: MachineApiGroup, found: &[String]) -> String {
     let understood: Vec<&str> = group.understood().iter().map(|v| v.as_str()).collect();
+    let kinds: Vec<String> = MachineKind::ALL
+        .iter()
+        .map(|k| format!("{}s", k.name))
+        .collect();
     format!(
-        "the cluster serves {group} only as {}, and fleetscaler reads {} only: its \
-         MachineSets, MachineDeployments and Machines are not watched, so none of them is a \
-         node group",
+        "the cluster serves {group} only as {}, and fleetscaler reads {} only: its {} are not \
+         watched, so none of them is a node group",
         found.join(", "),
-        understood.join(" or ")
+        understood.join(" or "),
+        join_names(&kinds, "and")
     )
 }
 
@@ -169,7 +162,7 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
             client.list_api_group_resources(group_version),
         )
         .await?;
-        for (plural, kind_name, kind) in *resources {
+        for (plural, kind_name, kind) in resources {
             if list.resources.iter().any(|r| r.name == *plural) {
                 served.kinds.push(*kind);
                 if !matches!(kind, Kind::DaemonSet | Kind::PodDisruptionBudget) {
@@ -195,15 +188,18 @@ fn api_resource(group_version: &str, kind: &str, plural: &str) -> ApiResource {
 }
 
 /// A Machine API kind at the version chosen for its group: how the executor reaches it.
-pub fn machine_api_resource(api: MachineApi, kind: &str, plural: &str) -> ApiResource {
-    let gvk = GroupVersionKind::gvk(api.group.domain(), api.version.as_str(), kind);
-    ApiResource::from_gvk_with_plural(&gvk, plural)
+pub fn machine_api_resource(api: MachineApi, kind: &MachineKind) -> ApiResource {
+    let gvk = GroupVersionKind::gvk(api.group.domain(), api.version.as_str(), kind.name);
+    ApiResource::from_gvk_with_plural(&gvk, kind.plural)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::model::MachineApiVersion;
+
+    const OPENSHIFT: MachineApiGroup = MachineApiGroup::OpenShift;
+    const CAPI: MachineApiGroup = MachineApiGroup::ClusterApi;
 
     /// An API group list as `GET /apis` answers it.
     fn groups(entries: &[(&str, &[&str], &str)]) -> APIGroupList {
@@ -241,6 +237,29 @@ mod tests {
         );
         assert_eq!(p.machine_apis.get(OPENSHIFT), None);
         assert!(p.warnings.is_empty());
+    }
+
+    #[test]
+    fn each_machine_api_is_watched_for_the_kinds_it_serves() {
+        use crate::model::ScalableKind;
+        let plurals = |g| -> Vec<&str> { machine_resources(g).iter().map(|r| r.0).collect() };
+        assert_eq!(plurals(OPENSHIFT), ["machinesets", "machines"]);
+        assert_eq!(
+            plurals(CAPI),
+            ["machinesets", "machinedeployments", "machines"]
+        );
+        let md = Kind::Scalable(CAPI, ScalableKind::MachineDeployment);
+        assert!(machine_resources(CAPI).contains(&("machinedeployments", "MachineDeployment", md)));
+        assert!(machine_resources(OPENSHIFT).contains(&(
+            "machines",
+            "Machine",
+            Kind::Machine(OPENSHIFT)
+        )));
+        assert_eq!(md.describe(), "machinedeployments.cluster.x-k8s.io");
+        assert_eq!(
+            Kind::Machine(OPENSHIFT).describe(),
+            "machines.machine.openshift.io"
+        );
     }
 
     #[test]

@@ -404,6 +404,7 @@ impl Cache {
         let key = key_of(&o.metadata, p);
         let value = serde_json::to_value(&o).map_err(|e| FieldError::new("", format!("{e}")))?;
         self.dirty = true;
+        // Per kind: the projection (what scales, or Machines; see `Kind::machine_api`).
         match kind {
             Kind::Scalable(api, sk) => {
                 let r = ScalableResource::from_json(api, sk, value, p)?;

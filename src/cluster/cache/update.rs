@@ -5,7 +5,8 @@ use kube::api::DynamicObject;
 
 use super::listwatch::Event;
 use crate::cluster::error::{CallError, Category};
-use crate::model::{MachineApiGroup, ScalableKind};
+use crate::model::machine_kind::MACHINE;
+use crate::model::{MachineApiGroup, MachineKind, ScalableKind};
 
 /// The kinds of object the cache watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -24,6 +25,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind the cache stores objects of a Machine API kind of `group` as. Per kind: the
+    /// cache keeps Machines apart from what scales, so a new kind that does not scale needs
+    /// a store (and a variant) of its own.
+    pub fn machine_api(group: MachineApiGroup, kind: &MachineKind) -> Kind {
+        match kind.scalable {
+            Some(scalable) => Kind::Scalable(group, scalable),
+            None => Kind::Machine(group),
+        }
+    }
+
     /// How the kind is named in status and errors.
     pub fn describe(self) -> String {
         match self {
@@ -33,8 +44,8 @@ impl Kind {
             Kind::PodDisruptionBudget => "poddisruptionbudgets".into(),
             Kind::DaemonSet => "daemonsets".into(),
             Kind::PriorityConfigMap => "the priority expander ConfigMap".into(),
-            Kind::Scalable(api, kind) => format!("{}s.{}", kind.as_str().to_lowercase(), api),
-            Kind::Machine(api) => format!("machines.{api}"),
+            Kind::Scalable(api, kind) => format!("{}.{api}", kind.plural()),
+            Kind::Machine(api) => format!("{}.{api}", MACHINE.plural),
             Kind::ClusterAutoscaler => "clusterautoscalers".into(),
             Kind::MachineAutoscaler => "machineautoscalers".into(),
         }

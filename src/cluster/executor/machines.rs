@@ -22,6 +22,7 @@ use super::{CONFLICT_ATTEMPTS, Context, SCALE_DOWN_FROM_ANNOTATION, SCALE_DOWN_G
 use crate::cluster::cache::discovery::machine_api_resource;
 use crate::cluster::error::{CallError, Write};
 use crate::engine::nodegroups::NodeGroupId;
+use crate::model::machine_kind::MACHINE;
 use crate::model::{MachineApi, MachineApiGroup, ObjectKey};
 
 /// A Machine, by API group (at the version the cluster is written through) and key.
@@ -49,7 +50,7 @@ impl MachineRef {
     fn write(&self, method: &'static str) -> Write<'_> {
         Write {
             method,
-            kind: "Machine",
+            kind: MACHINE.name,
             subresource: None,
             namespace: Some(&self.key.namespace),
             name: &self.key.name,
@@ -97,7 +98,7 @@ impl MachineRef {
 
 /// The Machines of one API group, at the version chosen for it.
 pub(super) fn machine_resource(api: MachineApi) -> ApiResource {
-    machine_api_resource(api, "Machine", "machines")
+    machine_api_resource(api, &MACHINE)
 }
 
 fn annotations(obj: &DynamicObject) -> Option<&BTreeMap<String, String>> {

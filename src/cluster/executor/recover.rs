@@ -24,6 +24,7 @@ use crate::cluster::cache::discovery::machine_api_resource;
 use crate::cluster::error::{CallError, Category};
 use crate::cluster::outcome::{Action, Entry};
 use crate::engine::nodegroups::{self, GroupRef, NodeGroupId};
+use crate::model::machine_kind::MACHINE;
 use crate::model::meta::Projector;
 use crate::model::{ClusterSnapshot, Machine, MachineApi, Node, ObjectKey, ScalableKind};
 
@@ -34,8 +35,10 @@ pub(super) struct Pending {
     pub from: u64,
     /// The group recorded on the machine, if readable.
     pub group: Option<(ScalableKind, ObjectKey)>,
-    /// The machine's controlling MachineSet, to find the group by when none is recorded.
+    /// The machine's controller (a MachineSet: of a kind that owns Machines), to find the
+    /// group by when none is recorded, and its kind.
     pub owner_set: Option<String>,
+    pub owner_kind: Option<ScalableKind>,
 }
 
 pub(super) async fn run(
@@ -124,13 +127,12 @@ pub(super) fn pending_decrements(listed: &[(MachineApi, DynamicObject)]) -> Vec<
         })
         .filter_map(|(api, m)| {
             let from = machines::recorded_from(m)?;
-            let owner_set = m
+            let owner = m
                 .metadata
                 .owner_references
                 .iter()
                 .flatten()
-                .find(|o| o.controller == Some(true) && o.kind == "MachineSet")
-                .map(|o| o.name.clone());
+                .find(|o| o.controller == Some(true) && MACHINE.is_owned_by(&o.kind));
             Some(Pending {
                 machine: MachineRef {
                     api: *api,
@@ -141,14 +143,16 @@ pub(super) fn pending_decrements(listed: &[(MachineApi, DynamicObject)]) -> Vec<
                 },
                 from,
                 group: machines::recorded_group(m).and_then(|g| parse_group(g, *api)),
-                owner_set,
+                owner_set: owner.map(|o| o.name.clone()),
+                owner_kind: owner.and_then(|o| ScalableKind::parse(&o.kind)),
             })
         })
         .collect()
 }
 
-/// The group to lower for a pending machine: the one recorded, else its MachineSet's
-/// MachineDeployment, else its MachineSet.
+/// The group to lower for a pending machine: the one recorded, else the top of its chain of
+/// controllers (its MachineSet's MachineDeployment, else its MachineSet), each read for its
+/// controller while its kind may have one.
 async fn group_of(ctx: &Context, p: &Pending) -> Result<Option<ScaleTarget>, CallError> {
     let target = |kind, key: ObjectKey| ScaleTarget {
         group: NodeGroupId::new(p.machine.api.group, kind, &key),
@@ -163,28 +167,38 @@ async fn group_of(ctx: &Context, p: &Pending) -> Result<Option<ScaleTarget>, Cal
     if let Some((kind, key)) = p.group.clone() {
         return Ok(Some(target(kind, key)));
     }
-    let Some(set) = &p.owner_set else {
+    let (Some(set), Some(kind)) = (&p.owner_set, p.owner_kind) else {
         return Ok(None);
     };
     let ns = &p.machine.key.namespace;
-    let ar = machine_api_resource(p.machine.api, "MachineSet", "machinesets");
-    let sets: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
-    let ms = ctx
-        .call(|| format!("get MachineSet {ns}/{set}"), sets.get(set))
-        .await?;
-    let deployment = ms
-        .metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .find(|o| o.controller == Some(true) && o.kind == "MachineDeployment");
-    Ok(Some(match deployment {
-        Some(md) => target(
-            ScalableKind::MachineDeployment,
-            ObjectKey::new(ns, &md.name),
-        ),
-        None => target(ScalableKind::MachineSet, ObjectKey::new(ns, set)),
-    }))
+    let (mut kind, mut name) = (kind, set.clone());
+    // Ends: each step goes up the chain, which has no loops (`machine_kind`'s tests).
+    loop {
+        let described = kind.descriptor();
+        if described.owners().next().is_none() {
+            break;
+        }
+        let ar = machine_api_resource(p.machine.api, described);
+        let objects: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
+        let object = ctx
+            .call(
+                || format!("get {} {ns}/{name}", described.name),
+                objects.get(&name),
+            )
+            .await?;
+        let owner = object
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true) && described.is_owned_by(&o.kind))
+            .and_then(|o| Some((ScalableKind::parse(&o.kind)?, o.name.clone())));
+        match owner {
+            Some(up) => (kind, name) = up,
+            None => break,
+        }
+    }
+    Ok(Some(target(kind, ObjectKey::new(ns, &name))))
 }
 
 /// Lowers the group of a pending machine by one if it still has the recorded replicas;
@@ -199,7 +213,7 @@ async fn finish_decrement(ctx: &Context, dry_run: bool, p: &Pending) -> Option<E
         Err(e) => {
             let group = NodeGroupId::new(
                 p.machine.api.group,
-                ScalableKind::MachineSet,
+                p.owner_kind.unwrap_or(ScalableKind::MachineSet),
                 &ObjectKey::new(
                     &p.machine.key.namespace,
                     p.owner_set.as_deref().unwrap_or("?"),

@@ -38,7 +38,7 @@ impl ScaleTarget {
 
     /// The resource, at the version chosen for its group.
     pub(super) fn resource(&self) -> ApiResource {
-        machine_api_resource(self.api, self.kind.as_str(), self.kind.plural())
+        machine_api_resource(self.api, self.kind.descriptor())
     }
 
     fn api(&self, client: &kube::Client) -> Api<DynamicObject> {

@@ -22,7 +22,7 @@ use fleetscaler::engine::settings::Settings;
 use fleetscaler::engine::state::EngineState;
 use fleetscaler::model::dump::SnapshotBuilder;
 use fleetscaler::model::{
-    ClusterSnapshot, MachineApi, MachineApiGroup, MachineApis, ObjectKey, ScalableKind,
+    ClusterSnapshot, MachineApi, MachineApiGroup, MachineApis, MachineKind, ObjectKey, ScalableKind,
 };
 use fleetscaler::sim::fleet::{ClusterHandle, Fleet};
 use fleetscaler::sim::settings::{Flavor, FleetSettings, Shape, Timing};
@@ -125,12 +125,8 @@ pub async fn machine_api(client: &Client, flavor: Flavor, kind: &str) -> Api<Dyn
         Flavor::ClusterApi => "openshift-cluster-api",
     };
     let api = flavor_api(client, flavor).await;
-    let plural = format!("{}s", kind.to_lowercase());
-    Api::namespaced_with(
-        client.clone(),
-        ns,
-        &machine_api_resource(api, kind, &plural),
-    )
+    let kind = MachineKind::named(kind).expect("a Machine API kind");
+    Api::namespaced_with(client.clone(), ns, &machine_api_resource(api, kind))
 }
 
 /// A group's `spec.replicas`, read through the API.

@@ -81,16 +81,12 @@ pub(super) fn machine_autoscalers_by_target<'a>(
         .collect();
     let mut out: HashMap<TargetKey, Vec<&MachineAutoscaler>> = HashMap::new();
     for ma in &snapshot.machine_autoscalers {
-        let kind = match ma.target_kind.as_str() {
-            "MachineSet" => ScalableKind::MachineSet,
-            "MachineDeployment" => ScalableKind::MachineDeployment,
-            other => {
-                warnings.push(format!(
-                    "MachineAutoscaler {} targets kind {other:?}, which cannot be autoscaled",
-                    ma.key
-                ));
-                continue;
-            }
+        let Some(kind) = ScalableKind::parse(&ma.target_kind) else {
+            warnings.push(format!(
+                "MachineAutoscaler {} targets kind {:?}, which cannot be autoscaled",
+                ma.key, ma.target_kind
+            ));
+            continue;
         };
         let api = MachineApiGroup::from_api_version(&ma.target_api_version)
             .unwrap_or(MachineApiGroup::OpenShift);
@@ -112,22 +108,36 @@ pub(super) fn opts_in(r: &ScalableResource, c: Claims) -> bool {
         || r.annotation(&r.api.max_size_annotation()).is_some()
 }
 
-/// `Ok(None)`: part of an autoscaled MachineDeployment, not a group of its own.
+/// `Ok(None)`: part of an autoscaled owner (a MachineSet of an autoscaled
+/// MachineDeployment), not a group of its own. `autoscaled_owners`: whether each resource
+/// that owns others in the chain opts in.
 pub(super) fn eligibility(
     r: &ScalableResource,
     c: Claims,
-    autoscaled_md: &HashMap<(MachineApiGroup, &ObjectKey), bool>,
+    autoscaled_owners: &HashMap<TargetKey, bool>,
 ) -> Result<Option<NodeGroup>, String> {
-    if let Some(owner) = r.owner.as_ref().filter(|o| &*o.kind == "MachineDeployment") {
-        let md = ObjectKey {
+    let owner = r.owner.as_ref().and_then(|o| {
+        let kind = ScalableKind::parse(&o.kind)?;
+        r.kind
+            .descriptor()
+            .is_owned_by(&o.kind)
+            .then_some((kind, o))
+    });
+    if let Some((kind, owner)) = owner {
+        let key = ObjectKey {
             namespace: r.key.namespace.clone(),
             name: owner.name.clone(),
         };
-        if autoscaled_md.get(&(r.api, &md)).copied().unwrap_or(false) {
+        if autoscaled_owners
+            .get(&(r.api, kind, &key))
+            .copied()
+            .unwrap_or(false)
+        {
             return Ok(None);
         }
+        let kind = kind.as_str();
         return Err(format!(
-            "owned by MachineDeployment {md}, which sets its replicas; put the autoscaler annotations on the MachineDeployment"
+            "owned by {kind} {key}, which sets its replicas; put the autoscaler annotations on the {kind}"
         ));
     }
     if r.annotation(&r.api.paused_annotation()).is_some() {

@@ -96,7 +96,10 @@ impl GroupRef {
             None => (kind, None),
         };
         let kind = ScalableKind::parse(kind).ok_or_else(|| {
-            format!("node group {text:?}: kind {kind:?} is not MachineSet or MachineDeployment")
+            format!(
+                "node group {text:?}: kind {kind:?} is not {}",
+                ScalableKind::names()
+            )
         })?;
         Ok(GroupRef {
             api,

@@ -16,15 +16,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
 use self::bounds::{
-    claims_of, configured_by_target, eligibility, machine_autoscalers_by_target, opts_in,
+    TargetKey, claims_of, configured_by_target, eligibility, machine_autoscalers_by_target, opts_in,
 };
 pub use self::id::{GroupRef, NodeGroupId};
 pub use self::options::{GroupOptions, GroupOverride};
 use super::reason::{Reason, ReasonCode};
 use super::settings::NodeGroupSpec;
 use fleetscaler_model::autoscaler::MachineAutoscaler;
+use fleetscaler_model::machine_kind::MACHINE;
 use fleetscaler_model::node::normalize_provider_id;
-use fleetscaler_model::{ClusterSnapshot, MachineApiGroup, ObjectKey, ScalableKind};
+use fleetscaler_model::{ClusterSnapshot, MachineApiGroup, ObjectKey};
 
 /// Where a group's min/max came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -114,11 +115,11 @@ pub fn discover(snapshot: &ClusterSnapshot, explicit: &[NodeGroupSpec]) -> NodeG
     let autoscalers = machine_autoscalers_by_target(snapshot, &mut out.warnings);
     let configured = configured_by_target(snapshot, explicit, &mut out.warnings);
     let claims = |r| claims_of(r, &autoscalers, &configured);
-    let autoscaled_md: HashMap<(MachineApiGroup, &ObjectKey), bool> = snapshot
+    let autoscaled_owners: HashMap<TargetKey, bool> = snapshot
         .scalables
         .iter()
-        .filter(|r| r.kind == ScalableKind::MachineDeployment)
-        .map(|r| ((r.api, &r.key), opts_in(r, claims(r))))
+        .filter(|r| r.kind.descriptor().owns_scalables())
+        .map(|r| ((r.api, r.kind, &r.key), opts_in(r, claims(r))))
         .collect();
     for (i, r) in snapshot.scalables.iter().enumerate() {
         let c = claims(r);
@@ -126,7 +127,7 @@ pub fn discover(snapshot: &ClusterSnapshot, explicit: &[NodeGroupSpec]) -> NodeG
             continue;
         }
         let id = NodeGroupId::new(r.api, r.kind, &r.key);
-        match eligibility(r, c, &autoscaled_md) {
+        match eligibility(r, c, &autoscaled_owners) {
             Ok(Some(group)) => out.groups.push(NodeGroup {
                 options: GroupOptions::parse(r, &id, &mut out.warnings),
                 id,
@@ -147,19 +148,20 @@ pub fn discover(snapshot: &ClusterSnapshot, explicit: &[NodeGroupSpec]) -> NodeG
 }
 
 fn attach_machines_and_nodes(snapshot: &ClusterSnapshot, out: &mut NodeGroups) {
-    // MachineSet (api, ns, name) → group index, directly or through its MachineDeployment.
+    // The resource that owns machines (api, ns, name) → group index: the group's own (a
+    // MachineSet), or one it owns (a MachineDeployment's MachineSets), by the chain.
     let mut ms_group: HashMap<(MachineApiGroup, &str, &str), usize> = HashMap::new();
     for (gi, g) in out.groups.iter_mut().enumerate() {
         let r = &snapshot.scalables[g.resource];
+        let kind = r.kind.descriptor();
         for (si, s) in snapshot.scalables.iter().enumerate() {
-            let owned_by_md = r.kind == ScalableKind::MachineDeployment
-                && s.kind == ScalableKind::MachineSet
+            let owned = kind.owns == Some(s.kind.descriptor())
                 && s.api == r.api
                 && s.key.namespace == r.key.namespace
                 && s.owner
                     .as_ref()
-                    .is_some_and(|o| &*o.kind == "MachineDeployment" && o.name == r.key.name);
-            if si == g.resource && r.kind == ScalableKind::MachineSet || owned_by_md {
+                    .is_some_and(|o| &*o.kind == kind.name && o.name == r.key.name);
+            if si == g.resource && kind.owns_machines() || owned {
                 g.machine_sets.push(si);
                 ms_group.insert((s.api, &s.key.namespace, &s.key.name), gi);
             }
@@ -167,7 +169,7 @@ fn attach_machines_and_nodes(snapshot: &ClusterSnapshot, out: &mut NodeGroups) {
     }
     let mut machine_group: BTreeMap<usize, usize> = BTreeMap::new();
     for (mi, m) in snapshot.machines.iter().enumerate() {
-        let Some(owner) = m.owner.as_ref().filter(|o| &*o.kind == "MachineSet") else {
+        let Some(owner) = m.owner.as_ref().filter(|o| MACHINE.is_owned_by(&o.kind)) else {
             continue;
         };
         if let Some(&gi) = ms_group.get(&(m.api, &*m.key.namespace, &*owner.name)) {

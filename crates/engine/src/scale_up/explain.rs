@@ -6,6 +6,7 @@ use super::{Pass, Pending};
 use crate::plan::{Outcome, PodExplanation};
 use crate::reason::{Reason, ReasonCode};
 use crate::simulator::PodShape;
+use fleetscaler_model::ScalableKind;
 use fleetscaler_model::pod::{Pod, Unsimulated};
 
 impl<'a> Pass<'a> {
@@ -131,7 +132,10 @@ impl<'a> Pass<'a> {
             if groups.groups.is_empty() && groups.ineligible.is_empty() {
                 reasons.push(Reason::new(
                     ReasonCode::NoNodeGroups,
-                    "the cluster has no autoscaled node groups: annotate a MachineSet or MachineDeployment with min/max size, or create a MachineAutoscaler",
+                    format!(
+                        "the cluster has no autoscaled node groups: annotate a {} with min/max size, or create a MachineAutoscaler",
+                        ScalableKind::names()
+                    ),
                 ));
             }
             reasons.extend(groups.ineligible.iter().map(|g| g.reason.clone()));

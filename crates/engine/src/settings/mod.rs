@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use fleetscaler_model::ScalableKind;
+
 /// A min/max pair; `max` of `None` means unlimited.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -36,7 +38,7 @@ pub struct GpuLimit {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeGroupSpec {
-    /// `MachineSet` or `MachineDeployment`.
+    /// A scalable kind's name (`MachineSet`, `MachineDeployment`: [`ScalableKind`]).
     pub kind: String,
     pub namespace: String,
     pub name: String,
@@ -51,10 +53,11 @@ pub struct NodeGroupSpec {
 impl NodeGroupSpec {
     /// Checks the entry; the reason names what is wrong.
     pub fn check(&self) -> Result<(), String> {
-        if !matches!(self.kind.as_str(), "MachineSet" | "MachineDeployment") {
+        if ScalableKind::parse(&self.kind).is_none() {
             return Err(format!(
-                "kind {:?} is not MachineSet or MachineDeployment",
-                self.kind
+                "kind {:?} is not {}",
+                self.kind,
+                ScalableKind::names()
             ));
         }
         if let Some(g) = self.api_group.as_deref()
