@@ -199,3 +199,6 @@ fn hub(e: &mut MetricsBuilder, status: &HubStatus) {
     )
     .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
 }
+
+#[cfg(test)]
+mod tests;
