@@ -114,9 +114,7 @@ impl Exporter {
             }
             tokio::select! {
                 () = stop.cancelled() => return self,
-                sent = self.export() => {
-                    let _ = sent;
-                }
+                _ = self.export() => {}
             }
         }
     }

@@ -11,8 +11,10 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_client::MetricsServiceClient;
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsPartialSuccess, ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
 use prost::Message;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
@@ -130,7 +132,6 @@ impl Sender {
                 if !status.is_success() {
                     return Err(format!("HTTP {status}"));
                 }
-                use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceResponse;
                 let partial = ExportMetricsServiceResponse::decode(body)
                     .ok()
                     .and_then(|r| r.partial_success);
@@ -141,11 +142,7 @@ impl Sender {
 }
 
 /// A collector that took the request but refused some of its points says why.
-fn rejected(
-    partial: Option<
-        opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsPartialSuccess,
-    >,
-) -> Result<(), String> {
+fn rejected(partial: Option<ExportMetricsPartialSuccess>) -> Result<(), String> {
     match partial {
         Some(p) if p.rejected_data_points > 0 => Err(format!(
             "{} data point(s) rejected: {}",
