@@ -70,10 +70,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     }
     if let Some(pending) = metrics {
         let view = hub.view.clone();
-        telemetry.export_metrics(
-            pending,
-            std::sync::Arc::new(move || server::metrics_exposition(&view)),
-        );
+        telemetry.export_metrics(pending, std::sync::Arc::new(move || view.metrics()));
     }
     stop_gracefully(hub, cancel, telemetry).await;
     Ok(())
@@ -117,8 +114,7 @@ fn metrics_exporter(
     let Ok(MetricsState::On(settings)) = hub.tracing.metrics_with_process_env() else {
         return Ok(None);
     };
-    let pending =
-        crate::telemetry::metrics_exporter(&settings, &instance(hub), config.clusters.len())?;
+    let pending = crate::telemetry::metrics_exporter(&settings, &instance(hub))?;
     tracing::info!("metrics over OTLP on: {}", settings.describe());
     Ok(Some(pending))
 }

@@ -3,13 +3,15 @@
 //!
 //! `fleet` keeps the runners and applies configuration diffs, `supervise` restarts a failed
 //! runner with backoff, `reload` notices a changed fleet.toml, `membership` finds clusters
-//! in the management cluster's inventory.
+//! in the management cluster's inventory, `metrics` fills the hub's metrics snapshot from
+//! the fleet view (which `/metrics` and the OTLP export encode).
 
 pub mod fleet;
 pub mod health;
 pub mod leader;
 pub mod management;
 pub mod membership;
+pub mod metrics;
 pub mod reload;
 pub mod shard;
 mod supervise;

@@ -67,7 +67,7 @@ pub(super) fn route(view: &FleetView, path: &str) -> Response<Full<Bytes>> {
         ["", "metrics"] => respond(
             StatusCode::OK,
             crate::telemetry::metrics::CONTENT_TYPE,
-            super::metrics::render(view).into_bytes(),
+            crate::telemetry::metrics::text(&view.metrics()).into_bytes(),
         ),
         ["", "api", "v1", "fleet"] => {
             let reports = view.reports();

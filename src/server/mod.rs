@@ -1,6 +1,7 @@
-//! The hub's HTTP endpoints: health probes (`probes`), Prometheus metrics (`metrics`), the
-//! fleet's JSON API (`api`), read-only views of the runners' reports, and the dashboard page
-//! that reads that API (`dashboard`).
+//! The hub's HTTP endpoints: health probes (`probes`), `/metrics` (the hub's metrics
+//! snapshot, `FleetView::metrics`, encoded as Prometheus text), the fleet's JSON API
+//! (`api`), read-only views of the runners' reports, and the dashboard page that reads that
+//! API (`dashboard`).
 //!
 //! They are served as fleet.toml's `[hub.serving]` says (docs/hub.md, "Serving"): over
 //! HTTPS when it names a certificate (`tls`, re-read when its files change), to the users
@@ -13,7 +14,6 @@ mod auth;
 mod conn;
 mod dashboard;
 mod io;
-mod metrics;
 mod probes;
 mod site;
 mod throttle;
@@ -31,7 +31,6 @@ use tokio_util::sync::CancellationToken;
 use self::auth::Access;
 pub use self::auth::AccessError;
 use self::conn::Rules;
-pub use self::metrics::render as metrics_exposition;
 use self::site::{Probes, Site};
 use self::throttle::Throttle;
 pub use self::tls::TlsError;

@@ -1,14 +1,13 @@
-//! The Prometheus text exposition format (version 0.0.4), written by hand: the hub's
-//! metrics are read off its reports at scrape time, so it needs an encoder, not a registry.
-//! `parse` reads it back, for the OTLP export of the same metrics.
+//! The hub's metrics as one typed snapshot, and its encoders. A [`MetricsSnapshot`] is a
+//! list of families (name, help, type), each with its series (labels, and a number or a
+//! histogram's cumulative buckets, sum and count); the hub fills one from its fleet view
+//! when asked ([`MetricsBuilder`]), so there is no registry: the counters live in each
+//! cluster's report. `text` writes it as the Prometheus exposition `/metrics` serves; the
+//! OTLP export encodes the same snapshot into protobuf (`telemetry::otel_metrics`).
 
-mod parse;
+mod text;
 
-use std::fmt::Write;
-
-pub use parse::{Family, HistogramSeries, ParseError, Sample, parse};
-
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+pub use text::{CONTENT_TYPE, text};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Type {
@@ -18,7 +17,7 @@ pub enum Type {
 }
 
 impl Type {
-    fn as_str(self) -> &'static str {
+    pub fn as_str(self) -> &'static str {
         match self {
             Type::Counter => "counter",
             Type::Gauge => "gauge",
@@ -27,38 +26,75 @@ impl Type {
     }
 }
 
-/// Label pairs of one sample.
+/// Label pairs of one series, as the builder takes them.
 pub type Labels<'a> = &'a [(&'a str, &'a str)];
 
-/// Writes metric families one after another; each family's samples follow its header.
-#[derive(Default)]
-pub struct Exposition {
-    out: String,
-    /// The family being written: a sample's name must belong to it.
-    current: String,
+/// Every family, in the order they were written.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MetricsSnapshot {
+    pub families: Vec<Family>,
 }
 
-impl Exposition {
-    pub fn new() -> Self {
-        Self::default()
+impl MetricsSnapshot {
+    pub fn builder() -> MetricsBuilder {
+        MetricsBuilder::default()
     }
+}
 
+#[derive(Clone, Debug, PartialEq)]
+pub struct Family {
+    pub name: String,
+    pub help: String,
+    pub kind: Type,
+    pub series: Vec<Series>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Series {
+    pub labels: Vec<(String, String)>,
+    pub value: Value,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    /// A counter's or a gauge's.
+    Number(f64),
+    Histogram(Histogram),
+}
+
+/// A histogram as Prometheus has it: per upper bound, the observations at or below it
+/// (cumulative; `+Inf` is `count`), their sum and their count.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Histogram {
+    pub buckets: Vec<(f64, u64)>,
+    pub sum: f64,
+    pub count: u64,
+}
+
+/// Fills a snapshot family by family; each family's series follow it.
+#[derive(Debug, Default)]
+pub struct MetricsBuilder {
+    families: Vec<Family>,
+}
+
+impl MetricsBuilder {
     /// Starts a family. Every name is written once: call it once per family.
     pub fn family(&mut self, name: &str, kind: Type, help: &str) -> &mut Self {
-        let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
-        let _ = writeln!(self.out, "# TYPE {name} {}", kind.as_str());
-        self.current = name.to_string();
+        self.families.push(Family {
+            name: name.to_string(),
+            help: help.to_string(),
+            kind,
+            series: Vec::new(),
+        });
         self
     }
 
-    /// A sample of the current family (counters and gauges).
+    /// A series of the current family (counters and gauges).
     pub fn sample(&mut self, labels: Labels<'_>, value: f64) -> &mut Self {
-        let name = self.current.clone();
-        self.line(&name, labels, None, value);
-        self
+        self.push(labels, Value::Number(value))
     }
 
-    /// A histogram of the current family: cumulative buckets, `+Inf`, sum and count.
+    /// A histogram series of the current family: cumulative buckets without `+Inf`.
     pub fn histogram(
         &mut self,
         labels: Labels<'_>,
@@ -66,109 +102,29 @@ impl Exposition {
         sum: f64,
         count: u64,
     ) -> &mut Self {
-        let name = self.current.clone();
-        let bucket = format!("{name}_bucket");
-        for (bound, n) in buckets {
-            self.line(&bucket, labels, Some(&format_value(bound)), n as f64);
+        let h = Histogram {
+            buckets: buckets.collect(),
+            sum,
+            count,
+        };
+        self.push(labels, Value::Histogram(h))
+    }
+
+    pub fn finish(self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            families: self.families,
         }
-        self.line(&bucket, labels, Some("+Inf"), count as f64);
-        self.line(&format!("{name}_sum"), labels, None, sum);
-        self.line(&format!("{name}_count"), labels, None, count as f64);
+    }
+
+    /// A series before any family has nowhere to go, and is dropped.
+    fn push(&mut self, labels: Labels<'_>, value: Value) -> &mut Self {
+        if let Some(family) = self.families.last_mut() {
+            let labels = labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            family.series.push(Series { labels, value });
+        }
         self
-    }
-
-    pub fn finish(self) -> String {
-        self.out
-    }
-
-    fn line(&mut self, name: &str, labels: Labels<'_>, le: Option<&str>, value: f64) {
-        self.out.push_str(name);
-        let mut pairs = labels.iter().map(|(k, v)| (*k, *v)).collect::<Vec<_>>();
-        if let Some(le) = le {
-            pairs.push(("le", le));
-        }
-        if !pairs.is_empty() {
-            self.out.push('{');
-            for (i, (k, v)) in pairs.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
-                }
-                let _ = write!(self.out, "{k}=\"{}\"", escape_label(v));
-            }
-            self.out.push('}');
-        }
-        let _ = writeln!(self.out, " {}", format_value(value));
-    }
-}
-
-/// Label values may hold anything a cluster or node group is called: escape `\`, `"`, newline.
-fn escape_label(v: &str) -> String {
-    let mut s = String::with_capacity(v.len());
-    for c in v.chars() {
-        match c {
-            '\\' => s.push_str("\\\\"),
-            '"' => s.push_str("\\\""),
-            '\n' => s.push_str("\\n"),
-            c => s.push(c),
-        }
-    }
-    s
-}
-
-fn escape_help(v: &str) -> String {
-    v.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-fn format_value(v: f64) -> String {
-    if v.is_nan() {
-        "NaN".into()
-    } else if v.is_infinite() {
-        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
-    } else {
-        format!("{v}")
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn writes_headers_samples_and_escaped_labels() {
-        let mut e = Exposition::new();
-        e.family("x_total", Type::Counter, "Things.\nDone.")
-            .sample(&[("cluster", "a\"b\\c\nd")], 3.0);
-        let text = e.finish();
-        assert_eq!(
-            text,
-            "# HELP x_total Things.\\nDone.\n# TYPE x_total counter\n\
-             x_total{cluster=\"a\\\"b\\\\c\\nd\"} 3\n"
-        );
-    }
-
-    #[test]
-    fn histograms_end_with_inf_sum_and_count() {
-        let mut e = Exposition::new();
-        e.family("d_seconds", Type::Histogram, "Durations.")
-            .histogram(
-                &[("cluster", "a")],
-                [(0.5, 1), (1.0, 2)].into_iter(),
-                1.25,
-                3,
-            );
-        let text = e.finish();
-        assert!(text.contains("d_seconds_bucket{cluster=\"a\",le=\"0.5\"} 1\n"));
-        assert!(text.contains("d_seconds_bucket{cluster=\"a\",le=\"+Inf\"} 3\n"));
-        assert!(text.contains("d_seconds_sum{cluster=\"a\"} 1.25\n"));
-        assert!(text.contains("d_seconds_count{cluster=\"a\"} 3\n"));
-    }
-
-    #[test]
-    fn values_without_labels_and_special_floats() {
-        let mut e = Exposition::new();
-        e.family("g", Type::Gauge, "G.")
-            .sample(&[], f64::NAN)
-            .sample(&[], f64::INFINITY);
-        assert_eq!(e.finish(), "# HELP g G.\n# TYPE g gauge\ng NaN\ng +Inf\n");
     }
 }

@@ -2,9 +2,10 @@
 //! as JSON lines (`log_json`), filtered by `RUST_LOG` (e.g. `RUST_LOG=fleetscaler=debug`),
 //! with a default level chosen by the command. Traces: spans with the target [`TRACES`],
 //! sent over OTLP when `[hub.tracing]` or the `OTEL_*` variables turn them on (`otel`,
-//! docs/tracing.md); never printed as logs. Metrics: the Prometheus encoder of `/metrics`
-//! (`metrics`), and the same metrics over OTLP when asked for (`otel_metrics`,
-//! docs/metrics.md).
+//! docs/tracing.md); never printed as logs. Metrics: the typed snapshot the hub fills and
+//! its Prometheus text encoder, for `/metrics` (`metrics`), and the same snapshot encoded
+//! as OTLP protobuf and sent when asked for (`otel_metrics`, docs/metrics.md). This module
+//! is a leaf: it knows neither the hub nor the clusters.
 
 pub mod log_json;
 pub mod metrics;
@@ -95,15 +96,14 @@ pub fn init_with(
     Ok(telemetry)
 }
 
-/// Builds the OTLP exporter of the metrics, so that a problem is reported before anything
-/// starts; [`Telemetry::export_metrics`] starts sending. `clusters`: the fleet's size, which
-/// the SDK's room for series follows. Must run on the tokio runtime the exports are to use.
+/// Builds the OTLP sender of the metrics, so that a problem is reported before anything
+/// starts; [`Telemetry::export_metrics`] starts sending. Must run on the tokio runtime the
+/// exports are to use.
 pub fn metrics_exporter(
     settings: &MetricsExport,
     instance: &str,
-    clusters: usize,
 ) -> Result<PendingMetrics, OtelError> {
-    otel_metrics::exporter(settings, instance, clusters)
+    otel_metrics::exporter(settings, instance)
 }
 
 type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
@@ -148,8 +148,8 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Starts sending the metrics `source` renders (the exposition `/metrics` serves) with
-    /// the exporter built before. Must run on the tokio runtime the exports are to use.
+    /// Starts sending the metrics `source` reads (the snapshot `/metrics` serves) with the
+    /// sender built before. Must run on the tokio runtime the exports are to use.
     pub fn export_metrics(&mut self, pending: PendingMetrics, source: Source) {
         self.metrics = Some(otel_metrics::start(pending, source));
     }
@@ -170,9 +170,11 @@ impl Telemetry {
                 provider.shutdown_with_timeout(limit)
             })
         });
-        let metrics = self
-            .metrics
-            .map(|pipeline| stop("metrics", limit, move || pipeline.shutdown(limit)));
+        let metrics = self.metrics.map(|pipeline| async move {
+            if let Err(e) = pipeline.shutdown(limit).await {
+                tracing::warn!("metrics not all sent at shutdown: {e}");
+            }
+        });
         futures::future::join(
             futures::future::OptionFuture::from(traces),
             futures::future::OptionFuture::from(metrics),

@@ -1,184 +1,166 @@
-//! The hub's metrics over OTLP: what `/metrics` serves, read at each collection (`bridge`)
-//! and sent by the SDK's periodic reader with the OTLP exporter of the traces' transport.
-//! Built only when metrics over OTLP are asked for (docs/metrics.md).
+//! The hub's metrics over OTLP: every interval, the snapshot the binary hands in (the one
+//! `/metrics` encodes as text) is read, encoded into one protobuf request (`encode`) and
+//! sent over the traces' transport settings (`send`); once more at a clean stop. No SDK
+//! pipeline: the OpenTelemetry SDK takes no ready-made data points, and the hub has them.
+//! One snapshot is held at a time. Built only when metrics over OTLP are asked for
+//! (docs/metrics.md).
 
-mod bridge;
-mod replay;
+mod encode;
+mod send;
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use opentelemetry_sdk::Resource;
-use opentelemetry_sdk::error::OTelSdkResult;
-use opentelemetry_sdk::metrics::data::ResourceMetrics;
-use opentelemetry_sdk::metrics::exporter::PushMetricExporter;
-use opentelemetry_sdk::metrics::{
-    Aggregation, Instrument, PeriodicReader, SdkMeterProvider, Stream, Temporality,
-};
+use opentelemetry_proto::tonic::common::v1::KeyValue;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
 
-pub use bridge::Source;
-use bridge::{Bounds, Bridge};
-
+use self::encode::Times;
+use self::send::Sender;
+use super::metrics::MetricsSnapshot;
 use super::otel::OtelError;
-use super::otlp::{Transport, process_env, resource};
-use crate::config::tracing::{MetricsExport, Protocol};
+use super::otlp::{Transport, process_env, resource_attributes};
+use crate::config::tracing::MetricsExport;
 
-/// The series one metric may carry, per cluster of the fleet at start (the SDK's default,
-/// 2,000 in all, would cut a fleet of 1,000 clusters short at `nodes_count`'s five states).
-const SERIES_PER_CLUSTER: usize = 64;
-const MIN_SERIES: usize = 2_000;
+/// The hub's metrics now (what `/metrics` serves).
+pub type Source = Arc<dyn Fn() -> MetricsSnapshot + Send + Sync>;
 
-/// The exporter, built (and its problems reported) before the hub starts; the pipeline
-/// starts once there are metrics to read ([`start`]).
+/// The sender, built (and its problems reported) before the hub starts; the exports start
+/// once there are metrics to read ([`start`]).
 pub struct PendingMetrics {
-    exporter: InRuntime<opentelemetry_otlp::MetricExporter>,
+    sender: Sender,
+    endpoint: String,
     interval: Duration,
-    resource: Resource,
-    max_series: usize,
+    timeout: Duration,
+    resource: Vec<KeyValue>,
 }
 
-/// Builds the OTLP metrics exporter. Must run on the hub's runtime.
-pub(super) fn exporter(
-    m: &MetricsExport,
-    instance: &str,
-    clusters: usize,
-) -> Result<PendingMetrics, OtelError> {
-    let runtime =
-        tokio::runtime::Handle::try_current().map_err(|_| OtelError::NoRuntime("metrics"))?;
+/// Builds the OTLP metrics sender. Must run on the hub's runtime.
+pub(super) fn exporter(m: &MetricsExport, instance: &str) -> Result<PendingMetrics, OtelError> {
+    tokio::runtime::Handle::try_current().map_err(|_| OtelError::NoRuntime("metrics"))?;
     let transport = Transport {
         signal: "metrics",
         endpoint: &m.endpoint,
         headers: &m.headers,
         timeout: m.timeout,
     };
-    // Cumulative, as Prometheus reads counters and histograms.
-    let builder =
-        opentelemetry_otlp::MetricExporter::builder().with_temporality(Temporality::Cumulative);
-    let built = match m.protocol {
-        Protocol::Grpc => transport.grpc(builder.with_tonic())?.build(),
-        Protocol::HttpProtobuf => transport.http(builder.with_http())?.build(),
-    };
+    let resource = resource_attributes(&m.service_name, &m.resource, instance, &process_env)
+        .iter()
+        .map(|kv| encode::attribute(kv.key.as_str(), &kv.value.as_str()))
+        .collect();
     Ok(PendingMetrics {
-        exporter: InRuntime {
-            inner: transport.built(built)?,
-            runtime,
-        },
+        sender: send::sender(&transport, m.protocol)?,
+        endpoint: m.endpoint.clone(),
         interval: m.interval,
-        resource: resource(&m.service_name, &m.resource, instance, &process_env),
-        max_series: (clusters * SERIES_PER_CLUSTER).max(MIN_SERIES),
+        timeout: m.timeout,
+        resource,
     })
 }
 
-/// The meter provider and what feeds it.
+/// The task sending the metrics, and how to stop it.
 pub(super) struct MetricsPipeline {
-    provider: SdkMeterProvider,
-    registrar: tokio::task::JoinHandle<()>,
+    stop: CancellationToken,
+    task: JoinHandle<Exporter>,
 }
 
-/// Reads `source` every interval and sends it. Must run on the hub's runtime.
+/// Sends `source` every interval. Must run on the hub's runtime.
 pub(super) fn start(pending: PendingMetrics, source: Source) -> MetricsPipeline {
-    let reader = PeriodicReader::builder(pending.exporter)
-        .with_interval(pending.interval)
-        .build();
-    // Every callback of one collection reads the same snapshot; the next one reads anew.
-    let fresh_for = (pending.interval / 2).min(Duration::from_secs(1));
-    let timing = Timing {
-        fresh_for,
-        retry: pending.interval,
+    let stop = CancellationToken::new();
+    let interval = pending.interval;
+    let exporter = Exporter {
+        pending,
+        source,
+        // Counters count from the hub's start, near enough: their start time stays fixed.
+        start: unix_nanos(SystemTime::now()),
+        failing: false,
     };
-    start_with(reader, pending.resource, pending.max_series, timing, source)
-}
-
-/// How long a reading of the exposition serves, and how often new families are looked for
-/// unprompted.
-struct Timing {
-    fresh_for: Duration,
-    retry: Duration,
-}
-
-fn start_with<E: PushMetricExporter>(
-    reader: PeriodicReader<E>,
-    resource: Resource,
-    max_series: usize,
-    timing: Timing,
-    source: Source,
-) -> MetricsPipeline {
-    let bounds = Bounds::default();
-    let provider = SdkMeterProvider::builder()
-        .with_resource(resource)
-        .with_view(view(max_series, bounds.clone()))
-        .with_reader(reader)
-        .build();
-    let bridge = Arc::new(Bridge::new(source, timing.fresh_for, timing.retry, bounds));
-    let meter = opentelemetry::metrics::MeterProvider::meter(&provider, "fleetscaler");
-    let registrar = tokio::spawn(bridge.register_families(meter));
-    MetricsPipeline {
-        provider,
-        registrar,
-    }
+    let task = tokio::spawn(exporter.every(interval, stop.clone()));
+    MetricsPipeline { stop, task }
 }
 
 impl MetricsPipeline {
-    /// The last collection is sent, then the exporter stops. Blocks: call off the runtime's
-    /// threads (the export runs on them).
-    pub(super) fn shutdown(self, limit: Duration) -> OTelSdkResult {
-        self.registrar.abort();
-        self.provider.shutdown_with_timeout(limit)
+    /// Stops the exports and sends the metrics once more, within `limit`.
+    pub(super) async fn shutdown(self, limit: Duration) -> Result<(), String> {
+        self.stop.cancel();
+        let last = async {
+            let mut exporter = self.task.await.map_err(|e| e.to_string())?;
+            exporter.export().await
+        };
+        tokio::time::timeout(limit, last)
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {}s", limit.as_secs())))
     }
 }
 
-/// Every metric: room for the fleet's series; a histogram: the exposition's bounds, and no
-/// min or max (the replayed values are not the observations, only their buckets and sum).
-fn view(max_series: usize, bounds: Bounds) -> impl Fn(&Instrument) -> Option<Stream> + Send + Sync {
-    move |instrument: &Instrument| {
-        let mut stream = Stream::builder().with_cardinality_limit(max_series);
-        let family_bounds = bounds
-            .read()
-            .ok()
-            .and_then(|b| b.get(instrument.name()).cloned());
-        if let Some(boundaries) = family_bounds {
-            stream = stream.with_aggregation(Aggregation::ExplicitBucketHistogram {
-                boundaries,
-                record_min_max: false,
-            });
+struct Exporter {
+    pending: PendingMetrics,
+    source: Source,
+    start: u64,
+    /// The last export failed: said once, until one succeeds.
+    failing: bool,
+}
+
+impl Exporter {
+    /// Exports every `interval` (the first after one) until `stop`, and hands itself back
+    /// for the last export. An export under way when `stop` comes is dropped.
+    async fn every(mut self, interval: Duration, stop: CancellationToken) -> Self {
+        let mut ticks = tokio::time::interval_at(Instant::now() + interval, interval);
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return self,
+                _ = ticks.tick() => {}
+            }
+            tokio::select! {
+                () = stop.cancelled() => return self,
+                _ = self.export() => {}
+            }
         }
-        stream.build().ok()
+    }
+
+    /// Reads the snapshot, encodes it, drops it, and sends the request within the timeout.
+    /// A failure is logged once per run of failures and stops nothing: the next export
+    /// sends the totals again (cumulative).
+    async fn export(&mut self) -> Result<(), String> {
+        let times = Times {
+            start: self.start,
+            now: unix_nanos(SystemTime::now()),
+        };
+        let request = encode::request(&(self.source)(), &self.pending.resource, times);
+        let sent = tokio::time::timeout(self.pending.timeout, self.pending.sender.send(request))
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "no answer within {}",
+                    crate::model::duration::format_go_duration(self.pending.timeout)
+                ))
+            });
+        let endpoint = &self.pending.endpoint;
+        match &sent {
+            Ok(()) if self.failing => {
+                self.failing = false;
+                tracing::info!("metrics over OTLP sent to {endpoint} again");
+            }
+            Ok(()) => {}
+            Err(e) if self.failing => {
+                tracing::debug!("metrics over OTLP not sent to {endpoint}: {e}")
+            }
+            Err(e) => {
+                self.failing = true;
+                tracing::warn!(
+                    "metrics over OTLP not sent to {endpoint}: {e} (said once until an export succeeds)"
+                );
+            }
+        }
+        sent
     }
 }
 
-/// An exporter whose exports run inside the tokio runtime: the periodic reader drives them
-/// from a thread of its own with a blocking executor, and the gRPC and HTTP clients need
-/// the runtime's reactor and timers. (The export borrows the collected metrics, so it
-/// cannot be spawned onto the runtime as the traces' exports are.)
-#[derive(Debug)]
-struct InRuntime<E> {
-    inner: E,
-    runtime: tokio::runtime::Handle,
-}
-
-impl<E: PushMetricExporter> PushMetricExporter for InRuntime<E> {
-    fn export(&self, metrics: &ResourceMetrics) -> impl Future<Output = OTelSdkResult> + Send {
-        let mut export = Box::pin(self.inner.export(metrics));
-        let runtime = self.runtime.clone();
-        std::future::poll_fn(move |cx| {
-            let _inside = runtime.enter();
-            export.as_mut().poll(cx)
-        })
-    }
-
-    fn force_flush(&self) -> OTelSdkResult {
-        self.inner.force_flush()
-    }
-
-    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
-        let _inside = self.runtime.enter();
-        self.inner.shutdown_with_timeout(timeout)
-    }
-
-    fn temporality(&self) -> Temporality {
-        self.inner.temporality()
-    }
+fn unix_nanos(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub(super) struct Transport<'a> {
 }
 
 impl Transport<'_> {
-    fn failed(&self, e: &dyn std::fmt::Display) -> OtelError {
+    pub fn failed(&self, e: &dyn std::fmt::Display) -> OtelError {
         OtelError::Exporter {
             signal: self.signal,
             endpoint: self.endpoint.to_string(),
@@ -35,7 +35,7 @@ impl Transport<'_> {
         }
     }
 
-    fn https(&self) -> bool {
+    pub fn https(&self) -> bool {
         self.endpoint.starts_with("https://")
     }
 
@@ -82,7 +82,9 @@ impl Transport<'_> {
     }
 }
 
-fn header_map(headers: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+pub(super) fn header_map(
+    headers: &[(String, String)],
+) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
     headers
         .iter()
         .map(|(k, v)| {
@@ -93,10 +95,11 @@ fn header_map(headers: &[(String, String)]) -> Result<Vec<(HeaderName, HeaderVal
         .collect()
 }
 
-/// The headers of fleet.toml win: the exporter adds those of the `OTEL_*` variables
-/// itself, then these are set over them on every request.
+/// The headers of fleet.toml win: the traces' exporter adds those of the `OTEL_*`
+/// variables itself, then these are set over them on every request (the metrics' sender
+/// sets these alone: they are merged with the variables' already).
 #[derive(Clone, Debug)]
-struct SetMetadata(Arc<Vec<(HeaderName, HeaderValue)>>);
+pub(super) struct SetMetadata(pub Arc<Vec<(HeaderName, HeaderValue)>>);
 
 impl tonic::service::Interceptor for SetMetadata {
     fn call(
@@ -243,18 +246,18 @@ mod tests {
     fn a_header_that_cannot_be_sent_is_an_error_naming_the_endpoint() {
         let headers = [("bad header".to_string(), "v".to_string())];
         let t = Transport {
-            signal: "metrics",
+            signal: "traces",
             endpoint: "http://collector:4317",
             headers: &headers,
             timeout: Duration::from_secs(1),
         };
-        let built = t.grpc(opentelemetry_otlp::MetricExporter::builder().with_tonic());
+        let built = t.grpc(opentelemetry_otlp::SpanExporter::builder().with_tonic());
         let Err(e) = built else {
             panic!("a bad header name builds no exporter");
         };
         let text = e.to_string();
         assert!(
-            text.contains("metrics exporter for http://collector:4317")
+            text.contains("traces exporter for http://collector:4317")
                 && text.contains("bad header"),
             "{text}"
         );

@@ -1,221 +1,224 @@
-use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use prost::Message;
+use tokio::net::TcpListener;
 
 use super::*;
-use crate::telemetry::metrics::{Exposition, Type};
+use crate::config::tracing::Protocol;
+use crate::telemetry::metrics::Type;
 
-/// An exporter that keeps what it was last given, as text.
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Seen>>);
-
-impl PushMetricExporter for Capture {
-    async fn export(&self, metrics: &ResourceMetrics) -> OTelSdkResult {
-        *self.0.lock().unwrap() = seen(metrics);
-        Ok(())
-    }
-    fn force_flush(&self) -> OTelSdkResult {
-        Ok(())
-    }
-    fn shutdown_with_timeout(&self, _: Duration) -> OTelSdkResult {
-        Ok(())
-    }
-    fn temporality(&self) -> Temporality {
-        Temporality::Cumulative
-    }
+/// What a receiver got, and how many requests it refuses first.
+#[derive(Default)]
+struct Inbox {
+    requests: Vec<ExportMetricsServiceRequest>,
+    paths: Vec<String>,
+    content_types: Vec<String>,
+    x_test: Vec<String>,
+    refuse: usize,
 }
 
-/// A pipeline reading `source`, collected only when the test asks ([`collect`]).
-fn pipeline(source: Source) -> (MetricsPipeline, Capture) {
-    let capture = Capture::default();
-    let reader = PeriodicReader::builder(capture.clone())
-        .with_interval(Duration::from_secs(3600))
-        .build();
-    let timing = Timing {
-        fresh_for: Duration::ZERO,
-        retry: Duration::from_millis(10),
-    };
-    let pipeline = start_with(
-        reader,
-        Resource::builder_empty().build(),
-        MIN_SERIES,
-        timing,
-        source,
-    );
-    (pipeline, capture)
-}
+type Shared = Arc<Mutex<Inbox>>;
 
-/// What one collection holds, as text per metric: `kind attributes => value`.
-type Seen = BTreeMap<String, Vec<String>>;
-
-/// A collection and its export, now.
-fn collect(pipeline: &MetricsPipeline, capture: &Capture) -> Seen {
-    capture.0.lock().unwrap().clear();
-    pipeline.provider.force_flush().unwrap();
-    capture.0.lock().unwrap().clone()
-}
-
-fn seen(rm: &ResourceMetrics) -> Seen {
-    let mut seen = Seen::new();
-    for scope in rm.scope_metrics() {
-        for metric in scope.metrics() {
-            let AggregatedMetrics::F64(data) = metric.data() else {
-                panic!("{} is not f64", metric.name());
-            };
-            seen.insert(metric.name().to_string(), points(data));
+/// An HTTP/protobuf receiver on loopback: its `/v1/metrics` URL.
+async fn receiver(inbox: Shared) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let (stream, _) = listener.accept().await.unwrap();
+            let inbox = inbox.clone();
+            let serve = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+                let inbox = inbox.clone();
+                async move {
+                    let header = |name: &str| {
+                        req.headers()
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .unwrap_or("")
+                            .to_string()
+                    };
+                    let (path, content_type, x_test) = (
+                        req.uri().path().to_string(),
+                        header("content-type"),
+                        header("x-test"),
+                    );
+                    let body = req.into_body().collect().await.unwrap().to_bytes();
+                    let mut inbox = inbox.lock().unwrap();
+                    let status = if inbox.refuse > 0 {
+                        inbox.refuse -= 1;
+                        503
+                    } else {
+                        inbox
+                            .requests
+                            .push(ExportMetricsServiceRequest::decode(body).unwrap());
+                        inbox.paths.push(path);
+                        inbox.content_types.push(content_type);
+                        inbox.x_test.push(x_test);
+                        200
+                    };
+                    let answer = hyper::Response::builder()
+                        .status(status)
+                        .body(Full::new(bytes::Bytes::new()))
+                        .unwrap();
+                    Ok::<_, std::convert::Infallible>(answer)
+                }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), serve),
+            );
         }
+    });
+    format!("http://{addr}/v1/metrics")
+}
+
+fn settings(endpoint: &str, interval: Duration) -> MetricsExport {
+    MetricsExport {
+        endpoint: endpoint.to_string(),
+        protocol: Protocol::HttpProtobuf,
+        headers: vec![("x-test".into(), "yes".into())],
+        timeout: Duration::from_secs(5),
+        interval,
+        service_name: "fleetscaler".into(),
+        resource: vec![],
     }
-    seen
 }
 
-fn attrs<'a>(kvs: impl Iterator<Item = &'a opentelemetry::KeyValue>) -> String {
-    let mut pairs: Vec<String> = kvs.map(|kv| format!("{}={}", kv.key, kv.value)).collect();
-    pairs.sort();
-    pairs.join(",")
+/// A counter that grows by one at every reading.
+fn counting() -> Source {
+    let n = Arc::new(Mutex::new(0.0));
+    Arc::new(move || {
+        let mut n = n.lock().unwrap();
+        *n += 1.0;
+        let mut e = MetricsSnapshot::builder();
+        e.family("x_total", Type::Counter, "Things.")
+            .sample(&[("cluster", "a")], *n);
+        e.finish()
+    })
 }
 
-fn points(data: &MetricData<f64>) -> Vec<String> {
-    let mut out: Vec<String> = match data {
-        MetricData::Gauge(g) => g
-            .data_points()
-            .map(|p| format!("gauge {} => {}", attrs(p.attributes()), p.value()))
-            .collect(),
-        MetricData::Sum(s) => s
-            .data_points()
-            .map(|p| {
-                let kind = if s.is_monotonic() { "counter" } else { "sum" };
-                format!("{kind} {} => {}", attrs(p.attributes()), p.value())
-            })
-            .collect(),
-        MetricData::Histogram(h) => h
-            .data_points()
-            .map(|p| {
-                let bounds: Vec<f64> = p.bounds().collect();
-                let counts: Vec<u64> = p.bucket_counts().collect();
-                format!(
-                    "histogram {} => bounds {bounds:?} counts {counts:?} count {} sum {:.6} min {:?}",
-                    attrs(p.attributes()),
-                    p.count(),
-                    p.sum(),
-                    p.min()
-                )
-            })
-            .collect(),
-        MetricData::ExponentialHistogram(_) => vec!["exponential".into()],
+fn value(request: &ExportMetricsServiceRequest) -> f64 {
+    use opentelemetry_proto::tonic::metrics::v1::{metric, number_data_point};
+    let m = &request.resource_metrics[0].scope_metrics[0].metrics[0];
+    let Some(metric::Data::Sum(s)) = &m.data else {
+        panic!("{m:?}");
     };
-    out.sort();
-    out
+    match s.data_points[0].value {
+        Some(number_data_point::Value::AsDouble(v)) => v,
+        other => panic!("{other:?}"),
+    }
 }
 
-/// The exposition of two clusters, or later of one (`b` removed) with more counted.
-fn exposition(later: bool) -> String {
-    let mut e = Exposition::new();
-    e.family("nodes_count", Type::Gauge, "Nodes.")
-        .sample(&[("cluster", "a"), ("state", "ready")], 3.0);
-    if !later {
-        e.sample(&[("cluster", "b"), ("state", "ready")], 5.0);
-    }
-    e.family("x_total", Type::Counter, "Things.")
-        .sample(&[("cluster", "a")], if later { 5.0 } else { 2.0 });
-    let (buckets, sum, count) = if later {
-        // Three more: 0.6, 0.7 and 5.
-        ([(0.5, 1), (1.0, 4)], 2.25 + 0.6 + 0.7 + 5.0, 6)
-    } else {
-        // 0.25, 0.75 and 1.25.
-        ([(0.5, 1), (1.0, 2)], 2.25, 3)
-    };
-    e.family("d_seconds", Type::Histogram, "Durations.")
-        .histogram(
-            &[("cluster", "a"), ("function", "main")],
-            buckets.into_iter(),
-            sum,
-            count,
-        );
-    e.family("later_seconds", Type::Histogram, "Appears later.");
-    if later {
-        e.histogram(&[("cluster", "a")], [(2.0, 1)].into_iter(), 1.5, 1);
-    }
-    e.family("empty", Type::Gauge, "No samples.");
-    e.finish()
-}
-
-/// Collects until `done` holds (instruments are created by a task of their own).
-async fn collect_until(
-    pipeline: &MetricsPipeline,
-    capture: &Capture,
-    done: impl Fn(&Seen) -> bool,
-) -> Seen {
+async fn until(inbox: &Shared, n: usize) {
     for _ in 0..500 {
-        let seen = collect(pipeline, capture);
-        if done(&seen) {
-            return seen;
+        if inbox.lock().unwrap().requests.len() >= n {
+            return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    panic!("not collected: {:#?}", collect(pipeline, capture));
+    panic!("fewer than {n} exports");
 }
 
 #[tokio::test]
-async fn the_exposition_is_collected_with_its_names_values_and_clusters() {
-    let text = Arc::new(Mutex::new(exposition(false)));
-    let read = text.clone();
-    let (pipeline, capture) = pipeline(Arc::new(move || read.lock().unwrap().clone()));
-    let seen = collect_until(&pipeline, &capture, |s| {
-        ["nodes_count", "x_total", "d_seconds"]
+async fn exports_every_interval_and_once_more_at_shutdown() {
+    let inbox = Shared::default();
+    let endpoint = receiver(inbox.clone()).await;
+    let pending = exporter(&settings(&endpoint, Duration::from_millis(50)), "replica-0").unwrap();
+    let pipeline = start(pending, counting());
+    until(&inbox, 2).await;
+    pipeline.shutdown(Duration::from_secs(5)).await.unwrap();
+    let inbox = inbox.lock().unwrap();
+    let values: Vec<f64> = inbox.requests.iter().map(value).collect();
+    let want: Vec<f64> = (1..=values.len()).map(|n| n as f64).collect();
+    assert_eq!(values, want, "one reading per export, the last at shutdown");
+    assert!(inbox.paths.iter().all(|p| p == "/v1/metrics"));
+    assert!(
+        inbox
+            .content_types
             .iter()
-            .all(|m| s.contains_key(*m))
-    })
-    .await;
-    assert_eq!(
-        seen["nodes_count"],
-        [
-            "gauge k8s.cluster.name=a,state=ready => 3",
-            "gauge k8s.cluster.name=b,state=ready => 5"
-        ]
+            .all(|c| c == "application/x-protobuf")
     );
-    assert_eq!(seen["x_total"], ["counter k8s.cluster.name=a => 2"]);
-    assert_eq!(
-        seen["d_seconds"],
-        [
-            "histogram function=main,k8s.cluster.name=a => bounds [0.5, 1.0] counts [1, 1, 1] count 3 sum 2.250000 min None"
-        ]
+    assert!(inbox.x_test.iter().all(|h| h == "yes"));
+    let starts: Vec<u64> = inbox
+        .requests
+        .iter()
+        .map(|r| {
+            use opentelemetry_proto::tonic::metrics::v1::metric;
+            let m = &r.resource_metrics[0].scope_metrics[0].metrics[0];
+            match &m.data {
+                Some(metric::Data::Sum(s)) => s.data_points[0].start_time_unix_nano,
+                _ => 0,
+            }
+        })
+        .collect();
+    assert!(
+        starts.iter().all(|s| *s > 0 && *s == starts[0]),
+        "{starts:?}"
     );
-    assert!(!seen.contains_key("empty"), "no samples, no metric");
-
-    *text.lock().unwrap() = exposition(true);
-    let seen = collect_until(&pipeline, &capture, |s| s.contains_key("later_seconds")).await;
-    assert_eq!(
-        seen["nodes_count"],
-        ["gauge k8s.cluster.name=a,state=ready => 3"],
-        "a cluster gone from /metrics is gone from the export"
+    let resource = inbox.requests[0].resource_metrics[0]
+        .resource
+        .as_ref()
+        .unwrap();
+    let keys: Vec<&str> = resource
+        .attributes
+        .iter()
+        .map(|kv| kv.key.as_str())
+        .collect();
+    assert!(
+        keys.contains(&"service.name") && keys.contains(&"service.instance.id"),
+        "{keys:?}"
     );
-    assert_eq!(seen["x_total"], ["counter k8s.cluster.name=a => 5"]);
-    assert_eq!(
-        seen["d_seconds"],
-        [
-            "histogram function=main,k8s.cluster.name=a => bounds [0.5, 1.0] counts [1, 3, 2] count 6 sum 8.550000 min None"
-        ]
-    );
-    assert_eq!(
-        seen["later_seconds"],
-        [
-            "histogram k8s.cluster.name=a => bounds [2.0] counts [1, 0] count 1 sum 1.500000 min None"
-        ]
-    );
-    // Collected again with nothing new: the histograms do not count twice.
-    let again = collect(&pipeline, &capture);
-    assert_eq!(again["d_seconds"], seen["d_seconds"]);
-    pipeline.shutdown(Duration::from_secs(1)).unwrap();
 }
 
 #[tokio::test]
-async fn an_unreadable_exposition_exports_nothing_and_does_not_stop_the_rest() {
-    let text = Arc::new(Mutex::new("# TYPE a gauge\nb 1\n".to_string()));
-    let read = text.clone();
-    let (pipeline, capture) = pipeline(Arc::new(move || read.lock().unwrap().clone()));
-    assert!(collect(&pipeline, &capture).is_empty());
-    *text.lock().unwrap() = exposition(false);
-    collect_until(&pipeline, &capture, |s| s.contains_key("nodes_count")).await;
-    pipeline.shutdown(Duration::from_secs(1)).unwrap();
+async fn refused_exports_stop_nothing() {
+    let inbox = Shared::default();
+    inbox.lock().unwrap().refuse = 3;
+    let endpoint = receiver(inbox.clone()).await;
+    let pending = exporter(&settings(&endpoint, Duration::from_millis(20)), "replica-0").unwrap();
+    let pipeline = start(pending, counting());
+    until(&inbox, 1).await;
+    assert_eq!(
+        value(&inbox.lock().unwrap().requests[0]),
+        4.0,
+        "the totals of the reading that went through"
+    );
+    pipeline.shutdown(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_collector_that_is_not_there_is_an_error_at_shutdown_not_before() {
+    // A port nothing listens on.
+    let free = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}/v1/metrics", free.local_addr().unwrap());
+    drop(free);
+    for protocol in [Protocol::HttpProtobuf, Protocol::Grpc] {
+        let mut m = settings(&endpoint, Duration::from_secs(3600));
+        m.protocol = protocol;
+        let pipeline = start(exporter(&m, "replica-0").unwrap(), counting());
+        let last = pipeline.shutdown(Duration::from_secs(5)).await;
+        assert!(last.is_err(), "{protocol:?}: {last:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_bad_header_builds_no_sender_and_names_the_endpoint() {
+    let mut m = settings("http://collector:4317", Duration::from_secs(60));
+    m.headers = vec![("bad header".into(), "v".into())];
+    for protocol in [Protocol::HttpProtobuf, Protocol::Grpc] {
+        m.protocol = protocol;
+        let Err(e) = exporter(&m, "replica-0") else {
+            panic!("a bad header name builds no sender");
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("metrics exporter for http://collector:4317")
+                && text.contains("bad header"),
+            "{text}"
+        );
+    }
 }

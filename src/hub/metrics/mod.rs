@@ -1,31 +1,62 @@
-//! `/metrics`: the upstream autoscaler's metrics per cluster (`cluster`), then the fleet's own
-//! (`fleetscaler_*`). Everything is read off the reports when scraped, so a removed cluster's
-//! series go with it.
+//! The hub's metrics, filled into one [`MetricsSnapshot`] from its fleet view when asked:
+//! the upstream autoscaler's per cluster (`cluster`), then the fleet's own
+//! (`fleetscaler_*`). Everything is read off the reports at that moment, so a removed
+//! cluster's series go with it. `/metrics` encodes the snapshot as Prometheus text, the
+//! OTLP export as protobuf (`telemetry::metrics`, `telemetry::otel_metrics`).
 
 mod cluster;
 
 use crate::cluster::report::ClusterReport;
+use crate::engine::policy::SharedFailure;
 use crate::hub::FleetView;
+use crate::hub::HubStatus;
 use crate::hub::health::{ClusterState, FleetHealth, FleetState};
-use crate::telemetry::metrics::{Exposition, Type};
+use crate::telemetry::metrics::{MetricsBuilder, MetricsSnapshot, Type};
 
 use self::cluster::bool_value;
 
-/// The whole exposition.
-pub fn render(view: &FleetView) -> String {
-    let mut reports = view.reports();
-    reports.sort_by(|a, b| a.name.cmp(&b.name));
-    let mut e = Exposition::new();
-    cluster::write(&mut e, &reports);
-    fleet(&mut e, &reports, &view.health());
-    fleet_backoffs(&mut e, &view.shared_failures());
-    pass_queue(&mut e, &reports);
-    hub(&mut e, view);
-    e.finish()
+impl FleetView {
+    /// Every metric of the hub, now.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        snapshot(self)
+    }
+}
+
+/// Every metric of the hub, read off `view` now.
+pub fn snapshot(view: &FleetView) -> MetricsSnapshot {
+    let fleet = Fleet {
+        reports: view.reports(),
+        health: view.health(),
+        failures: view.shared_failures(),
+        hub: view.hub(),
+    };
+    fleet.snapshot()
+}
+
+/// What the metrics are read off: a copy of the view's parts at one moment.
+struct Fleet {
+    reports: Vec<ClusterReport>,
+    health: FleetHealth,
+    failures: Vec<SharedFailure>,
+    hub: HubStatus,
+}
+
+impl Fleet {
+    fn snapshot(mut self) -> MetricsSnapshot {
+        self.reports.sort_by(|a, b| a.name.cmp(&b.name));
+        let reports = &self.reports;
+        let mut e = MetricsSnapshot::builder();
+        cluster::write(&mut e, reports);
+        fleet(&mut e, reports, &self.health);
+        fleet_backoffs(&mut e, &self.failures);
+        pass_queue(&mut e, reports);
+        hub(&mut e, &self.hub);
+        e.finish()
+    }
 }
 
 /// The capacity failures in force, counted by what they back off across the fleet.
-fn fleet_backoffs(e: &mut Exposition, failures: &[crate::engine::policy::SharedFailure]) {
+fn fleet_backoffs(e: &mut MetricsBuilder, failures: &[SharedFailure]) {
     let mut by_key: std::collections::BTreeMap<(&str, &str, &str), u32> = Default::default();
     for f in failures {
         let k = &f.key;
@@ -50,7 +81,7 @@ fn fleet_backoffs(e: &mut Exposition, failures: &[crate::engine::policy::SharedF
     }
 }
 
-fn fleet(e: &mut Exposition, reports: &[ClusterReport], health: &FleetHealth) {
+fn fleet(e: &mut MetricsBuilder, reports: &[ClusterReport], health: &FleetHealth) {
     e.family(
         "fleetscaler_clusters",
         Type::Gauge,
@@ -110,7 +141,7 @@ fn fleet(e: &mut Exposition, reports: &[ClusterReport], health: &FleetHealth) {
     );
 }
 
-fn pass_queue(e: &mut Exposition, reports: &[ClusterReport]) {
+fn pass_queue(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
     per_cluster_histogram(
         e,
         reports,
@@ -122,7 +153,7 @@ fn pass_queue(e: &mut Exposition, reports: &[ClusterReport]) {
 
 /// One histogram family with a series per cluster.
 fn per_cluster_histogram(
-    e: &mut Exposition,
+    e: &mut MetricsBuilder,
     reports: &[ClusterReport],
     name: &str,
     help: &str,
@@ -140,8 +171,7 @@ fn per_cluster_histogram(
     }
 }
 
-fn hub(e: &mut Exposition, view: &FleetView) {
-    let status = view.hub();
+fn hub(e: &mut MetricsBuilder, status: &HubStatus) {
     e.family(
         "fleetscaler_leader",
         Type::Gauge,
@@ -169,3 +199,6 @@ fn hub(e: &mut Exposition, view: &FleetView) {
     )
     .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1.0);
 }
+
+#[cfg(test)]
+mod tests;

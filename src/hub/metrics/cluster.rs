@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::engine::plan::Plan;
-use crate::telemetry::metrics::{Exposition, Type};
+use crate::telemetry::metrics::{MetricsBuilder, Type};
 
 const P: &str = "cluster_autoscaler_";
 
 /// Writes every per-cluster family; clusters without a pass yet have no plan-based series.
-pub fn write(e: &mut Exposition, reports: &[ClusterReport]) {
+pub fn write(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
     gauges(e, reports);
     plan_gauges(e, reports);
     node_group_gauges(e, reports);
@@ -18,7 +18,7 @@ pub fn write(e: &mut Exposition, reports: &[ClusterReport]) {
     histograms(e, reports);
 }
 
-fn gauges(e: &mut Exposition, reports: &[ClusterReport]) {
+fn gauges(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
     family(
         e,
         "cluster_safe_to_autoscale",
@@ -67,7 +67,7 @@ fn gauges(e: &mut Exposition, reports: &[ClusterReport]) {
 }
 
 /// Families read off the last plan.
-fn plan_gauges(e: &mut Exposition, reports: &[ClusterReport]) {
+fn plan_gauges(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
     let planned: Vec<(&str, &Plan)> = reports
         .iter()
         .filter_map(|r| r.plan.as_deref().map(|p| (r.name.as_str(), p)))
@@ -129,7 +129,7 @@ fn plan_gauges(e: &mut Exposition, reports: &[ClusterReport]) {
     }
 }
 
-fn limits(e: &mut Exposition, planned: &[(&str, &Plan)]) {
+fn limits(e: &mut MetricsBuilder, planned: &[(&str, &Plan)]) {
     family(
         e,
         "max_nodes_count",
@@ -183,7 +183,7 @@ fn limits(e: &mut Exposition, planned: &[(&str, &Plan)]) {
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
-fn bounds(e: &mut Exposition, cluster: &str, min: Option<u64>, max: Option<u64>, unit: f64) {
+fn bounds(e: &mut MetricsBuilder, cluster: &str, min: Option<u64>, max: Option<u64>, unit: f64) {
     for (direction, v) in [("minimum", min), ("maximum", max)] {
         if let Some(v) = v {
             e.sample(
@@ -196,7 +196,7 @@ fn bounds(e: &mut Exposition, cluster: &str, min: Option<u64>, max: Option<u64>,
 
 /// Upstream keeps these behind `--emit-per-nodegroup-metrics`; a fleet hub's dashboards need
 /// them, and a cluster has tens of groups at most, so they are always on.
-fn node_group_gauges(e: &mut Exposition, reports: &[ClusterReport]) {
+fn node_group_gauges(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
     type Pick = fn(&crate::cluster::report::GroupSummary) -> Option<f64>;
     let families: [(&str, &str, Pick); 4] = [
         (
@@ -247,7 +247,7 @@ fn node_group_gauges(e: &mut Exposition, reports: &[ClusterReport]) {
     }
 }
 
-fn counters(e: &mut Exposition, reports: &[ClusterReport]) {
+fn counters(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
     family(
         e,
         "scaled_up_nodes_total",
@@ -308,7 +308,7 @@ fn counters(e: &mut Exposition, reports: &[ClusterReport]) {
 }
 
 fn labelled(
-    e: &mut Exposition,
+    e: &mut MetricsBuilder,
     reports: &[ClusterReport],
     name: &str,
     help: &str,
@@ -323,7 +323,7 @@ fn labelled(
     }
 }
 
-fn histograms(e: &mut Exposition, reports: &[ClusterReport]) {
+fn histograms(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
     family(
         e,
         "function_duration_seconds",
@@ -338,7 +338,7 @@ fn histograms(e: &mut Exposition, reports: &[ClusterReport]) {
     }
 }
 
-fn family(e: &mut Exposition, name: &str, kind: Type, help: &str) {
+fn family(e: &mut MetricsBuilder, name: &str, kind: Type, help: &str) {
     e.family(&format!("{P}{name}"), kind, help);
 }
 
