@@ -472,17 +472,7 @@ mod tests {
     }
 
     fn status() -> HubStatus {
-        HubStatus {
-            started: Timestamp::now(),
-            config_path: None,
-            last_reload: None,
-            leader_election: false,
-            leading: true,
-            leader: None,
-            dry_run: false,
-            sharding: None,
-            membership: None,
-        }
+        HubStatus::plain()
     }
 
     #[test]

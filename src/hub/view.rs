@@ -51,6 +51,24 @@ pub struct HubStatus {
     pub membership: Option<super::membership::MembershipStatus>,
 }
 
+#[cfg(test)]
+impl HubStatus {
+    /// A hub started now, leading, with nothing else on: the status unit tests start from.
+    pub(crate) fn plain() -> HubStatus {
+        HubStatus {
+            started: Timestamp::now(),
+            config_path: None,
+            last_reload: None,
+            leader_election: false,
+            leading: true,
+            leader: None,
+            dry_run: false,
+            sharding: None,
+            membership: None,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReloadStatus {

@@ -8,17 +8,7 @@ use crate::hub::fleet::Fleet as Hub;
 use crate::telemetry::metrics::{Value, text};
 
 fn status() -> HubStatus {
-    HubStatus {
-        started: Timestamp::now(),
-        config_path: None,
-        last_reload: None,
-        leader_election: false,
-        leading: true,
-        leader: None,
-        dry_run: false,
-        sharding: None,
-        membership: None,
-    }
+    HubStatus::plain()
 }
 
 /// Two clusters, `b` listed first: `a` running, healthy, with a pass measured and a
