@@ -127,6 +127,7 @@ pub fn run_once_with(
         fleet_policy: policy.clone(),
         capacity_failures,
         warnings,
+        timed_out: cluster.timed_out,
     };
     fleet_backoff::note(&mut plan);
     plan

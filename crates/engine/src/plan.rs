@@ -51,6 +51,31 @@ pub struct Plan {
     pub capacity_failures: Vec<super::policy::SharedFailure>,
     /// Problems that did not stop the pass: bad settings, odd objects, invalid expander config.
     pub warnings: Vec<String>,
+    /// The scale-ups found timed out in this pass, one per group, as data for those who tell
+    /// them in their own words (upstream's `ScaleUpTimedOut` event); the plan's reasons
+    /// (`fixTargetSize`, `deleteUnregistered`) already say it in the JSON.
+    #[serde(skip)]
+    pub timed_out: Vec<TimedOut>,
+}
+
+/// A scale-up that timed out: `nodes` asked for since `since` did not register within
+/// `within` (a Go duration).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedOut {
+    pub node_group: NodeGroupId,
+    pub nodes: u64,
+    pub since: Timestamp,
+    pub within: String,
+}
+
+impl std::fmt::Display for TimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} node(s) asked for since {} did not register within {}",
+            self.nodes, self.since, self.within
+        )
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]

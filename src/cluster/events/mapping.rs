@@ -21,11 +21,9 @@ use super::{EventSpec, EventType, ObjectRef};
 use crate::cluster::outcome::{Action, Entry, MachineDeletionKind, Outcome};
 use crate::engine::nodegroups::NodeGroupId;
 use crate::engine::plan::{self, Plan};
-use crate::engine::reason::{FailureKind, ReasonCode};
+use crate::engine::reason::ReasonCode;
 use crate::model::ClusterSnapshot;
 use crate::model::pod::PodId;
-
-const TIMED_OUT: &str = "scale-up timed out: ";
 
 /// The events of one pass, in the order they should be recorded.
 pub fn events_for(
@@ -151,28 +149,16 @@ impl Context<'_> {
                 format!("Max total nodes in cluster reached: {max}"),
             );
         }
-        let timed_out = plan
-            .fix_target_size
-            .iter()
-            .filter(|f| f.cause == FailureKind::Timeout)
-            .map(|f| (&f.node_group, &f.reason))
-            .chain(
-                plan.delete_unregistered
-                    .iter()
-                    .filter(|d| d.cause == Some(FailureKind::Timeout))
-                    .map(|d| (&d.node_group, &d.reason)),
+        // One event per group that timed out, in upstream's words, from the engine's record.
+        for t in &plan.timed_out {
+            self.on_status(
+                EventType::Warning,
+                "ScaleUpTimedOut",
+                format!(
+                    "Nodes added to group {} failed to register: {t}",
+                    t.node_group
+                ),
             );
-        let mut seen = HashSet::new();
-        for (group, reason) in timed_out {
-            let why = reason.strip_prefix(TIMED_OUT).unwrap_or(reason);
-            if seen.insert(group.clone()) {
-                let why = why.split(';').next().unwrap_or(why);
-                self.on_status(
-                    EventType::Warning,
-                    "ScaleUpTimedOut",
-                    format!("Nodes added to group {group} failed to register: {why}"),
-                );
-            }
         }
         self.fleet_backoffs();
     }

@@ -247,12 +247,11 @@ fn observations_of_the_engine_are_told_whatever_was_written() {
     let (s, mut plan) = cluster();
     plan.health.cluster.healthy = false;
     plan.health.cluster.reason = Some("5 of 8 nodes are unready".into());
-    plan.fix_target_size.push(plan::FixTargetSize {
+    plan.timed_out.push(plan::TimedOut {
         node_group: group("a"),
-        from: 4,
-        to: 2,
-        reason: "scale-up timed out: 2 node(s) asked for since X did not register within 15m; 2 machine(s) were never created".into(),
-        cause: crate::engine::reason::FailureKind::Timeout,
+        nodes: 2,
+        since: "2026-01-01T00:00:00Z".parse().unwrap(),
+        within: "15m".into(),
     });
     let events = events_for(&plan, &[], &s, &status_ref());
     let cm: Vec<_> = events
@@ -270,7 +269,7 @@ fn observations_of_the_engine_are_told_whatever_was_written() {
             ),
             (
                 "ScaleUpTimedOut",
-                "Nodes added to group MachineSet.machine.openshift.io/openshift-machine-api/a failed to register: 2 node(s) asked for since X did not register within 15m",
+                "Nodes added to group MachineSet.machine.openshift.io/openshift-machine-api/a failed to register: 2 node(s) asked for since 2026-01-01T00:00:00Z did not register within 15m",
                 EventType::Warning
             ),
         ]

@@ -14,7 +14,9 @@ mod tests;
 use jiff::Timestamp;
 
 use super::nodegroups::{NodeGroup, NodeGroups};
-use super::plan::{ClusterHealth, FixTargetSize, GroupHealth, Health, InFlight, MachineDeletion};
+use super::plan::{
+    ClusterHealth, FixTargetSize, GroupHealth, Health, InFlight, MachineDeletion, TimedOut,
+};
 use super::reason::{ReasonCode, Unfit};
 use super::settings::Settings;
 use super::state::{EngineState, add};
@@ -75,6 +77,8 @@ pub struct ClusterState {
     pub fix_target_size: Vec<FixTargetSize>,
     pub delete_failed: Vec<MachineDeletion>,
     pub delete_unregistered: Vec<MachineDeletion>,
+    /// The scale-ups that timed out in this pass.
+    pub timed_out: Vec<TimedOut>,
     pub warnings: Vec<String>,
 }
 
@@ -111,6 +115,7 @@ pub fn assess(
         fix_target_size: Vec::new(),
         delete_failed: Vec::new(),
         delete_unregistered: Vec::new(),
+        timed_out: Vec::new(),
         warnings: Vec::new(),
     };
     let mode = if cluster_healthy(&readiness, settings) {

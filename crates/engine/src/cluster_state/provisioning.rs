@@ -11,7 +11,7 @@ use jiff::Timestamp;
 
 use super::{ClusterState, GroupState, NodeReadiness};
 use crate::nodegroups::{NodeGroup, NodeGroups};
-use crate::plan::{FixTargetSize, InFlight, MachineDeletion};
+use crate::plan::{FixTargetSize, InFlight, MachineDeletion, TimedOut};
 use crate::reason::{FailureKind, ReasonCode, Unfit};
 use crate::settings::Settings;
 use crate::state::{EngineState, ScaleUpIncrement, add};
@@ -276,9 +276,14 @@ impl Tracker<'_> {
         machines: &Machines,
         missing: u64,
     ) -> (Vec<usize>, u64) {
-        let within = format_go_duration(self.g.options.provision_time(self.settings));
-        let why =
-            format!("{nodes} node(s) asked for since {since} did not register within {within}");
+        let timed_out = TimedOut {
+            node_group: self.g.id.clone(),
+            nodes,
+            since,
+            within: format_go_duration(self.g.options.provision_time(self.settings)),
+        };
+        let why = timed_out.to_string();
+        self.cs.timed_out.push(timed_out);
         self.state.back_off(
             self.g.id.as_str(),
             self.now,

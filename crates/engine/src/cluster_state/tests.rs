@@ -160,6 +160,17 @@ fn a_timed_out_scale_up_is_corrected_and_its_pods_go_elsewhere_in_the_same_pass(
             .reason
             .starts_with("scale-up timed out: 1 node(s)")
     );
+    // The timeout as data, for the event that tells it: one record for group a.
+    let timed_out: Vec<_> = p15
+        .timed_out
+        .iter()
+        .map(|t| (t.node_group.as_str(), t.nodes))
+        .collect();
+    assert_eq!(
+        timed_out,
+        [("MachineSet.machine.openshift.io/openshift-machine-api/a", 1)]
+    );
+    assert!(p14.timed_out.is_empty());
     let a = &p15.health.node_groups[0];
     assert_eq!(a.backoff_until, Some(at(20)));
     assert_eq!(p15.scale_up.len(), 1);
