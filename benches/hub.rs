@@ -197,11 +197,8 @@ async fn telemetry() -> (
 ) {
     use fleetscaler::config::tracing::{TracingConfig, TracingState, resolve};
     if env("HUB_BENCH_TRACES", 0) == 0 {
-        let off = TracingState::Off {
-            why: "bench".into(),
-        };
         return (
-            fleetscaler::telemetry::init("warn", &off, "bench").unwrap(),
+            fleetscaler::telemetry::init("warn", None, "bench").unwrap(),
             None,
         );
     }
@@ -210,8 +207,10 @@ async fn telemetry() -> (
         endpoint: Some(otlp_sink(received.clone()).await),
         ..TracingConfig::default()
     };
-    let on = resolve(&config, &|_| None).unwrap();
-    let telemetry = fleetscaler::telemetry::init("warn", &on, "bench").unwrap();
+    let TracingState::On(on) = resolve(&config, &|_| None).unwrap() else {
+        panic!("traces with an endpoint are on");
+    };
+    let telemetry = fleetscaler::telemetry::init("warn", Some(&on.export()), "bench").unwrap();
     (telemetry, Some(received))
 }
 

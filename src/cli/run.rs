@@ -102,7 +102,19 @@ fn start_logs_and_traces(
         .unwrap_or_else(|issues| TracingState::Off {
             why: format!("{} problem(s) in the configuration", issues.len()),
         });
-    crate::telemetry::init_with(default_filter, format, &traces, &instance(hub))
+    let TracingState::On(settings) = &traces else {
+        return crate::telemetry::init_with(default_filter, format, None, &instance(hub));
+    };
+    let telemetry = crate::telemetry::init_with(
+        default_filter,
+        format,
+        Some(&settings.export()),
+        &instance(hub),
+    )?;
+    if telemetry.traces_on() {
+        tracing::info!("traces on: {}", settings.describe());
+    }
+    Ok(telemetry)
 }
 
 /// The exporter of the metrics over OTLP when they are asked for, built before anything
@@ -114,7 +126,7 @@ fn metrics_exporter(
     let Ok(MetricsState::On(settings)) = hub.tracing.metrics_with_process_env() else {
         return Ok(None);
     };
-    let pending = crate::telemetry::metrics_exporter(&settings, &instance(hub))?;
+    let pending = crate::telemetry::metrics_exporter(&settings.export(), &instance(hub))?;
     tracing::info!("metrics over OTLP on: {}", settings.describe());
     Ok(Some(pending))
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::ConfigIssue;
 use crate::engine::settings::opt_duration_serde;
 use crate::model::duration::format_go_duration;
+use crate::telemetry::export;
 
 /// The service name when neither `OTEL_SERVICE_NAME` nor `OTEL_RESOURCE_ATTRIBUTES` names one.
 pub const DEFAULT_SERVICE_NAME: &str = "fleetscaler";
@@ -64,6 +65,14 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// The same, as telemetry takes it.
+    pub fn export(self) -> export::Protocol {
+        match self {
+            Protocol::Grpc => export::Protocol::Grpc,
+            Protocol::HttpProtobuf => export::Protocol::HttpProtobuf,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Protocol::Grpc => "grpc",
@@ -135,6 +144,22 @@ fn pair_names_only<S: Serializer>(headers: &[(String, String)], s: S) -> Result<
 }
 
 impl Tracing {
+    /// What telemetry is told to send spans with.
+    pub fn export(&self) -> export::Traces {
+        export::Traces {
+            endpoint: self.endpoint.clone(),
+            protocol: self.protocol.export(),
+            headers: self.headers.clone(),
+            timeout: self.timeout,
+            sampler: export::Sampling {
+                parent_based: self.sampler.parent_based,
+                ratio: self.sampler.ratio,
+            },
+            service_name: self.service_name.clone(),
+            resource: self.resource.clone(),
+        }
+    }
+
     /// One line for logs and `check-config` (header names only).
     pub fn describe(&self) -> String {
         let mut text = format!(

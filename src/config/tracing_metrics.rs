@@ -45,6 +45,19 @@ fn pair_names_only<S: Serializer>(headers: &[(String, String)], s: S) -> Result<
 }
 
 impl MetricsExport {
+    /// What telemetry is told to send the metrics with.
+    pub fn export(&self) -> crate::telemetry::export::Metrics {
+        crate::telemetry::export::Metrics {
+            endpoint: self.endpoint.clone(),
+            protocol: self.protocol.export(),
+            headers: self.headers.clone(),
+            timeout: self.timeout,
+            interval: self.interval,
+            service_name: self.service_name.clone(),
+            resource: self.resource.clone(),
+        }
+    }
+
     /// One line for logs (header names only).
     pub fn describe(&self) -> String {
         let mut text = format!(

@@ -7,6 +7,7 @@
 //! as OTLP protobuf and sent when asked for (`otel_metrics`, docs/metrics.md). This module
 //! is a leaf: it knows neither the hub nor the clusters.
 
+pub mod export;
 pub mod log_json;
 pub mod metrics;
 pub mod otel;
@@ -20,7 +21,6 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-use crate::config::tracing::{MetricsExport, TracingState};
 pub use otel::{OtelError, Parent};
 pub use otel_metrics::{PendingMetrics, Source};
 
@@ -50,21 +50,21 @@ pub fn init_logging(default_filter: &str) {
         .try_init();
 }
 
-/// Installs text logs, and traces when `tracing` is on (`instance` is this replica's
-/// `service.instance.id`). Must run on the tokio runtime the exports are to use.
+/// Installs text logs, and traces when `traces` says where to send them (`instance` is this
+/// replica's `service.instance.id`). Must run on the tokio runtime the exports are to use.
 pub fn init(
     default_filter: &str,
-    tracing: &TracingState,
+    traces: Option<&export::Traces>,
     instance: &str,
 ) -> Result<Telemetry, OtelError> {
-    init_with(default_filter, LogFormat::Text, tracing, instance)
+    init_with(default_filter, LogFormat::Text, traces, instance)
 }
 
 /// [`init`], with logs in `format`.
 pub fn init_with(
     default_filter: &str,
     format: LogFormat,
-    tracing: &TracingState,
+    traces: Option<&export::Traces>,
     instance: &str,
 ) -> Result<Telemetry, OtelError> {
     let mut telemetry = Telemetry {
@@ -72,7 +72,7 @@ pub fn init_with(
         traces: None,
         metrics: None,
     };
-    let TracingState::On(settings) = tracing else {
+    let Some(settings) = traces else {
         let _ = Registry::default()
             .with(log_layer(default_filter, format, false))
             .try_init();
@@ -91,7 +91,6 @@ pub fn init_with(
         return Ok(telemetry);
     }
     otel::installed();
-    tracing::info!("traces on: {}", settings.describe());
     telemetry.traces = Some(pipeline.provider);
     Ok(telemetry)
 }
@@ -100,7 +99,7 @@ pub fn init_with(
 /// starts; [`Telemetry::export_metrics`] starts sending. Must run on the tokio runtime the
 /// exports are to use.
 pub fn metrics_exporter(
-    settings: &MetricsExport,
+    settings: &export::Metrics,
     instance: &str,
 ) -> Result<PendingMetrics, OtelError> {
     otel_metrics::exporter(settings, instance)
@@ -148,6 +147,11 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
+    /// Whether spans are being sent (another subscriber installed first keeps them off).
+    pub fn traces_on(&self) -> bool {
+        self.traces.is_some()
+    }
+
     /// Starts sending the metrics `source` reads (the snapshot `/metrics` serves) with the
     /// sender built before. Must run on the tokio runtime the exports are to use.
     pub fn export_metrics(&mut self, pending: PendingMetrics, source: Source) {

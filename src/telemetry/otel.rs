@@ -24,9 +24,8 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::Layer;
 use tracing_subscriber::filter::Targets;
 
+use super::export::{Protocol, Sampling, SpanRef, Traces};
 use super::otlp::{Transport, process_env, resource};
-use crate::config::tracing::{Protocol, SamplerChoice, Tracing};
-use crate::engine::policy::TraceRef;
 
 /// Whether the OpenTelemetry layer is installed; [`Parent::current`] is free when not.
 static ON: AtomicBool = AtomicBool::new(false);
@@ -50,7 +49,7 @@ pub(super) struct Pipeline {
 }
 
 /// Builds the exporter, the batch worker and the layer. Must run on the hub's runtime.
-pub(super) fn pipeline(t: &Tracing, instance: &str) -> Result<Pipeline, OtelError> {
+pub(super) fn pipeline(t: &Traces, instance: &str) -> Result<Pipeline, OtelError> {
     let runtime =
         tokio::runtime::Handle::try_current().map_err(|_| OtelError::NoRuntime("traces"))?;
     let exporter = OnRuntime {
@@ -88,7 +87,7 @@ pub(super) fn installed() {
     ON.store(true, Ordering::Relaxed);
 }
 
-fn exporter(t: &Tracing) -> Result<opentelemetry_otlp::SpanExporter, OtelError> {
+fn exporter(t: &Traces) -> Result<opentelemetry_otlp::SpanExporter, OtelError> {
     let transport = Transport {
         signal: "traces",
         endpoint: &t.endpoint,
@@ -139,7 +138,7 @@ impl<E: SpanExporter + 'static> SpanExporter for OnRuntime<E> {
     }
 }
 
-fn sampler(choice: SamplerChoice) -> Sampler {
+fn sampler(choice: Sampling) -> Sampler {
     let root = if choice.ratio >= 1.0 {
         Sampler::AlwaysOn
     } else if choice.ratio <= 0.0 {
@@ -182,13 +181,13 @@ impl Parent {
 /// `span`'s ids, for another trace to link to: when traces are on and the span is sampled
 /// (an unsampled span is never sent, so a link to it would lead nowhere). None, and free,
 /// when traces are off.
-pub fn trace_ref(span: &tracing::Span) -> Option<TraceRef> {
+pub fn trace_ref(span: &tracing::Span) -> Option<SpanRef> {
     if !ON.load(Ordering::Relaxed) || span.is_disabled() {
         return None;
     }
     let cx = span.context();
     let sc = cx.span().span_context().clone();
-    (sc.is_valid() && sc.is_sampled()).then(|| TraceRef {
+    (sc.is_valid() && sc.is_sampled()).then(|| SpanRef {
         trace_id: sc.trace_id().to_string(),
         span_id: sc.span_id().to_string(),
     })
@@ -196,7 +195,7 @@ pub fn trace_ref(span: &tracing::Span) -> Option<TraceRef> {
 
 /// Adds to `span` a link to the span `to` names, with `attributes`. Nothing when traces are
 /// off, or when the ids do not read as ids (a hand-written fleet policy).
-pub fn link(span: &tracing::Span, to: &TraceRef, attributes: &[(&'static str, &str)]) {
+pub fn link(span: &tracing::Span, to: &SpanRef, attributes: &[(&'static str, &str)]) {
     if !ON.load(Ordering::Relaxed) || span.is_disabled() {
         return;
     }
@@ -211,7 +210,7 @@ pub fn link(span: &tracing::Span, to: &TraceRef, attributes: &[(&'static str, &s
 }
 
 /// The span `to` names, as a link's target: sampled (it was, to be named), from elsewhere.
-fn span_context(to: &TraceRef) -> Option<SpanContext> {
+fn span_context(to: &SpanRef) -> Option<SpanContext> {
     let trace_id = TraceId::from_hex(&to.trace_id).ok()?;
     let span_id = SpanId::from_hex(&to.span_id).ok()?;
     let cx = SpanContext::new(
@@ -233,7 +232,7 @@ mod tests {
         let s = |parent_based, ratio| {
             format!(
                 "{:?}",
-                sampler(SamplerChoice {
+                sampler(Sampling {
                     parent_based,
                     ratio
                 })
@@ -252,8 +251,8 @@ mod tests {
     }
 
     #[test]
-    fn a_trace_ref_reads_back_as_the_span_it_names() {
-        let to = TraceRef {
+    fn a_span_ref_reads_back_as_the_span_it_names() {
+        let to = SpanRef {
             trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
             span_id: "b7ad6b7169203331".into(),
         };
@@ -261,12 +260,12 @@ mod tests {
         assert_eq!(cx.trace_id().to_string(), to.trace_id);
         assert_eq!(cx.span_id().to_string(), to.span_id);
         assert!(cx.is_sampled() && cx.is_remote());
-        let zeros = TraceRef {
+        let zeros = SpanRef {
             trace_id: "0".repeat(32),
             span_id: to.span_id.clone(),
         };
         assert!(span_context(&zeros).is_none(), "an invalid trace id");
-        let junk = TraceRef {
+        let junk = SpanRef {
             trace_id: "not hex".into(),
             span_id: to.span_id.clone(),
         };

@@ -18,10 +18,10 @@ use tokio_util::sync::CancellationToken;
 
 use self::encode::Times;
 use self::send::Sender;
+use super::export::Metrics;
 use super::metrics::MetricsSnapshot;
 use super::otel::OtelError;
 use super::otlp::{Transport, process_env, resource_attributes};
-use crate::config::tracing::MetricsExport;
 
 /// The hub's metrics now (what `/metrics` serves).
 pub type Source = Arc<dyn Fn() -> MetricsSnapshot + Send + Sync>;
@@ -37,7 +37,7 @@ pub struct PendingMetrics {
 }
 
 /// Builds the OTLP metrics sender. Must run on the hub's runtime.
-pub(super) fn exporter(m: &MetricsExport, instance: &str) -> Result<PendingMetrics, OtelError> {
+pub(super) fn exporter(m: &Metrics, instance: &str) -> Result<PendingMetrics, OtelError> {
     tokio::runtime::Handle::try_current().map_err(|_| OtelError::NoRuntime("metrics"))?;
     let transport = Transport {
         signal: "metrics",
@@ -131,10 +131,8 @@ impl Exporter {
         let sent = tokio::time::timeout(self.pending.timeout, self.pending.sender.send(request))
             .await
             .unwrap_or_else(|_| {
-                Err(format!(
-                    "no answer within {}",
-                    crate::model::duration::format_go_duration(self.pending.timeout)
-                ))
+                // Debug of a Duration reads as Go's for a wait under a minute: 10s, 1.5s.
+                Err(format!("no answer within {:?}", self.pending.timeout))
             });
         let endpoint = &self.pending.endpoint;
         match &sent {

@@ -16,10 +16,11 @@ use crate::cluster::outcome::{Action, Entry, Outcome};
 use crate::cluster::report::{PassSummary, Phase};
 use crate::engine::FleetPolicy;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
-use crate::engine::policy::SharedFailure;
+use crate::engine::policy::{SharedFailure, TraceRef};
 use crate::engine::settings::Settings;
 use crate::engine::state::EngineState;
 use crate::model::ClusterSnapshot;
+use crate::telemetry::export::SpanRef;
 use crate::telemetry::{TRACES, int, otel};
 
 impl Runner {
@@ -275,7 +276,10 @@ fn share_capacity_failures(ctx: &super::Context, plan: &Plan, span: &Span, now: 
         "fleetscaler.capacity_failures",
         int(plan.capacity_failures.len()),
     );
-    let trace = otel::trace_ref(span);
+    let trace = otel::trace_ref(span).map(|s| TraceRef {
+        trace_id: s.trace_id,
+        span_id: s.span_id,
+    });
     ctx.fleet.share(
         ctx.name.as_str(),
         trace.as_ref(),
@@ -308,7 +312,11 @@ fn link_fleet_backoffs(span: &Span, plan: &Plan) {
                 ("k8s.cluster.name", f.cluster.as_str()),
                 ("fleetscaler.node_group", f.node_group.as_str()),
             ];
-            otel::link(span, trace, &attributes);
+            let to = SpanRef {
+                trace_id: trace.trace_id.clone(),
+                span_id: trace.span_id.clone(),
+            };
+            otel::link(span, &to, &attributes);
         }
     }
 }

@@ -19,7 +19,7 @@ use prost::Message;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::{Channel, ClientTlsConfig, Endpoint};
 
-use crate::config::tracing::Protocol;
+use crate::telemetry::export::Protocol;
 use crate::telemetry::otel::OtelError;
 use crate::telemetry::otlp::{SetMetadata, Transport, header_map};
 

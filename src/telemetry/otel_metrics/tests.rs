@@ -8,7 +8,7 @@ use prost::Message;
 use tokio::net::TcpListener;
 
 use super::*;
-use crate::config::tracing::Protocol;
+use crate::telemetry::export::{Metrics, Protocol};
 use crate::telemetry::metrics::Type;
 
 /// What a receiver got, and how many requests it refuses first.
@@ -76,8 +76,8 @@ async fn receiver(inbox: Shared) -> String {
     format!("http://{addr}/v1/metrics")
 }
 
-fn settings(endpoint: &str, interval: Duration) -> MetricsExport {
-    MetricsExport {
+fn settings(endpoint: &str, interval: Duration) -> Metrics {
+    Metrics {
         endpoint: endpoint.to_string(),
         protocol: Protocol::HttpProtobuf,
         headers: vec![("x-test".into(), "yes".into())],
