@@ -56,7 +56,7 @@ struct ClusterReport {
     use_cluster_autoscaler: bool,
     /// `{key: {value, source}}`, before the cluster's own ClusterAutoscaler (read at run time).
     settings: serde_json::Value,
-    warnings: Vec<String>,
+    warnings: Vec<crate::model::Warning>,
 }
 
 pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConfigError> {
@@ -90,7 +90,7 @@ pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConf
                 dry_run: c.dry_run.unwrap_or(cfg.hub.dry_run),
                 use_cluster_autoscaler: c.use_cluster_autoscaler,
                 settings: settings_with_sources(&eff),
-                warnings: eff.warnings.iter().map(|w| w.to_string()).collect(),
+                warnings: eff.warnings.iter().map(|w| w.warning()).collect(),
             }
         })
         .collect();

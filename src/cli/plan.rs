@@ -3,6 +3,7 @@
 //! `ClusterAutoscaler`, the cluster's overrides, flags), runs the engine once, and prints
 //! the plan as a table or as JSON.
 
+use crate::engine::settings::SettingWarning;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -176,7 +177,7 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
         .warnings
         .iter()
         .cloned()
-        .chain(effective.warnings.iter().map(|w| w.to_string()));
+        .chain(effective.warnings.iter().map(SettingWarning::warning));
     plan.warnings.splice(0..0, first);
     Ok(PlanReport {
         plan,

@@ -190,6 +190,8 @@ async fn one_cluster(
         )
     };
     let mut answer = crate::cluster::cpu(work);
-    answer.notes.extend(seen.warnings);
+    answer
+        .notes
+        .extend(seen.warnings.iter().map(ToString::to_string));
     answer
 }

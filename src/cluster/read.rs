@@ -3,6 +3,7 @@
 //! commands that decide nothing on their own (`fleetscaler what-if`). Lists only: nothing is
 //! written, and the watches end when the look is taken.
 
+use crate::model::{Warning, WarningCode};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -13,7 +14,7 @@ use crate::model::ClusterSnapshot;
 /// A cluster as read, and what could not be read.
 pub struct Look {
     pub snapshot: ClusterSnapshot,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Reads the cluster behind `client`: discovery, then every kind listed (a kind the cluster
@@ -59,9 +60,12 @@ pub async fn look(
         };
         cache.apply(update, Instant::now());
         if let Some((kind, message)) = refused {
-            warnings.push(format!(
-                "not allowed to list {}: read without them ({message})",
-                kind.describe()
+            warnings.push(Warning::general(
+                WarningCode::NotAllowed,
+                format!(
+                    "not allowed to list {}: read without them ({message})",
+                    kind.describe()
+                ),
             ));
             cache.give_up_on(kind);
         }
@@ -71,8 +75,12 @@ pub async fn look(
     let (templates, problems) =
         super::runner::infra::read_once(client.clone(), request_timeout, scalables.iter()).await;
     cache.set_infrastructure_templates(templates);
-    warnings.extend(problems);
-    warnings.extend(cache.problems().map(|p| format!("unreadable object: {p}")));
+    warnings.extend(
+        problems
+            .iter()
+            .chain(&cache.problems().collect::<Vec<_>>())
+            .map(|p| super::cache::unreadable(p)),
+    );
     Ok(Look {
         snapshot: cache.snapshot().clone(),
         warnings,

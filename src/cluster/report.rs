@@ -84,7 +84,7 @@ pub struct ClusterReport {
     /// What the hub found wrong with the cluster when it connected (a Machine API served
     /// only in versions it cannot read): it holds until the hub connects again.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<crate::model::Warning>,
     /// The last failed call or action, and when: what a user should look at first.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<TimedMessage>,

@@ -71,8 +71,10 @@ async fn odd_objects_are_named_and_do_no_harm() {
     let view = hub.view();
     let plan = eventually(LONG, "a plan naming both odd objects", || {
         let plan = view.report("sim-1").and_then(|r| r.plan).filter(|p| {
-            p.warnings.iter().any(|w| w.contains(node.as_str()))
-                && p.node_groups.iter().any(|g| !g.eligible)
+            p.warnings.iter().any(|w| {
+                w.code == fleetscaler::model::WarningCode::UnreadableObject
+                    && w.message.contains(node.as_str())
+            }) && p.node_groups.iter().any(|g| !g.eligible)
         });
         async move { plan }
     })

@@ -2,6 +2,7 @@
 //! A chain (`priority,least-waste`) narrows the options step by step, as upstream; what is
 //! left tied at the end is settled by a seeded random pick, so a plan can be reproduced.
 
+use fleetscaler_model::{Warning, WarningCode};
 use std::collections::BTreeMap;
 
 use regex::Regex;
@@ -33,7 +34,7 @@ pub struct Priorities {
 
 impl Priorities {
     /// Compiles the map; bad regexes are reported and skipped.
-    pub fn compile(map: &BTreeMap<i32, Vec<String>>, warnings: &mut Vec<String>) -> Self {
+    pub fn compile(map: &BTreeMap<i32, Vec<String>>, warnings: &mut Vec<Warning>) -> Self {
         let mut tiers: Vec<(i32, Vec<Regex>)> = map
             .iter()
             .map(|(p, patterns)| {
@@ -42,8 +43,10 @@ impl Priorities {
                     .filter_map(|pat| {
                         Regex::new(pat)
                             .map_err(|e| {
-                                warnings.push(format!(
-                                    "priority expander: regex {pat:?} is invalid: {e}"
+                                warnings.push(Warning::about(
+                                    WarningCode::PriorityExpander,
+                                    "priority expander",
+                                    format!("regex {pat:?} is invalid: {e}"),
                                 ))
                             })
                             .ok()
@@ -57,12 +60,14 @@ impl Priorities {
     }
 
     /// Parses the `priorities` key of the `cluster-autoscaler-priority-expander` ConfigMap.
-    pub fn parse_configmap(text: &str, warnings: &mut Vec<String>) -> Option<Self> {
+    pub fn parse_configmap(text: &str, warnings: &mut Vec<Warning>) -> Option<Self> {
         match serde_saphyr::from_str::<BTreeMap<i32, Vec<String>>>(text) {
             Ok(map) => Some(Priorities::compile(&map, warnings)),
             Err(e) => {
-                warnings.push(format!(
-                    "priority expander ConfigMap: `priorities` is not a map of integer priority to regex list: {e}"
+                warnings.push(Warning::about(
+                    WarningCode::PriorityExpander,
+                    "priority expander ConfigMap",
+                    format!("`priorities` is not a map of integer priority to regex list: {e}"),
                 ));
                 None
             }

@@ -28,6 +28,7 @@ pub mod template;
 pub mod trace;
 pub mod what_if;
 
+use fleetscaler_model::{Warning, WarningCode};
 use jiff::Timestamp;
 
 use expander::{Priorities, SeededRng};
@@ -148,15 +149,18 @@ fn hold_scale_down(
 
 /// OpenShift's operator honours only the ClusterAutoscaler named `default`; any other is
 /// most likely meant to apply and does not.
-fn ignored_cluster_autoscalers(snapshot: &ClusterSnapshot) -> Vec<String> {
+fn ignored_cluster_autoscalers(snapshot: &ClusterSnapshot) -> Vec<Warning> {
     snapshot
         .cluster_autoscalers
         .iter()
         .filter(|c| c.name != fleetscaler_model::autoscaler::CLUSTER_AUTOSCALER_NAME)
         .map(|c| {
-            format!(
-                "ClusterAutoscaler {:?} is ignored: only the one named \"default\" is honoured, as OpenShift's operator does",
-                c.name
+            Warning::general(
+                WarningCode::IgnoredClusterAutoscaler,
+                format!(
+                    "ClusterAutoscaler {:?} is ignored: only the one named \"default\" is honoured, as OpenShift's operator does",
+                    c.name
+                ),
             )
         })
         .collect()
@@ -211,7 +215,7 @@ fn remember(
 fn priorities(
     snapshot: &ClusterSnapshot,
     settings: &Settings,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Option<Priorities> {
     if !settings
         .expanders
@@ -228,10 +232,10 @@ fn priorities(
         .and_then(|c| c.priorities.as_deref());
     let parsed = text.and_then(|t| Priorities::parse_configmap(t, warnings));
     if parsed.is_none() && text.is_none() {
-        warnings.push(
-            "the priority expander has no configuration (no `priorities` setting and no cluster-autoscaler-priority-expander ConfigMap): it keeps every option"
-                .to_string(),
-        );
+        warnings.push(Warning::general(
+            WarningCode::PriorityExpander,
+            "the priority expander has no configuration (no `priorities` setting and no cluster-autoscaler-priority-expander ConfigMap): it keeps every option",
+        ));
     }
     parsed
 }

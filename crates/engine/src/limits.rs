@@ -4,6 +4,7 @@
 //! past one gets no scale-up, and the plan names the limit. `maxNodesTotal` is checked apart
 //! from the resource limits, as upstream does.
 
+use fleetscaler_model::{Warning, WarningCode};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -59,7 +60,7 @@ pub fn unmatched_gpu_limits(
     settings: &Settings,
     nodes: &[Node],
     templates: &[Result<TemplateNode, String>],
-) -> Vec<String> {
+) -> Vec<Warning> {
     if settings.gpus.is_empty() {
         return Vec::new();
     }
@@ -80,9 +81,12 @@ pub fn unmatched_gpu_limits(
         .iter()
         .filter(|g| !seen.contains(g.gpu_type.as_str()))
         .map(|g| {
-            format!(
-                "the GPU limit of type {:?} matches no node and no node group's template ({known}): it limits nothing",
-                g.gpu_type
+            Warning::general(
+                WarningCode::UnmatchedLimit,
+                format!(
+                    "the GPU limit of type {:?} matches no node and no node group's template ({known}): it limits nothing",
+                    g.gpu_type
+                ),
             )
         })
         .collect()

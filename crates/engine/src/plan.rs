@@ -1,6 +1,7 @@
 //! The engine's output: what to do and why. Serialized as the JSON `fleetscaler plan`
 //! prints, documented field by field in `docs/plan-format.md`.
 
+use fleetscaler_model::Warning;
 use std::sync::Arc;
 
 use jiff::Timestamp;
@@ -50,7 +51,7 @@ pub struct Plan {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub capacity_failures: Vec<super::policy::SharedFailure>,
     /// Problems that did not stop the pass: bad settings, odd objects, invalid expander config.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// The scale-ups found timed out in this pass, one per group, as data for those who tell
     /// them in their own words (upstream's `ScaleUpTimedOut` event); the plan's reasons
     /// (`fixTargetSize`, `deleteUnregistered`) already say it in the JSON.

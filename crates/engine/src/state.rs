@@ -5,6 +5,7 @@
 //! The state is updated as if the plan is carried out; the hub reports what failed with
 //! [`EngineState::record_scale_up_failure`] and [`EngineState::record_scale_down_failure`].
 
+use fleetscaler_model::{Warning, WarningCode};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -211,7 +212,7 @@ impl EngineState {
     /// (`MachineSet/ns/name`, written before ids carried the API group) to the id of the
     /// group of `groups` it names. An unqualified name that fits a group of each Machine API
     /// is dropped with a warning (returned); one that fits none is left alone.
-    pub fn adopt_unqualified_ids(&mut self, groups: &NodeGroups) -> Vec<String> {
+    pub fn adopt_unqualified_ids(&mut self, groups: &NodeGroups) -> Vec<Warning> {
         let unqualified = |k: &String| GroupRef::parse(k).is_ok_and(|r| r.api.is_none());
         if !self
             .scale_ups
@@ -240,7 +241,7 @@ fn adopt<T>(
     map: &mut BTreeMap<String, T>,
     known: &[(GroupRef, &NodeGroupId)],
     what: &str,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     let unqualified: Vec<(String, GroupRef)> = map
         .keys()
@@ -260,7 +261,11 @@ fn adopt<T>(
             Ok(None) => {}
             Err(e) => {
                 map.remove(&old);
-                warnings.push(format!("state: {what} of {e}; forgotten"));
+                warnings.push(Warning::about(
+                    WarningCode::StateForgotten,
+                    "state",
+                    format!("{what} of {e}; forgotten"),
+                ));
             }
         }
     }
@@ -427,7 +432,7 @@ mod tests {
         assert!(st.backoff.is_empty());
         assert_eq!(warnings.len(), 1);
         assert!(
-            warnings[0].starts_with(
+            warnings[0].to_string().starts_with(
                 "state: backoff of MachineSet/openshift-machine-api/both is ambiguous"
             ),
             "{warnings:?}"

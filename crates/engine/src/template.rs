@@ -3,6 +3,7 @@
 //! annotations (upstream keys first, OpenShift's older keys as fallback) and the machine
 //! template's labels and taints. Either way it carries the DaemonSet pods that would run on it.
 
+use fleetscaler_model::{Warning, WarningCode};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -91,7 +92,7 @@ pub fn build_all(
     snapshot: &ClusterSnapshot,
     groups: &[NodeGroup],
     settings: &Settings,
-) -> (Vec<Result<TemplateNode, String>>, Vec<String>) {
+) -> (Vec<Result<TemplateNode, String>>, Vec<Warning>) {
     let daemons = Daemons::index(snapshot);
     let mut warnings = Vec::new();
     let templates = groups
@@ -141,7 +142,7 @@ fn build(
     group: &NodeGroup,
     daemons: &Daemons,
     settings: &Settings,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<TemplateNode, String> {
     let mut template = match template_node_candidate(snapshot, group, settings) {
         Some(node) => from_node(node, daemons),
@@ -249,7 +250,7 @@ fn from_annotations(
     group: &NodeGroup,
     daemons: &Daemons,
     settings: &Settings,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<TemplateNode, String> {
     let resources = annotated_resources(snapshot, group);
     let get = |key: &str| {
@@ -267,9 +268,10 @@ fn from_annotations(
     let own = &snapshot.scalables[group.resource];
     // As upstream: a malformed entry is skipped, the rest of the template stands.
     let mut skipped = |what: &str, part: &str, form: &str| {
-        warnings.push(format!(
-            "{}: annotation {CAPACITY_PREFIX}{what}: entry {part:?} is not {form}; skipped",
-            group.id
+        warnings.push(Warning::about(
+            WarningCode::InvalidTemplateEntry,
+            &group.id,
+            format!("annotation {CAPACITY_PREFIX}{what}: entry {part:?} is not {form}; skipped"),
         ))
     };
     let cap = |name: &str| get(&format!("{CAPACITY_PREFIX}{name}"));

@@ -9,7 +9,10 @@ fn templates(yaml: &str) -> Vec<Result<TemplateNode, String>> {
 fn templates_with(
     yaml: &str,
     settings: &Settings,
-) -> (Vec<Result<TemplateNode, String>>, Vec<String>) {
+) -> (
+    Vec<Result<TemplateNode, String>>,
+    Vec<fleetscaler_model::Warning>,
+) {
     let s = snapshot_of_text(yaml);
     let groups = discover(&s, &[]);
     build_all(&s, &groups.groups, settings)
@@ -34,8 +37,26 @@ fn a_malformed_entry_is_skipped_with_a_warning_and_startup_taints_are_left_out()
     let keys: Vec<&str> = t.taints.iter().map(|t| &*t.key).collect();
     assert_eq!(keys, ["nvidia.com/gpu"]);
     assert_eq!(warnings.len(), 3, "{warnings:?}");
-    assert!(warnings[0].contains("labels: entry \"broken\" is not key=value; skipped"));
-    assert!(warnings[2].contains("taints: entry \"not-a-taint\" is not key=value:Effect"));
+    assert!(
+        warnings
+            .iter()
+            .all(|w| w.code == fleetscaler_model::WarningCode::InvalidTemplateEntry)
+    );
+    assert!(
+        warnings[0].subject.is_some(),
+        "about the group: {:?}",
+        warnings[0]
+    );
+    assert!(
+        warnings[0]
+            .message
+            .contains("labels: entry \"broken\" is not key=value; skipped")
+    );
+    assert!(
+        warnings[2]
+            .message
+            .contains("taints: entry \"not-a-taint\" is not key=value:Effect")
+    );
 }
 
 const GPU_SET: &str = r#"

@@ -4,6 +4,7 @@
 //! engine: the caller runs both passes (`compare` takes their plans).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -11,7 +12,7 @@ use serde::Serialize;
 use super::limits::LimitsReport;
 use super::nodegroups::NodeGroupId;
 use super::plan::{Outcome, Plan, PodExplanation};
-use super::reason::Reason;
+use super::reason::{Reason, ReasonCode};
 use fleetscaler_model::ObjectKey;
 use fleetscaler_model::pod::PodId;
 
@@ -32,7 +33,7 @@ pub enum Change {
         node_group: NodeGroupId,
         current: Option<Resize>,
         proposed: Option<Resize>,
-        reason: String,
+        reason: Why,
     },
     /// A node removed now in one plan and not in the other.
     #[serde(rename_all = "camelCase")]
@@ -41,7 +42,7 @@ pub enum Change {
         node_group: NodeGroupId,
         current: bool,
         proposed: bool,
-        reason: String,
+        reason: Why,
     },
     /// A node that starts or stops counting as unneeded (its timer towards removal).
     #[serde(rename_all = "camelCase")]
@@ -50,7 +51,7 @@ pub enum Change {
         node_group: NodeGroupId,
         current: bool,
         proposed: bool,
-        reason: String,
+        reason: Why,
     },
     /// A pending pod whose outcome changes.
     #[serde(rename_all = "camelCase")]
@@ -58,7 +59,7 @@ pub enum Change {
         pod: PodId,
         current: Fate,
         proposed: Fate,
-        reason: String,
+        reason: Why,
     },
     /// A cluster-wide limit that holds scale-ups back in one plan and not in the other.
     #[serde(rename_all = "camelCase")]
@@ -66,7 +67,7 @@ pub enum Change {
         limit: String,
         current: bool,
         proposed: bool,
-        reason: String,
+        reason: Why,
     },
     /// Scale-down paused in one plan and not the other (or for another reason).
     #[serde(rename_all = "camelCase")]
@@ -79,7 +80,7 @@ pub enum Change {
     ClusterHealth {
         current: bool,
         proposed: bool,
-        reason: String,
+        reason: Why,
     },
     /// A machine deleted now (failed, never registered) in one plan and not the other.
     #[serde(rename_all = "camelCase")]
@@ -88,8 +89,54 @@ pub enum Change {
         node_group: NodeGroupId,
         current: bool,
         proposed: bool,
-        reason: String,
+        reason: Why,
     },
+}
+
+/// Why the proposed plan decides as it does: its reasons, typed, where the plan has them
+/// (a pod's, a node kept); else its own words (an action's reason, a timer). Written out as
+/// one line, the reasons' `message (Code)` joined by `; `.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Why {
+    Reasons(Vec<Reason>),
+    Said(String),
+}
+
+impl Why {
+    fn said(text: impl Into<String>) -> Why {
+        Why::Said(text.into())
+    }
+
+    /// The reason codes it carries (none when it is words only).
+    pub fn codes(&self) -> Vec<ReasonCode> {
+        match self {
+            Why::Reasons(reasons) => reasons.iter().map(|r| r.code).collect(),
+            Why::Said(_) => Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for Why {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Why::Said(text) => f.write_str(text),
+            Why::Reasons(reasons) => {
+                for (i, r) in reasons.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(f, "{r}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Serialize for Why {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// A group's target, from and to.
@@ -155,7 +202,7 @@ fn cluster_health(current: &Plan, proposed: &Plan, out: &mut Vec<Change>) {
         out.push(Change::ClusterHealth {
             current: c.healthy,
             proposed: p.healthy,
-            reason: why.clone().unwrap_or_else(|| "unready nodes".into()),
+            reason: Why::said(why.clone().unwrap_or_else(|| "unready nodes".into())),
         });
     }
 }
@@ -180,7 +227,7 @@ fn limits(current: &LimitsReport, proposed: &LimitsReport, out: &mut Vec<Change>
                 limit: name.into(),
                 current: c.reached,
                 proposed: p.reached,
-                reason: describe(name, p.used, p.max),
+                reason: Why::said(describe(name, p.used, p.max)),
             });
         }
     }
@@ -202,9 +249,9 @@ fn limits(current: &LimitsReport, proposed: &LimitsReport, out: &mut Vec<Change>
                 limit: format!("gpus/{kind}"),
                 current: c,
                 proposed: p,
-                reason: entry.map_or(format!("no GPU limit for {kind}"), |g| {
+                reason: Why::said(entry.map_or(format!("no GPU limit for {kind}"), |g| {
                     describe(&format!("gpus/{kind}"), g.used as f64, Some(g.max))
-                }),
+                })),
             });
         }
     }
@@ -248,7 +295,7 @@ fn scale_ups(current: &Plan, proposed: &Plan, out: &mut Vec<Change>) {
             continue;
         }
         let reason = match after.get(group) {
-            Some((_, why)) => (*why).to_string(),
+            Some((_, why)) => Why::said(*why),
             None => no_scale_up_reason(proposed, group),
         };
         out.push(Change::ScaleUp {
@@ -261,13 +308,14 @@ fn scale_ups(current: &Plan, proposed: &Plan, out: &mut Vec<Change>) {
 }
 
 /// Why a group gets no scale-up in a plan: what its pods were told about it.
-fn no_scale_up_reason(plan: &Plan, group: &NodeGroupId) -> String {
+fn no_scale_up_reason(plan: &Plan, group: &NodeGroupId) -> Why {
     plan.pending_pods
         .iter()
         .flat_map(|p| &p.reasons)
         .find(|r| r.node_group.as_ref() == Some(group))
-        .map_or("no pending pod needs it".into(), |r| {
-            format!("{} ({})", r.message, r.code)
+        // The change names the group already.
+        .map_or(Why::said("no pending pod needs it"), |r| {
+            Why::Reasons(vec![Reason::new(r.code, r.message.clone())])
         })
 }
 
@@ -305,28 +353,27 @@ fn pods(current: &Plan, proposed: &Plan, diff: &mut Diff) {
 
 /// The proposed plan's account of a pod, leading with what is new to it (a limit reached
 /// where there was none names the limit first).
-fn pod_reason(current: &PodExplanation, proposed: &PodExplanation) -> String {
+fn pod_reason(current: &PodExplanation, proposed: &PodExplanation) -> Why {
     match proposed.outcome {
-        Outcome::ScaleUp => format!(
+        Outcome::ScaleUp => Why::Said(format!(
             "a scale-up of {} is for it",
             proposed
                 .node_group
                 .as_ref()
                 .map_or("a group".into(), |g| g.to_string())
-        ),
-        Outcome::FitsExisting | Outcome::FitsUpcoming => format!(
+        )),
+        Outcome::FitsExisting | Outcome::FitsUpcoming => Why::Said(format!(
             "fits node {}",
             proposed.node.as_deref().unwrap_or("(unnamed)")
-        ),
+        )),
         Outcome::NoScaleUp | Outcome::BelowPriorityCutoff => {
             let known: BTreeSet<_> = current.reasons.iter().map(|r| r.code).collect();
             let mut reasons: Vec<&Reason> = proposed.reasons.iter().collect();
             reasons.sort_by_key(|r| known.contains(&r.code));
-            let shown: Vec<String> = reasons.iter().take(3).map(|r| r.to_string()).collect();
-            if shown.is_empty() {
-                "no scale-up".into()
+            if reasons.is_empty() {
+                Why::said("no scale-up")
             } else {
-                shown.join("; ")
+                Why::Reasons(reasons.into_iter().take(3).cloned().collect())
             }
         }
     }
@@ -350,7 +397,7 @@ fn removals(current: &Plan, proposed: &Plan, out: &mut Vec<Change>) {
                 node_group: (*group).clone(),
                 current: false,
                 proposed: true,
-                reason: (*why).to_string(),
+                reason: Why::said(*why),
             });
         }
     }
@@ -368,19 +415,21 @@ fn removals(current: &Plan, proposed: &Plan, out: &mut Vec<Change>) {
 }
 
 /// Why a plan keeps a node: what it says about it.
-fn why_kept(plan: &Plan, node: &str) -> String {
+fn why_kept(plan: &Plan, node: &str) -> Why {
     if let Some(n) = plan.not_removable.iter().find(|n| &*n.node == node) {
-        return format!("{} ({})", n.message, n.code);
+        return Why::Reasons(vec![Reason::new(n.code, n.message.clone())]);
     }
     if let Some(u) = plan.unneeded.iter().find(|u| &*u.node == node) {
-        return format!(
+        return Why::Said(format!(
             "unneeded since {}, removable at {}",
             u.since, u.removable_at
-        );
+        ));
     }
-    plan.scale_down_paused
-        .clone()
-        .unwrap_or_else(|| "not removed in this pass".into())
+    Why::Said(
+        plan.scale_down_paused
+            .clone()
+            .unwrap_or_else(|| "not removed in this pass".into()),
+    )
 }
 
 fn unneeded(current: &Plan, proposed: &Plan, out: &mut Vec<Change>) {
@@ -401,10 +450,10 @@ fn unneeded(current: &Plan, proposed: &Plan, out: &mut Vec<Change>) {
                 node_group: (*group).clone(),
                 current: false,
                 proposed: true,
-                reason: format!(
+                reason: Why::Said(format!(
                     "utilization {:.0}%: removable at {at} if it stays unneeded",
                     utilization * 100.0
-                ),
+                )),
             });
         }
     }
@@ -437,7 +486,7 @@ fn machines(current: &Plan, proposed: &Plan, out: &mut Vec<Change>) {
                 node_group: group.clone(),
                 current: false,
                 proposed: true,
-                reason: why.clone(),
+                reason: Why::said(why.as_str()),
             });
         }
     }
@@ -448,7 +497,7 @@ fn machines(current: &Plan, proposed: &Plan, out: &mut Vec<Change>) {
                 node_group: group.clone(),
                 current: true,
                 proposed: false,
-                reason: "not deleted in this pass with the proposed settings".into(),
+                reason: Why::said("not deleted in this pass with the proposed settings"),
             });
         }
     }
@@ -531,7 +580,10 @@ mod tests {
         };
         assert_eq!(*current, Some(Resize { from: 1, to: 3 }));
         assert_eq!(*proposed, Some(Resize { from: 1, to: 2 }));
-        assert!(reason.contains("MaxNodesTotalReached"), "{reason}");
+        assert!(
+            reason.to_string().contains("MaxNodesTotalReached"),
+            "{reason}"
+        );
         // Two nodes of four pods each were wanted; one is allowed: four pods lose theirs.
         assert_eq!(diff.pods_changed, 4);
         let Some(Change::Pod {
@@ -541,8 +593,16 @@ mod tests {
             unreachable!()
         };
         assert_eq!(proposed.outcome, Outcome::NoScaleUp);
-        assert!(reason.starts_with("MachineSet"), "{reason}");
-        assert!(reason.contains("(MaxNodesTotalReached)"), "{reason}");
+        assert_eq!(
+            reason.codes()[0],
+            ReasonCode::MaxNodesTotalReached,
+            "{reason}"
+        );
+        assert!(reason.to_string().starts_with("MachineSet"), "{reason}");
+        assert!(
+            reason.to_string().contains("(MaxNodesTotalReached)"),
+            "{reason}"
+        );
     }
 
     #[test]
@@ -569,7 +629,7 @@ mod tests {
             unreachable!()
         };
         assert_eq!(*proposed, None);
-        assert!(reason.contains("maxNodesTotal 1"), "{reason}");
+        assert!(reason.to_string().contains("maxNodesTotal 1"), "{reason}");
         assert_eq!(diff.pods_changed, 2);
     }
 

@@ -20,6 +20,7 @@ use super::meta::{FieldError, Projector, key_of};
 use super::node::Node;
 use super::pod::Pod;
 use super::snapshot::{ClusterSnapshot, PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
+use super::warning::{Warning, WarningCode};
 use super::workload::{DaemonSet, Namespace, PodDisruptionBudget};
 
 /// Why a dump could not be read: the file, where in it, and what was wrong.
@@ -50,7 +51,7 @@ pub enum DumpErrorKind {
 pub struct DumpReport {
     pub objects: usize,
     pub skipped: BTreeMap<String, usize>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Accumulates one or more dumps into one snapshot.
@@ -96,9 +97,12 @@ impl SnapshotBuilder {
                         names.join(" and ")
                     })
                     .unwrap_or_default();
-                format!(
-                    "{n} {kind} object(s) of {api_version} left out: fleetscaler reads {} {understood} only",
-                    group.map_or("", MachineApiGroup::domain)
+                Warning::general(
+                    WarningCode::UnsupportedVersion,
+                    format!(
+                        "{n} {kind} object(s) of {api_version} left out: fleetscaler reads {} {understood} only",
+                        group.map_or("", MachineApiGroup::domain)
+                    ),
                 )
             })
             .collect();
@@ -451,7 +455,11 @@ items:
             Some(&1)
         );
         assert_eq!(
-            report.warnings,
+            report
+                .warnings
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
             vec![
                 "2 Machine object(s) of cluster.x-k8s.io/v1alpha4 left out: fleetscaler reads \
                  cluster.x-k8s.io v1beta2 and v1beta1 only"

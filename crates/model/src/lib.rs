@@ -23,6 +23,7 @@ pub mod quantity;
 pub mod resources;
 pub mod scheduling;
 pub mod snapshot;
+pub mod warning;
 pub mod workload;
 
 pub use labels::{LabelSelector, Labels};
@@ -35,3 +36,4 @@ pub use pod::{Pod, PodId, PodSpec};
 pub use quantity::{Quantity, QuantityError};
 pub use resources::Resources;
 pub use snapshot::ClusterSnapshot;
+pub use warning::{Warning, WarningCode};

@@ -8,6 +8,7 @@
 //! OpenShift's operator, is still autoscaled with what it has; a Machine API served only in
 //! versions the hub cannot read is a warning, never a silent lack of node groups.
 
+use crate::model::{Warning, WarningCode};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ pub struct Served {
     pub machine_apis: MachineApis,
     /// What a person should know about what is not watched (a Machine API served only in
     /// versions the hub does not understand).
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// One resource the cache wants: (plural, kind, our kind).
@@ -82,7 +83,7 @@ fn machine_resources(group: MachineApiGroup) -> Wanted {
 pub struct Lookup {
     pub group_versions: Vec<(String, Wanted)>,
     pub machine_apis: MachineApis,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// Decides from the cluster's API groups what to look up and which Machine API versions to use.
@@ -120,18 +121,21 @@ pub fn lookup(groups: &APIGroupList) -> Lookup {
     out
 }
 
-fn unsupported(group: MachineApiGroup, found: &[String]) -> String {
+fn unsupported(group: MachineApiGroup, found: &[String]) -> Warning {
     let understood: Vec<&str> = group.understood().iter().map(|v| v.as_str()).collect();
     let kinds: Vec<String> = MachineKind::ALL
         .iter()
         .map(|k| format!("{}s", k.name))
         .collect();
-    format!(
-        "the cluster serves {group} only as {}, and fleetscaler reads {} only: its {} are not \
-         watched, so none of them is a node group",
-        found.join(", "),
-        understood.join(" or "),
-        join_names(&kinds, "and")
+    Warning::general(
+        WarningCode::UnsupportedVersion,
+        format!(
+            "the cluster serves {group} only as {}, and fleetscaler reads {} only: its {} are not \
+             watched, so none of them is a node group",
+            found.join(", "),
+            understood.join(" or "),
+            join_names(&kinds, "and")
+        ),
     )
 }
 
@@ -284,8 +288,12 @@ mod tests {
         let p = lookup(&groups(&[("cluster.x-k8s.io", &["v1", "v1alpha4"], "v1")]));
         assert!(looked_up(&p).is_empty());
         assert_eq!(p.machine_apis, MachineApis::default());
+        assert_eq!(p.warnings[0].code, WarningCode::UnsupportedVersion);
         assert_eq!(
-            p.warnings,
+            p.warnings
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
             vec![
                 "the cluster serves cluster.x-k8s.io only as v1, v1alpha4, and fleetscaler \
                  reads v1beta2 or v1beta1 only: its MachineSets, MachineDeployments and \

@@ -215,7 +215,7 @@ impl Cache {
         self.snapshot.infrastructure_templates = templates;
     }
 
-    /// Objects that could not be read, each with why (at most a few dozen).
+    /// Objects that could not be read, each with why (at most a few dozen): see [`unreadable`].
     pub fn problems(&self) -> impl Iterator<Item = String> + '_ {
         self.problems
             .iter()
@@ -555,3 +555,13 @@ fn describe(kind: Kind, object: &Object) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// An object left out of the snapshot because it could not be read (one of
+/// [`Cache::problems`], or an infrastructure template), as a warning of the plan.
+pub fn unreadable(problem: &str) -> crate::model::Warning {
+    crate::model::Warning::about(
+        crate::model::WarningCode::UnreadableObject,
+        "unreadable object",
+        problem,
+    )
+}

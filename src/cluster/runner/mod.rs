@@ -255,7 +255,7 @@ struct Runner {
     machine_apis: MachineApis,
     /// What discovery found wrong (a Machine API in versions the hub cannot read): repeated
     /// in every plan, as it holds until the hub connects again.
-    discovery_warnings: Vec<String>,
+    discovery_warnings: Vec<crate::model::Warning>,
     state: EngineState,
     /// Scale-downs under way (drains), one task each.
     removals: JoinSet<Entry>,

@@ -1,6 +1,7 @@
 //! One pass of a runner: effective settings, the engine on the cached snapshot, the plan
 //! carried out, what did not happen fed back into the engine's memory, status and events.
 
+use crate::engine::settings::SettingWarning;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -86,8 +87,12 @@ impl Runner {
             self.discovery_warnings
                 .iter()
                 .cloned()
-                .chain(effective.warnings.iter().map(|w| format!("setting {w}")))
-                .chain(problems.iter().map(|p| format!("unreadable object: {p}"))),
+                .chain(effective.warnings.iter().map(SettingWarning::warning))
+                .chain(
+                    problems
+                        .iter()
+                        .map(|p| crate::cluster::cache::unreadable(p)),
+                ),
         );
         let held = held_entries(&plan);
         share_capacity_failures(&self.ctx, &plan, &span, now);

@@ -11,6 +11,7 @@ mod provisioning;
 #[cfg(test)]
 mod tests;
 
+use fleetscaler_model::Warning;
 use jiff::Timestamp;
 
 use super::nodegroups::{NodeGroup, NodeGroups};
@@ -79,7 +80,7 @@ pub struct ClusterState {
     pub delete_unregistered: Vec<MachineDeletion>,
     /// The scale-ups that timed out in this pass.
     pub timed_out: Vec<TimedOut>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl ClusterState {

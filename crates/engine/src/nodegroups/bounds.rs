@@ -2,6 +2,7 @@
 //! MachineAutoscaler targeting it, or a `node_groups` entry of fleet.toml (which wins), and
 //! why a resource that opted in cannot be autoscaled.
 
+use fleetscaler_model::{Warning, WarningCode};
 use std::collections::HashMap;
 
 use super::{BoundsSource, Claims, GroupRef, NodeGroup, NodeGroupId};
@@ -30,7 +31,7 @@ pub(super) fn claims_of<'a>(
 pub(super) fn configured_by_target<'a>(
     snapshot: &'a ClusterSnapshot,
     explicit: &'a [NodeGroupSpec],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> HashMap<TargetKey<'a>, &'a NodeGroupSpec> {
     let mut out = HashMap::new();
     for spec in explicit {
@@ -51,11 +52,14 @@ pub(super) fn configured_by_target<'a>(
             Ok(Some(r)) => {
                 out.insert((r.api, r.kind, &r.key), spec);
             }
-            Ok(None) => warnings.push(format!(
-                "fleet.toml names node group {named}, which is not in the cluster"
+            Ok(None) => warnings.push(Warning::general(
+                WarningCode::NodeGroupNotFound,
+                format!("fleet.toml names node group {named}, which is not in the cluster"),
             )),
-            Err(e) => warnings.push(format!(
-                "fleet.toml node_groups: {e}; set api_group to say which (the entry is not applied)"
+            Err(e) => warnings.push(Warning::about(
+                WarningCode::NodeGroupNotFound,
+                "fleet.toml node_groups",
+                format!("{e}; set api_group to say which (the entry is not applied)"),
             )),
         }
     }
@@ -72,7 +76,7 @@ fn spec_api(spec: &NodeGroupSpec) -> Result<Option<MachineApiGroup>, ()> {
 
 pub(super) fn machine_autoscalers_by_target<'a>(
     snapshot: &'a ClusterSnapshot,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> HashMap<TargetKey<'a>, Vec<&'a MachineAutoscaler>> {
     let resources: HashMap<(MachineApiGroup, ScalableKind, &str, &str), &ObjectKey> = snapshot
         .scalables
@@ -82,9 +86,12 @@ pub(super) fn machine_autoscalers_by_target<'a>(
     let mut out: HashMap<TargetKey, Vec<&MachineAutoscaler>> = HashMap::new();
     for ma in &snapshot.machine_autoscalers {
         let Some(kind) = ScalableKind::parse(&ma.target_kind) else {
-            warnings.push(format!(
-                "MachineAutoscaler {} targets kind {:?}, which cannot be autoscaled",
-                ma.key, ma.target_kind
+            warnings.push(Warning::general(
+                WarningCode::InvalidBounds,
+                format!(
+                    "MachineAutoscaler {} targets kind {:?}, which cannot be autoscaled",
+                    ma.key, ma.target_kind
+                ),
             ));
             continue;
         };
@@ -92,9 +99,12 @@ pub(super) fn machine_autoscalers_by_target<'a>(
             .unwrap_or(MachineApiGroup::OpenShift);
         match resources.get(&(api, kind, &*ma.key.namespace, ma.target_name.as_str())) {
             Some(key) => out.entry((api, kind, *key)).or_default().push(ma),
-            None => warnings.push(format!(
-                "MachineAutoscaler {} targets {} {}/{}, which is not in the snapshot",
-                ma.key, ma.target_kind, ma.key.namespace, ma.target_name
+            None => warnings.push(Warning::general(
+                WarningCode::InvalidBounds,
+                format!(
+                    "MachineAutoscaler {} targets {} {}/{}, which is not in the snapshot",
+                    ma.key, ma.target_kind, ma.key.namespace, ma.target_name
+                ),
             )),
         }
     }

@@ -12,6 +12,7 @@ mod bounds;
 mod id;
 mod options;
 
+use fleetscaler_model::Warning;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
@@ -87,7 +88,7 @@ pub struct NodeGroups {
     pub node_of_machine: Vec<Option<usize>>,
     /// Per snapshot node: its machine, if one is found.
     pub machine_of_node: Vec<Option<usize>>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl NodeGroups {

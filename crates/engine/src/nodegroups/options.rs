@@ -3,6 +3,7 @@
 //! upstream's clusterapi provider reads them (`GetOptions`). A value that cannot be read,
 //! or a key upstream does not honour per group, is warned about and the cluster's applies.
 
+use fleetscaler_model::{Warning, WarningCode};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -57,7 +58,7 @@ const KEYS: [(&str, &str); 6] = [
 impl GroupOptions {
     /// Reads the resource's own API group's prefix, and the other group's as well (the
     /// prefix people copy from Cluster API docs onto an OpenShift MachineSet); its own wins.
-    pub fn parse(r: &ScalableResource, id: &NodeGroupId, warnings: &mut Vec<String>) -> Self {
+    pub fn parse(r: &ScalableResource, id: &NodeGroupId, warnings: &mut Vec<Warning>) -> Self {
         let mut out = GroupOptions::default();
         let other = match r.api {
             MachineApiGroup::OpenShift => MachineApiGroup::ClusterApi,
@@ -69,7 +70,11 @@ impl GroupOptions {
                 if let Some(option) = key.strip_prefix(prefix.as_str())
                     && let Err(e) = out.set(option, value.trim(), key)
                 {
-                    warnings.push(format!("{id}: annotation {key}={value:?}: {e}"));
+                    warnings.push(Warning::about(
+                        WarningCode::InvalidGroupOption,
+                        id,
+                        format!("annotation {key}={value:?}: {e}"),
+                    ));
                 }
             }
         }
@@ -273,12 +278,11 @@ mod tests {
         assert!(
             warnings
                 .iter()
-                .any(|w| w.contains("not a number between 0 and 1"))
+                .any(|w| w.to_string().contains("not a number between 0 and 1"))
         );
-        assert!(
-            warnings
-                .iter()
-                .any(|w| w.contains("\"zeroormaxnodescaling\" is not an option"))
-        );
+        assert!(warnings.iter().any(|w| {
+            w.to_string()
+                .contains("\"zeroormaxnodescaling\" is not an option")
+        }));
     }
 }

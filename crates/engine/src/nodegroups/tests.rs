@@ -239,7 +239,7 @@ mod configured {
             Some("fleet.toml sets min=2 max=9, overriding annotations min=1 max=3")
         );
         assert_eq!(groups.groups[1].bounds_note, None);
-        assert!(groups.warnings[0].contains("gone"));
+        assert!(groups.warnings[0].to_string().contains("gone"));
     }
 }
 
@@ -372,7 +372,7 @@ mod both_machine_apis {
         );
         assert_eq!(groups.warnings.len(), 1, "{:?}", groups.warnings);
         assert!(
-            groups.warnings[0].starts_with(
+            groups.warnings[0].to_string().starts_with(
                 "fleet.toml node_groups: MachineSet/openshift-machine-api/a is ambiguous"
             ),
             "{:?}",

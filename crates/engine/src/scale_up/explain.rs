@@ -1,5 +1,6 @@
 //! Explanations: for every pending pod, its outcome and the reasons, group by group.
 
+use fleetscaler_model::{Warning, WarningCode};
 use std::sync::Arc;
 
 use super::{Pass, Pending};
@@ -82,10 +83,13 @@ impl<'a> Pass<'a> {
             let own = match &p.pod.scale_up_delay {
                 Some(Ok(d)) => *d,
                 Some(Err(text)) => {
-                    self.warnings.push(format!(
-                        "pod {}: annotation {}={text:?} is not a duration; ignored",
-                        p.pod.id,
-                        fleetscaler_model::pod::POD_SCALE_UP_DELAY
+                    self.warnings.push(Warning::about(
+                        WarningCode::InvalidPodAnnotation,
+                        format_args!("pod {}", p.pod.id),
+                        format!(
+                            "annotation {}={text:?} is not a duration; ignored",
+                            fleetscaler_model::pod::POD_SCALE_UP_DELAY
+                        ),
                     ));
                     std::time::Duration::ZERO
                 }
@@ -146,9 +150,10 @@ impl<'a> Pass<'a> {
                 };
                 match unfit {
                     Some(u) => reasons.push(Reason::for_group(&g.id, u.code, u.message)),
-                    None => self.warnings.push(format!(
-                        "{}: fits {} but no scale-up option was formed",
-                        p.pod.id, g.id
+                    None => self.warnings.push(Warning::about(
+                        WarningCode::ScaleUp,
+                        &p.pod.id,
+                        format!("fits {} but no scale-up option was formed", g.id),
                     )),
                 }
             }

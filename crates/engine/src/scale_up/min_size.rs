@@ -5,6 +5,7 @@
 use super::Pass;
 use crate::limits::NodeUsage;
 use crate::plan::ScaleUpAction;
+use fleetscaler_model::{Warning, WarningCode};
 
 impl Pass<'_> {
     pub(super) fn enforce_min_sizes(&mut self) {
@@ -23,9 +24,13 @@ impl Pass<'_> {
         let id = self.input.groups.groups[gi].id.clone();
         let target = self.targets[gi];
         if let Some(block) = self.group_block(gi) {
-            self.warnings.push(format!(
-                "{id}: its target {target} is below its min size {min}, but it cannot grow now: {} ({})",
-                block.message, block.code
+            self.warnings.push(Warning::about(
+                WarningCode::MinSizeBlocked,
+                &id,
+                format!(
+                    "its target {target} is below its min size {min}, but it cannot grow now: {} ({})",
+                    block.message, block.code
+                ),
             ));
             return;
         }

@@ -14,6 +14,7 @@ mod explain;
 mod min_size;
 mod options;
 
+use fleetscaler_model::{Warning, WarningCode};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -49,7 +50,7 @@ pub struct ScaleUpOutput {
     pub limits: LimitsReport,
     /// Per group: nodes asked for that have not registered.
     pub upcoming: Vec<u64>,
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 /// A pending pod still looking for a place.
@@ -83,7 +84,7 @@ struct Pass<'a> {
     actions: Vec<ScaleUpAction>,
     /// New nodes committed so far in this pass; later pods try them before asking for more.
     committed: Vec<usize>,
-    warnings: Vec<String>,
+    warnings: Vec<Warning>,
 }
 
 pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
@@ -172,9 +173,10 @@ impl<'a> Pass<'a> {
             self.upcoming[gi] = up;
             let Ok(template) = &self.input.templates[gi] else {
                 if up > 0 {
-                    self.warnings.push(format!(
-                        "{}: {up} upcoming node(s) cannot be simulated without a template; pods they would take may cause extra scale-ups",
-                        g.id
+                    self.warnings.push(Warning::about(
+                        WarningCode::ScaleUp,
+                        &g.id,
+                        format!("{up} upcoming node(s) cannot be simulated without a template; pods they would take may cause extra scale-ups"),
                     ));
                 }
                 continue;
@@ -325,9 +327,10 @@ impl<'a> Pass<'a> {
             let (chosen, how) = self.choose(&options, &remaining, rng);
             let placed = self.commit(&options[chosen], &remaining, &fit, &how);
             if placed.is_empty() {
-                self.warnings.push(format!(
-                    "{}: the chosen scale-up placed no pod when committed; stopping this pass",
-                    self.input.groups.groups[options[chosen].group].id
+                self.warnings.push(Warning::about(
+                    WarningCode::ScaleUp,
+                    &self.input.groups.groups[options[chosen].group].id,
+                    "the chosen scale-up placed no pod when committed; stopping this pass",
                 ));
                 break;
             }

@@ -20,6 +20,17 @@ pub struct SettingWarning {
     pub message: String,
 }
 
+impl SettingWarning {
+    /// As the plan says it: about `setting KEY`, wherever the plan is made.
+    pub fn warning(&self) -> fleetscaler_model::Warning {
+        fleetscaler_model::Warning::about(
+            fleetscaler_model::WarningCode::InvalidSetting,
+            format_args!("setting {}", self.key),
+            self.message.clone(),
+        )
+    }
+}
+
 impl fmt::Display for SettingWarning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.key, self.message)
