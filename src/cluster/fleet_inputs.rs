@@ -23,6 +23,7 @@ use tokio::sync::watch;
 use crate::config::SharedFailuresConfig;
 use crate::engine::FleetPolicy;
 use crate::engine::policy::{SharedFailure, TraceRef};
+use crate::model::ClusterName;
 
 /// Why scale-down is held back in every cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -138,7 +139,7 @@ impl FleetLink {
     /// Shares the capacity failures a pass of `cluster` found (see [`SharedFailures::publish`]).
     pub fn share(
         &self,
-        cluster: &str,
+        cluster: &ClusterName,
         trace: Option<&TraceRef>,
         found: &[SharedFailure],
         now: Timestamp,
@@ -206,7 +207,7 @@ impl SharedFailures {
     /// bound, go.
     pub fn publish(
         &self,
-        cluster: &str,
+        cluster: &ClusterName,
         trace: Option<&TraceRef>,
         found: &[SharedFailure],
         now: Timestamp,
@@ -218,9 +219,9 @@ impl SharedFailures {
             let scope = s.config.scope;
             for f in found {
                 s.list
-                    .retain(|x| !(x.cluster == cluster && x.node_group == f.node_group));
+                    .retain(|x| !(x.cluster == *cluster && x.node_group == f.node_group));
                 s.list.push(SharedFailure {
-                    cluster: cluster.to_string(),
+                    cluster: cluster.clone(),
                     scope,
                     trace: trace.cloned(),
                     ..f.clone()
@@ -278,8 +279,11 @@ mod tests {
 
     fn failure(group: &str, at: Timestamp, minutes: i64) -> SharedFailure {
         SharedFailure {
-            cluster: String::new(),
-            node_group: group.into(),
+            cluster: ClusterName::default(),
+            node_group: crate::engine::nodegroups::NodeGroupId::parse(&format!(
+                "MachineSet/ns/{group}"
+            ))
+            .unwrap(),
             machine: None,
             key: crate::engine::policy::CapacityKey {
                 instance_type: "m5.2xlarge".into(),
@@ -321,7 +325,7 @@ mod tests {
         let tx = channel();
         let link = tx.link();
         tx.set_scale_down_hold(Some(ScaleDownHold::FleetDegraded { why: "x".into() }));
-        link.share("east", None, &[failure("g", t0(), 5)], t0());
+        link.share(&"east".into(), None, &[failure("g", t0(), 5)], t0());
         let inputs = link.inputs();
         assert!(inputs.scale_down_hold.is_some());
         assert_eq!(inputs.shared_failures.len(), 1);
@@ -354,7 +358,7 @@ mod tests {
             trace_id: "0af7651916cd43dd8448eb211c80319c".into(),
             span_id: "b7ad6b7169203331".into(),
         };
-        shared.publish("east", Some(&trace), &[failure("g", t0, 5)], t0);
+        shared.publish(&"east".into(), Some(&trace), &[failure("g", t0, 5)], t0);
         assert!(
             link.policy("east", t0).shared_failures.is_empty(),
             "not its own"
@@ -369,7 +373,7 @@ mod tests {
         );
         // A newer failure of the same group replaces the older.
         let t1 = t0 + jiff::SignedDuration::from_mins(1);
-        shared.publish("east", None, &[failure("g", t1, 10)], t1);
+        shared.publish(&"east".into(), None, &[failure("g", t1, 10)], t1);
         assert_eq!(shared.current(t1).len(), 1);
         assert_eq!(shared.current(t1)[0].at, t1);
         assert_eq!(
@@ -387,7 +391,7 @@ mod tests {
             enabled: false,
             ..Default::default()
         });
-        shared.publish("east", None, &[failure("h", t1, 5)], t1);
+        shared.publish(&"east".into(), None, &[failure("h", t1, 5)], t1);
         assert!(shared.current(t1).is_empty());
         assert!(link.policy("west", t1).shared_failures.is_empty());
     }
@@ -400,10 +404,13 @@ mod tests {
         let many: Vec<SharedFailure> = (0..MAX_SHARED + 40)
             .map(|i| failure(&format!("g{i}"), t0, 5))
             .collect();
-        shared.publish("east", None, &many, t0);
+        shared.publish(&"east".into(), None, &many, t0);
         let kept = shared.current(t0);
         assert_eq!(kept.len(), MAX_SHARED);
-        assert_eq!(kept.last().map(|f| f.node_group.as_str()), Some("g295"));
+        assert_eq!(
+            kept.last().map(|f| f.node_group.as_str()),
+            Some("MachineSet/ns/g295")
+        );
         assert_eq!(tx.link().inputs().shared_failures.len(), MAX_SHARED);
     }
 
@@ -412,7 +419,7 @@ mod tests {
         let tx = channel();
         let (shared, link) = (tx.failures(), tx.link());
         let t0 = t0();
-        shared.publish("east", None, &[failure("g", t0, 5)], t0);
+        shared.publish(&"east".into(), None, &[failure("g", t0, 5)], t0);
         let told = SharedFailure {
             cluster: "north".into(),
             ..failure("h", t0, 5)

@@ -25,9 +25,6 @@ pub mod runner;
 pub mod status;
 pub mod what_if;
 
-use std::fmt;
-use std::sync::Arc;
-
 /// CPU work (the engine) from async code: on a multi-threaded runtime it runs in place while
 /// the worker's other tasks move to other workers, so one large cluster never stalls the rest.
 pub fn cpu<T>(work: impl FnOnce() -> T) -> T {
@@ -37,35 +34,4 @@ pub fn cpu<T>(work: impl FnOnce() -> T) -> T {
     }
 }
 
-/// A cluster's name, as in fleet.toml (`[[clusters]] name`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ClusterName(Arc<str>);
-
-impl ClusterName {
-    pub fn new(name: &str) -> Self {
-        ClusterName(name.into())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ClusterName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl serde::Serialize for ClusterName {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.0)
-    }
-}
-
-impl<'de> serde::Deserialize<'de> for ClusterName {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let name = String::deserialize(d)?;
-        Ok(ClusterName::new(&name))
-    }
-}
+pub use crate::model::ClusterName;

@@ -305,7 +305,9 @@ mod tests {
             async move {
                 let mut state = ctx.memory.take();
                 if n == 0 {
-                    state.record_scale_up("g", 2, Timestamp::UNIX_EPOCH);
+                    let g =
+                        crate::engine::nodegroups::NodeGroupId::parse("MachineSet/ns/g").unwrap();
+                    state.record_scale_up(&g, 2, Timestamp::UNIX_EPOCH);
                     ctx.memory.keep(state);
                     return Err(RunnerError::WatchesEnded);
                 }
@@ -323,7 +325,7 @@ mod tests {
             .unwrap()
             .clone()
             .unwrap();
-        assert_eq!(state.scale_ups["g"][0].nodes, 2);
+        assert_eq!(state.scale_ups["MachineSet/ns/g"][0].nodes, 2);
         cancel.cancel();
         task.await.unwrap();
         std::fs::remove_dir_all(&dir).unwrap();

@@ -72,8 +72,8 @@ pub fn found(
         };
         if b.last_failure == now && capacity {
             out.push(SharedFailure {
-                cluster: String::new(),
-                node_group: g.id.as_str().to_string(),
+                cluster: fleetscaler_model::ClusterName::default(),
+                node_group: g.id.clone(),
                 machine: b.machine.clone(),
                 key,
                 scope: Default::default(),

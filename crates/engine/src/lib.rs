@@ -202,7 +202,7 @@ fn remember(
     now: Timestamp,
 ) {
     for a in ups {
-        state.record_scale_up(a.node_group.as_str(), a.to - a.from, now);
+        state.record_scale_up(&a.node_group, a.to - a.from, now);
     }
     state.unneeded_since = down.unneeded_since.clone();
     if !down.actions.is_empty() {

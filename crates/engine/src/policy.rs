@@ -2,9 +2,11 @@
 //! input of its pass, so that a plan made with it is replayable offline (`fleetscaler plan
 //! --fleet-policy FILE`) exactly as the hub made it.
 
+use fleetscaler_model::ClusterName;
 use jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 
+use super::nodegroups::NodeGroupId;
 use super::template::TemplateNode;
 
 /// The fleet's decisions one cluster's pass takes into account.
@@ -111,8 +113,8 @@ fn region_of(zone: &str) -> String {
 pub struct SharedFailure {
     /// The cluster it happened in (filled in by the hub).
     #[serde(default)]
-    pub cluster: String,
-    pub node_group: String,
+    pub cluster: ClusterName,
+    pub node_group: NodeGroupId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
     pub key: CapacityKey,
@@ -230,7 +232,7 @@ mod tests {
         let at: Timestamp = "2026-11-22T10:00:00Z".parse().unwrap();
         SharedFailure {
             cluster: "a".into(),
-            node_group: "g".into(),
+            node_group: NodeGroupId::parse("MachineSet/ns/g").unwrap(),
             machine: Some("ns/m".into()),
             key,
             scope: FailureScope::Zone,
@@ -299,7 +301,7 @@ mod tests {
 
     #[test]
     fn a_shared_failure_is_read_with_or_without_its_trace() {
-        let older = r#"{"sharedFailures": [{"cluster": "east", "nodeGroup": "g",
+        let older = r#"{"sharedFailures": [{"cluster": "east", "nodeGroup": "MachineSet/ns/g",
             "key": {"instanceType": "m5.2xlarge", "zone": "us-east-1a"},
             "reason": "InsufficientInstanceCapacity",
             "at": "2026-11-22T09:58:00Z", "until": "2026-11-22T10:03:00Z"}]}"#;

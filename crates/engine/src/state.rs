@@ -29,10 +29,10 @@ pub struct EngineState {
     /// Node group id → scale-ups still coming up, oldest first. Each keeps its own deadline,
     /// so pods arriving later never push back the timeout of an earlier scale-up.
     #[serde(default)]
-    pub scale_ups: BTreeMap<String, Vec<ScaleUpIncrement>>,
+    pub scale_ups: BTreeMap<NodeGroupId, Vec<ScaleUpIncrement>>,
     /// Node group id → its backoff after failures.
     #[serde(default)]
-    pub backoff: BTreeMap<String, Backoff>,
+    pub backoff: BTreeMap<NodeGroupId, Backoff>,
     /// Failed machines (`ns/name`) already counted against their group, so each backs it off once.
     #[serde(default)]
     pub failed_machines: BTreeSet<String>,
@@ -122,7 +122,7 @@ impl EngineState {
     /// backoff restarts it at the same length.
     pub fn back_off(
         &mut self,
-        group: &str,
+        group: &NodeGroupId,
         now: Timestamp,
         kind: FailureKind,
         reason: String,
@@ -138,7 +138,7 @@ impl EngineState {
             Some(b) => b.duration,
         };
         self.backoff.insert(
-            group.to_string(),
+            group.clone(),
             Backoff {
                 duration,
                 until: add(now, duration),
@@ -158,14 +158,14 @@ impl EngineState {
     }
 
     /// The backoff in force for a group, if any.
-    pub fn backed_off(&self, group: &str, now: Timestamp) -> Option<&Backoff> {
+    pub fn backed_off(&self, group: &NodeGroupId, now: Timestamp) -> Option<&Backoff> {
         self.backoff.get(group).filter(|b| b.until > now)
     }
 
     /// A scale-up the plan asked for (assumed carried out).
-    pub fn record_scale_up(&mut self, group: &str, nodes: u64, now: Timestamp) {
+    pub fn record_scale_up(&mut self, group: &NodeGroupId, nodes: u64, now: Timestamp) {
         self.scale_ups
-            .entry(group.to_string())
+            .entry(group.clone())
             .or_default()
             .push(ScaleUpIncrement {
                 nodes,
@@ -178,7 +178,7 @@ impl EngineState {
     /// The hub could not raise a group's size: forget the increment and back the group off.
     pub fn record_scale_up_failure(
         &mut self,
-        group: &str,
+        group: &NodeGroupId,
         nodes: u64,
         now: Timestamp,
         reason: String,
@@ -192,7 +192,7 @@ impl EngineState {
 
     /// A scale-up the hub did not carry out for a reason that is not the group's fault
     /// (dry run, not the leader, the group changed since the snapshot): forget it, no backoff.
-    pub fn forget_scale_up(&mut self, group: &str, nodes: u64) {
+    pub fn forget_scale_up(&mut self, group: &NodeGroupId, nodes: u64) {
         if let Some(increments) = self.scale_ups.get_mut(group) {
             consume_newest(increments, nodes);
             if increments.is_empty() {
@@ -213,7 +213,8 @@ impl EngineState {
     /// group of `groups` it names. An unqualified name that fits a group of each Machine API
     /// is dropped with a warning (returned); one that fits none is left alone.
     pub fn adopt_unqualified_ids(&mut self, groups: &NodeGroups) -> Vec<Warning> {
-        let unqualified = |k: &String| GroupRef::parse(k).is_ok_and(|r| r.api.is_none());
+        let unqualified =
+            |k: &NodeGroupId| GroupRef::parse(k.as_str()).is_ok_and(|r| r.api.is_none());
         if !self
             .scale_ups
             .keys()
@@ -238,14 +239,14 @@ impl EngineState {
 }
 
 fn adopt<T>(
-    map: &mut BTreeMap<String, T>,
+    map: &mut BTreeMap<NodeGroupId, T>,
     known: &[(GroupRef, &NodeGroupId)],
     what: &str,
     warnings: &mut Vec<Warning>,
 ) {
-    let unqualified: Vec<(String, GroupRef)> = map
+    let unqualified: Vec<(NodeGroupId, GroupRef)> = map
         .keys()
-        .filter_map(|k| GroupRef::parse(k).ok().map(|r| (k.clone(), r)))
+        .filter_map(|k| GroupRef::parse(k.as_str()).ok().map(|r| (k.clone(), r)))
         .filter(|(_, r)| r.api.is_none())
         .collect();
     for (old, named) in unqualified {
@@ -255,7 +256,7 @@ fn adopt<T>(
         match named.find(candidates) {
             Ok(Some(id)) => {
                 if let Some(v) = map.remove(&old) {
-                    map.entry(id.to_string()).or_insert(v);
+                    map.entry(id.clone()).or_insert(v);
                 }
             }
             Ok(None) => {}
@@ -298,6 +299,12 @@ pub fn add(t: Timestamp, d: Duration) -> Timestamp {
 mod tests {
     use super::*;
 
+    const G: &str = "MachineSet.machine.openshift.io/ns/g";
+
+    fn id(text: &str) -> NodeGroupId {
+        NodeGroupId::parse(text).unwrap()
+    }
+
     fn at(minutes: i64) -> Timestamp {
         Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_mins(minutes)
     }
@@ -309,36 +316,42 @@ mod tests {
         let mut lengths = Vec::new();
         let mut t = 0;
         for _ in 0..5 {
-            st.back_off("g", at(t), FailureKind::Timeout, "timeout".into(), &s);
-            let b = &st.backoff["g"];
+            st.back_off(&id(G), at(t), FailureKind::Timeout, "timeout".into(), &s);
+            let b = &st.backoff[G];
             lengths.push(b.duration.as_secs() / 60);
             // The next failure comes once this backoff has ended.
             t += (b.duration.as_secs() / 60) as i64;
         }
         assert_eq!(lengths, vec![5, 10, 20, 30, 30]);
-        assert!(st.backed_off("g", at(t - 1)).is_some());
-        assert!(st.backed_off("g", at(t)).is_none());
+        assert!(st.backed_off(&id(G), at(t - 1)).is_some());
+        assert!(st.backed_off(&id(G), at(t)).is_none());
         // Three hours without a failure: forgotten, the next one starts at 5m again.
         st.reset_old_backoffs(at(t - 30 + 180 + 1), &s);
         assert!(st.backoff.is_empty());
-        st.back_off("g", at(t + 200), FailureKind::Timeout, "timeout".into(), &s);
-        assert_eq!(st.backoff["g"].duration.as_secs(), 300);
+        st.back_off(
+            &id(G),
+            at(t + 200),
+            FailureKind::Timeout,
+            "timeout".into(),
+            &s,
+        );
+        assert_eq!(st.backoff[G].duration.as_secs(), 300);
     }
 
     #[test]
     fn a_failure_during_a_backoff_restarts_it_at_the_same_length() {
         let s = Settings::default();
         let mut st = EngineState::default();
-        st.back_off("g", at(0), FailureKind::Timeout, "a".into(), &s);
-        st.back_off("g", at(2), FailureKind::Timeout, "b".into(), &s);
-        assert_eq!(st.backoff["g"].duration.as_secs(), 300);
-        assert_eq!(st.backoff["g"].until, at(7));
+        st.back_off(&id(G), at(0), FailureKind::Timeout, "a".into(), &s);
+        st.back_off(&id(G), at(2), FailureKind::Timeout, "b".into(), &s);
+        assert_eq!(st.backoff[G].duration.as_secs(), 300);
+        assert_eq!(st.backoff[G].until, at(7));
     }
 
     #[test]
     fn round_trips_and_refuses_other_versions() {
         let mut st = EngineState::default();
-        st.record_scale_up("MachineSet.machine.openshift.io/ns/a", 2, at(1));
+        st.record_scale_up(&id("MachineSet.machine.openshift.io/ns/a"), 2, at(1));
         st.unneeded_since.insert("node-1".into(), at(0));
         let back = EngineState::from_json(&st.to_json()).unwrap();
         assert_eq!(back, st);
@@ -359,22 +372,22 @@ mod tests {
     fn a_failed_scale_up_is_forgotten_and_backs_off() {
         let s = Settings::default();
         let mut st = EngineState::default();
-        st.record_scale_up("g", 2, at(0));
-        st.record_scale_up("g", 3, at(1));
-        st.record_scale_up_failure("g", 3, at(1), "forbidden".into(), &s);
-        assert_eq!(st.scale_ups["g"].len(), 1);
-        assert!(st.backed_off("g", at(2)).is_some());
+        st.record_scale_up(&id(G), 2, at(0));
+        st.record_scale_up(&id(G), 3, at(1));
+        st.record_scale_up_failure(&id(G), 3, at(1), "forbidden".into(), &s);
+        assert_eq!(st.scale_ups[G].len(), 1);
+        assert!(st.backed_off(&id(G), at(2)).is_some());
     }
 
     #[test]
     fn a_scale_up_not_carried_out_is_forgotten_without_backoff() {
         let mut st = EngineState::default();
-        st.record_scale_up("g", 2, at(0));
-        st.record_scale_up("g", 3, at(1));
-        st.forget_scale_up("g", 4);
-        assert_eq!(st.scale_ups["g"][0].nodes, 1);
-        st.forget_scale_up("g", 1);
-        assert!(!st.scale_ups.contains_key("g"));
+        st.record_scale_up(&id(G), 2, at(0));
+        st.record_scale_up(&id(G), 3, at(1));
+        st.forget_scale_up(&id(G), 4);
+        assert_eq!(st.scale_ups[G][0].nodes, 1);
+        st.forget_scale_up(&id(G), 1);
+        assert!(!st.scale_ups.contains_key(G));
         assert!(st.backoff.is_empty());
     }
 
@@ -383,7 +396,7 @@ mod tests {
         let s = Settings::default();
         let mut st = EngineState::default();
         st.backoff.insert(
-            "g".into(),
+            id(G),
             Backoff {
                 duration: Duration::MAX,
                 until: at(0),
@@ -393,8 +406,8 @@ mod tests {
                 machine: None,
             },
         );
-        st.back_off("g", at(1), FailureKind::Timeout, "again".into(), &s);
-        assert_eq!(st.backoff["g"].duration, s.max_node_group_backoff);
+        st.back_off(&id(G), at(1), FailureKind::Timeout, "again".into(), &s);
+        assert_eq!(st.backoff[G].duration, s.max_node_group_backoff);
     }
 
     #[test]
@@ -409,10 +422,10 @@ mod tests {
         let groups = crate::nodegroups::discover(&s, &[]);
         assert_eq!(groups.groups.len(), 3, "{:?}", groups.warnings);
         let mut st = EngineState::default();
-        st.record_scale_up("MachineSet/openshift-machine-api/only", 2, at(0));
-        st.record_scale_up("MachineSet/openshift-machine-api/gone", 1, at(0));
+        st.record_scale_up(&id("MachineSet/openshift-machine-api/only"), 2, at(0));
+        st.record_scale_up(&id("MachineSet/openshift-machine-api/gone"), 1, at(0));
         st.back_off(
-            "MachineSet/openshift-machine-api/both",
+            &id("MachineSet/openshift-machine-api/both"),
             at(0),
             FailureKind::Timeout,
             "x".into(),
@@ -424,7 +437,7 @@ mod tests {
             ScalableKind::MachineSet,
             &ObjectKey::new("openshift-machine-api", "only"),
         );
-        let keys: Vec<&str> = st.scale_ups.keys().map(String::as_str).collect();
+        let keys: Vec<&str> = st.scale_ups.keys().map(NodeGroupId::as_str).collect();
         assert_eq!(
             keys,
             vec![only.as_str(), "MachineSet/openshift-machine-api/gone"]

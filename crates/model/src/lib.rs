@@ -7,6 +7,7 @@
 //! I/O or reads the clock.
 
 pub mod autoscaler;
+pub mod cluster_name;
 pub mod dump;
 pub mod duration;
 pub mod infra;
@@ -26,6 +27,7 @@ pub mod snapshot;
 pub mod warning;
 pub mod workload;
 
+pub use cluster_name::ClusterName;
 pub use labels::{LabelSelector, Labels};
 pub use machine::{Machine, ScalableKind, ScalableResource};
 pub use machine_api::{MachineApi, MachineApiGroup, MachineApiVersion, MachineApis};

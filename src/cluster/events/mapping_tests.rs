@@ -365,7 +365,10 @@ fn east_failed() -> FleetPolicy {
     FleetPolicy {
         shared_failures: vec![SharedFailure {
             cluster: "east".into(),
-            node_group: "MachineSet.machine.openshift.io/openshift-machine-api/workers-a".into(),
+            node_group: NodeGroupId::parse(
+                "MachineSet.machine.openshift.io/openshift-machine-api/workers-a",
+            )
+            .unwrap(),
             machine: Some("openshift-machine-api/workers-a-x7k2p".into()),
             key: CapacityKey {
                 instance_type: "m5.2xlarge".into(),

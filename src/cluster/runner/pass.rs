@@ -285,12 +285,8 @@ fn share_capacity_failures(ctx: &super::Context, plan: &Plan, span: &Span, now: 
         trace_id: s.trace_id,
         span_id: s.span_id,
     });
-    ctx.fleet.share(
-        ctx.name.as_str(),
-        trace.as_ref(),
-        &plan.capacity_failures,
-        now,
-    );
+    ctx.fleet
+        .share(&ctx.name, trace.as_ref(), &plan.capacity_failures, now);
 }
 
 /// How many groups the fleet backed off in this pass, and a link to each pass elsewhere whose
@@ -413,18 +409,18 @@ fn feed_back(state: &mut EngineState, entries: &[Entry], settings: &Settings, no
             (Action::ScaleUp { group, from, to }, Outcome::Failed { category, .. })
                 if category.is_transient() =>
             {
-                state.forget_scale_up(group.as_str(), to.saturating_sub(*from));
+                state.forget_scale_up(group, to.saturating_sub(*from));
             }
             (Action::ScaleUp { group, from, to }, Outcome::Failed { error, .. }) => state
                 .record_scale_up_failure(
-                    group.as_str(),
+                    group,
                     to.saturating_sub(*from),
                     now,
                     error.clone(),
                     settings,
                 ),
             (Action::ScaleUp { group, from, to }, Outcome::Skipped { .. }) => {
-                state.forget_scale_up(group.as_str(), to.saturating_sub(*from));
+                state.forget_scale_up(group, to.saturating_sub(*from));
             }
             (Action::MarkNode { .. }, Outcome::Failed { .. }) => {
                 state.record_scale_down_failure(now);

@@ -45,7 +45,10 @@ fn east_failed(reason: &str) -> FleetPolicy {
     FleetPolicy {
         shared_failures: vec![SharedFailure {
             cluster: "east".into(),
-            node_group: "MachineSet.machine.openshift.io/openshift-machine-api/workers-a".into(),
+            node_group: crate::engine::nodegroups::NodeGroupId::parse(
+                "MachineSet.machine.openshift.io/openshift-machine-api/workers-a",
+            )
+            .unwrap(),
             machine: Some("openshift-machine-api/workers-a-x7k2p".into()),
             key: CapacityKey {
                 instance_type: "m5.2xlarge".into(),

@@ -213,7 +213,7 @@ fn group_health(
     };
     gs.healthy = healthy;
     gs.health_reason = (!healthy).then_some(reason);
-    let id = g.id.as_str();
+    let id = &g.id;
     gs.block = if let Some(b) = state.backed_off(id, now) {
         Some(Unfit::new(
             ReasonCode::NodeGroupBackedOff,
@@ -267,7 +267,7 @@ fn cluster_health(cs: &ClusterState, settings: &Settings) -> ClusterHealth {
 }
 
 fn report(g: &NodeGroup, gs: &GroupState, state: &EngineState, now: Timestamp) -> GroupHealth {
-    let backoff = state.backed_off(g.id.as_str(), now);
+    let backoff = state.backed_off(&g.id, now);
     GroupHealth {
         id: g.id.clone(),
         healthy: gs.healthy,

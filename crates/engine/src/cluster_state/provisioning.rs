@@ -112,7 +112,7 @@ pub(super) fn track(
     }
     t.delete_long_unregistered(&machines.long_unregistered, &deleted);
     t.report_in_flight();
-    let backed_off = state.backed_off(g.id.as_str(), now).is_some();
+    let backed_off = state.backed_off(&g.id, now).is_some();
     let still_waiting = machines
         .unregistered
         .iter()
@@ -148,10 +148,7 @@ struct Tracker<'a> {
 
 impl Tracker<'_> {
     fn increments(&mut self) -> &mut Vec<ScaleUpIncrement> {
-        self.state
-            .scale_ups
-            .entry(self.g.id.to_string())
-            .or_default()
+        self.state.scale_ups.entry(self.g.id.clone()).or_default()
     }
 
     /// Marks a machine for deletion, lowering the target unless the group is at its min (then
@@ -191,15 +188,14 @@ impl Tracker<'_> {
             self.cs.delete_failed.push(action);
             if self.state.failed_machines.insert(key.clone()) {
                 let reason = format!("machine {key} failed: {what}");
-                let id = self.g.id.as_str();
                 self.state.back_off(
-                    id,
+                    &self.g.id,
                     self.now,
                     FailureKind::MachineFailed,
                     reason,
                     self.settings,
                 );
-                if let Some(b) = self.state.backoff.get_mut(id) {
+                if let Some(b) = self.state.backoff.get_mut(&self.g.id) {
                     b.machine = Some(key.clone());
                 }
             }
@@ -285,7 +281,7 @@ impl Tracker<'_> {
         let why = timed_out.to_string();
         self.cs.timed_out.push(timed_out);
         self.state.back_off(
-            self.g.id.as_str(),
+            &self.g.id,
             self.now,
             FailureKind::Timeout,
             format!("scale-up timed out: {why}"),
@@ -347,7 +343,7 @@ impl Tracker<'_> {
 
     fn report_in_flight(&mut self) {
         let provision = self.g.options.provision_time(self.settings);
-        let id = self.g.id.to_string();
+        let id = self.g.id.clone();
         let increments = self.state.scale_ups.get(&id).cloned().unwrap_or_default();
         self.gs.in_flight = increments.first().map(|first| InFlight {
             nodes: increments.iter().map(|i| i.nodes).sum(),

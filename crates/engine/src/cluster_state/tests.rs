@@ -318,7 +318,10 @@ fn a_target_fix_never_goes_below_min() {
     items.extend(group_node("w-0", "w", node("w-0")));
     let mut state = EngineState::default();
     state.record_scale_up(
-        "MachineSet.machine.openshift.io/openshift-machine-api/w",
+        &crate::nodegroups::NodeGroupId::parse(
+            "MachineSet.machine.openshift.io/openshift-machine-api/w",
+        )
+        .unwrap(),
         1,
         at(-20),
     );

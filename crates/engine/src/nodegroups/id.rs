@@ -37,6 +37,13 @@ impl NodeGroupId {
         )
     }
 
+    /// An id as written (a state file, a test, an older hub's unqualified form): refused
+    /// unless it reads as a node group, saying what is wrong.
+    pub fn parse(text: &str) -> Result<NodeGroupId, String> {
+        GroupRef::parse(text)?;
+        Ok(NodeGroupId(text.into()))
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -50,6 +57,13 @@ impl NodeGroupId {
     }
 }
 
+/// Maps keyed by id are looked up by the id's text (ids order as their text does).
+impl std::borrow::Borrow<str> for NodeGroupId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 impl fmt::Display for NodeGroupId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -59,6 +73,17 @@ impl fmt::Display for NodeGroupId {
 impl Serialize for NodeGroupId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.0)
+    }
+}
+
+/// As saved (a state file, a fleet policy): an id, or upstream's unqualified
+/// `<Kind>/<ns>/<name>` that an earlier hub wrote, which stays as written until
+/// [`crate::EngineState::adopt_unqualified_ids`] finds the group it names. Anything else is
+/// refused, saying what is wrong.
+impl<'de> serde::Deserialize<'de> for NodeGroupId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        NodeGroupId::parse(&text).map_err(serde::de::Error::custom)
     }
 }
 

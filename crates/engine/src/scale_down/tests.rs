@@ -185,7 +185,10 @@ fn no_scale_down_within_delay_after_add_of_a_scale_up() {
     let settings = Settings::default();
     let mut state = EngineState::default();
     state.record_scale_up(
-        "MachineSet.machine.openshift.io/openshift-machine-api/other",
+        &crate::nodegroups::NodeGroupId::parse(
+            "MachineSet.machine.openshift.io/openshift-machine-api/other",
+        )
+        .unwrap(),
         1,
         at(5),
     );
