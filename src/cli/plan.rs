@@ -248,13 +248,12 @@ fn flag_patch(args: &PlanArgs) -> Result<SettingsPatch, PlanError> {
         patch.seed = Some(seed);
     }
     if let Some(list) = &args.expander {
-        patch.expanders =
-            Some(
-                ExpanderKind::parse_chain(list).map_err(|message| PlanError::Flag {
-                    flag: "--expander".into(),
-                    message,
-                })?,
-            );
+        patch.expanders = Some(
+            ExpanderKind::parse_chain(list).map_err(|e| PlanError::Flag {
+                flag: "--expander".into(),
+                message: e.to_string(),
+            })?,
+        );
     }
     Ok(patch)
 }
