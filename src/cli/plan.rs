@@ -203,9 +203,9 @@ fn read_policy(path: Option<&std::path::Path>) -> Result<FleetPolicy, PlanError>
         path: name.clone(),
         source,
     })?;
-    FleetPolicy::from_json(&text).map_err(|message| PlanError::Flag {
+    FleetPolicy::from_json(&text).map_err(|e| PlanError::Flag {
         flag: format!("--fleet-policy {name}"),
-        message,
+        message: e.to_string(),
     })
 }
 
