@@ -204,9 +204,9 @@ fn read_policy(path: Option<&std::path::Path>) -> Result<FleetPolicy, PlanError>
         path: name.clone(),
         source,
     })?;
-    FleetPolicy::from_json(&text).map_err(|message| PlanError::Flag {
+    FleetPolicy::from_json(&text).map_err(|e| PlanError::Flag {
         flag: format!("--fleet-policy {name}"),
-        message,
+        message: e.to_string(),
     })
 }
 
@@ -249,13 +249,12 @@ fn flag_patch(args: &PlanArgs) -> Result<SettingsPatch, PlanError> {
         patch.seed = Some(seed);
     }
     if let Some(list) = &args.expander {
-        patch.expanders =
-            Some(
-                ExpanderKind::parse_chain(list).map_err(|message| PlanError::Flag {
-                    flag: "--expander".into(),
-                    message,
-                })?,
-            );
+        patch.expanders = Some(
+            ExpanderKind::parse_chain(list).map_err(|e| PlanError::Flag {
+                flag: "--expander".into(),
+                message: e.to_string(),
+            })?,
+        );
     }
     Ok(patch)
 }

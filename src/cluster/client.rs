@@ -39,8 +39,12 @@ pub enum ClientError {
     },
     #[error("building the client for context {context:?}: {message}")]
     Plugin { context: String, message: String },
-    #[error("kubeconfig context {context:?}: {message}")]
-    Invalid { context: String, message: String },
+    #[error("kubeconfig context {context:?}: {source}")]
+    Invalid {
+        context: String,
+        #[source]
+        source: ContextError,
+    },
     /// The kubeconfig built in memory for a cluster of the management cluster's inventory.
     /// Only the place is told: the text holds credentials.
     #[error("the kubeconfig found in {origin} cannot be read (line {line}, column {column})")]
@@ -61,6 +65,17 @@ pub enum ClientError {
         setting: &'static str,
         message: String,
     },
+}
+
+/// What is wrong with a kubeconfig context that kube would take on trust.
+#[derive(Debug, thiserror::Error)]
+pub enum ContextError {
+    #[error("cluster {cluster:?}: server {server:?} is not an https:// (or http://) URL")]
+    Server { cluster: String, server: String },
+    #[error(
+        "the token of user {user:?} holds a character no HTTP header can carry (a line break?)"
+    )]
+    Token { user: String },
 }
 
 /// The kubeconfig a cluster reads: its own file if fleet.toml names one, else the hub's
@@ -169,9 +184,9 @@ async fn build_client(
     request_timeout: Duration,
     agent: &str,
 ) -> Result<kube::Client, ClientError> {
-    check_context(&kubeconfig, context).map_err(|message| ClientError::Invalid {
+    check_context(&kubeconfig, context).map_err(|source| ClientError::Invalid {
         context: context.to_string(),
-        message,
+        source,
     })?;
     let options = KubeConfigOptions {
         context: Some(context.to_string()),
@@ -189,7 +204,7 @@ async fn build_client(
 /// What kube's client stack takes on trust and panics on later, checked here: the cluster's
 /// server is an http(s) URL, and the user's token fits in an HTTP header. A context that
 /// is not there is left to kube, which names it.
-fn check_context(kubeconfig: &Kubeconfig, context: &str) -> Result<(), String> {
+fn check_context(kubeconfig: &Kubeconfig, context: &str) -> Result<(), ContextError> {
     use secrecy::ExposeSecret;
     let Some(ctx) = kubeconfig
         .contexts
@@ -210,10 +225,10 @@ fn check_context(kubeconfig: &Kubeconfig, context: &str) -> Result<(), String> {
             matches!(u.scheme_str(), Some("https" | "http")) && u.host().is_some()
         });
         if !ok {
-            return Err(format!(
-                "cluster {:?}: server {server:?} is not an https:// (or http://) URL",
-                ctx.cluster
-            ));
+            return Err(ContextError::Server {
+                cluster: ctx.cluster.clone(),
+                server: server.to_string(),
+            });
         }
     }
     let token = ctx.user.as_deref().and_then(|user| {
@@ -223,9 +238,9 @@ fn check_context(kubeconfig: &Kubeconfig, context: &str) -> Result<(), String> {
     if let Some((user, token)) = token
         && http::HeaderValue::from_str(&format!("Bearer {}", token.expose_secret())).is_err()
     {
-        return Err(format!(
-            "the token of user {user:?} holds a character no HTTP header can carry (a line break?)"
-        ));
+        return Err(ContextError::Token {
+            user: user.to_string(),
+        });
     }
     Ok(())
 }

@@ -205,10 +205,10 @@ impl FleetConfig {
             }
             check_patch(&c.overrides, &format!("{at}.overrides"), &mut issues);
             for (j, g) in c.node_groups.iter().enumerate() {
-                if let Err(message) = g.check() {
+                if let Err(e) = g.check() {
                     issues.push(ConfigIssue {
                         key: format!("{at}.node_groups[{j}]"),
-                        message,
+                        message: e.to_string(),
                     });
                 }
             }

@@ -50,14 +50,42 @@ const MEMORY_RATIO: f64 = 0.015;
 const ALLOCATABLE_RATIO: f64 = 0.05;
 const FREE_RATIO: f64 = 0.05;
 
+/// What keeps two groups' templates apart.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum Dissimilar {
+    #[error("they offer different resources")]
+    Resources,
+    #[error("capacity of {name} differs ({a} vs {b})")]
+    Capacity { name: String, a: i64, b: i64 },
+    #[error("pod capacity differs ({a} vs {b})")]
+    MaxPods { a: i64, b: i64 },
+    #[error("{what} {name} differs by more than {}% ({a} vs {b})", .ratio * 100.0)]
+    Apart {
+        what: &'static str,
+        name: String,
+        ratio: f64,
+        a: i64,
+        b: i64,
+    },
+    /// At most three of the labels only one of them has.
+    #[error("labels differ: {0:?}")]
+    Labels(Vec<String>),
+    #[error("taints differ")]
+    Taints,
+}
+
 /// Whether two groups' templates are similar enough to balance between.
-pub fn similar(a: &TemplateNode, b: &TemplateNode, extra_ignored: &[String]) -> Result<(), String> {
+pub fn similar(
+    a: &TemplateNode,
+    b: &TemplateNode,
+    extra_ignored: &[String],
+) -> Result<(), Dissimilar> {
     same_capacity(&a.capacity, &b.capacity)?;
     if a.max_pods != b.max_pods {
-        return Err(format!(
-            "pod capacity differs ({} vs {})",
-            a.max_pods, b.max_pods
-        ));
+        return Err(Dissimilar::MaxPods {
+            a: a.max_pods,
+            b: b.max_pods,
+        });
     }
     within(
         &a.allocatable,
@@ -80,8 +108,8 @@ pub fn similar(a: &TemplateNode, b: &TemplateNode, extra_ignored: &[String]) -> 
                 .collect::<BTreeSet<_>>()
         };
         let (ka, kb) = (keys(&la), keys(&lb));
-        let diff: Vec<&String> = ka.symmetric_difference(&kb).take(3).collect();
-        return Err(format!("labels differ: {diff:?}"));
+        let diff = ka.symmetric_difference(&kb).take(3).cloned().collect();
+        return Err(Dissimilar::Labels(diff));
     }
     let taints = |t: &TemplateNode| {
         t.taints
@@ -90,7 +118,7 @@ pub fn similar(a: &TemplateNode, b: &TemplateNode, extra_ignored: &[String]) -> 
             .collect::<BTreeSet<_>>()
     };
     if taints(a) != taints(b) {
-        return Err("taints differ".to_string());
+        return Err(Dissimilar::Taints);
     }
     Ok(())
 }
@@ -109,9 +137,9 @@ fn names(r: &Resources) -> BTreeSet<String> {
     n
 }
 
-fn same_capacity(a: &Resources, b: &Resources) -> Result<(), String> {
+fn same_capacity(a: &Resources, b: &Resources) -> Result<(), Dissimilar> {
     if names(a) != names(b) {
-        return Err("they offer different resources".to_string());
+        return Err(Dissimilar::Resources);
     }
     for name in names(a) {
         let (x, y) = (a.get(&name), b.get(&name));
@@ -121,20 +149,23 @@ fn same_capacity(a: &Resources, b: &Resources) -> Result<(), String> {
             x == y
         };
         if !equal {
-            return Err(format!("capacity of {name} differs ({x} vs {y})"));
+            return Err(Dissimilar::Capacity { name, a: x, b: y });
         }
     }
     Ok(())
 }
 
-fn within(a: &Resources, b: &Resources, ratio: f64, what: &str) -> Result<(), String> {
+fn within(a: &Resources, b: &Resources, ratio: f64, what: &'static str) -> Result<(), Dissimilar> {
     for name in names(a).union(&names(b)) {
         let (x, y) = (a.get(name), b.get(name));
         if !close(x, y, ratio) {
-            return Err(format!(
-                "{what} {name} differs by more than {}% ({x} vs {y})",
-                ratio * 100.0
-            ));
+            return Err(Dissimilar::Apart {
+                what,
+                name: name.clone(),
+                ratio,
+                a: x,
+                b: y,
+            });
         }
     }
     Ok(())
@@ -268,12 +299,14 @@ mod tests {
         assert!(
             similar(&a, &template(8000, 16 << 30, "b", &[]), &[])
                 .unwrap_err()
+                .to_string()
                 .contains("cpu")
         );
         let pool = template(4000, 16 << 30, "b", &[("pool", "x")]);
         assert!(
             similar(&a, &pool, &[])
                 .unwrap_err()
+                .to_string()
                 .contains("labels differ")
         );
         assert_eq!(similar(&a, &pool, &["pool".to_string()]), Ok(()));

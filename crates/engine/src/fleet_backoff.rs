@@ -12,14 +12,14 @@ use super::plan::Plan;
 use super::policy::{CapacityKey, FleetPolicy, SharedFailure, is_capacity_error};
 use super::reason::{FailureKind, ReasonCode, Unfit};
 use super::state::EngineState;
-use super::template::TemplateNode;
+use super::template::{TemplateError, TemplateNode};
 
 /// Blocks the groups another cluster's capacity failure covers (a backoff of their own
 /// already blocks them: it is the fresher knowledge, and says more).
 pub fn apply(
     cluster: &mut ClusterState,
     groups: &NodeGroups,
-    templates: &[Result<TemplateNode, String>],
+    templates: &[Result<TemplateNode, TemplateError>],
     policy: &FleetPolicy,
     now: Timestamp,
 ) {
@@ -53,7 +53,7 @@ pub fn apply(
 /// are. The cluster's name and the pass's trace are the hub's to fill in.
 pub fn found(
     groups: &NodeGroups,
-    templates: &[Result<TemplateNode, String>],
+    templates: &[Result<TemplateNode, TemplateError>],
     state: &EngineState,
     now: Timestamp,
 ) -> Vec<SharedFailure> {

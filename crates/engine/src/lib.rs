@@ -39,7 +39,7 @@ pub use plan::Plan;
 pub use policy::FleetPolicy;
 pub use settings::{Settings, SettingsPatch};
 pub use state::EngineState;
-use template::{TemplateNode, TemplateSource};
+use template::{TemplateError, TemplateNode, TemplateSource};
 
 /// One decision pass over a cluster on its own (no fleet policy).
 pub fn run_once(
@@ -244,7 +244,7 @@ fn node_group_statuses(
     snapshot: &ClusterSnapshot,
     groups: &NodeGroups,
     cluster: &cluster_state::ClusterState,
-    templates: &[Result<TemplateNode, String>],
+    templates: &[Result<TemplateNode, TemplateError>],
     upcoming: &[u64],
 ) -> Vec<NodeGroupStatus> {
     let mut out: Vec<NodeGroupStatus> = groups
@@ -277,7 +277,7 @@ fn node_group_statuses(
                 .map_or(TemplateSource::None, |t| t.source.clone()),
             platform: templates[i].as_ref().ok().and_then(|t| t.platform),
             bounds_from: Some(g.bounds_source.to_string()),
-            reason: templates[i].as_ref().err().cloned(),
+            reason: templates[i].as_ref().err().map(ToString::to_string),
             notes: g
                 .bounds_note
                 .iter()

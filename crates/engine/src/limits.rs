@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::reason::{ReasonCode, Unfit};
 use super::settings::Settings;
-use super::template::{GPU_LABEL, TemplateNode};
+use super::template::{GPU_LABEL, TemplateError, TemplateNode};
 use fleetscaler_model::node::Node;
 use fleetscaler_model::resources::Resources;
 
@@ -59,7 +59,7 @@ impl NodeUsage {
 pub fn unmatched_gpu_limits(
     settings: &Settings,
     nodes: &[Node],
-    templates: &[Result<TemplateNode, String>],
+    templates: &[Result<TemplateNode, TemplateError>],
 ) -> Vec<Warning> {
     if settings.gpus.is_empty() {
         return Vec::new();

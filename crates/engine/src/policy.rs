@@ -191,6 +191,11 @@ pub fn is_capacity_error(message: &str) -> bool {
     CAPACITY_ERRORS.iter().any(|w| lower.contains(w))
 }
 
+/// A policy that cannot be read, named by the path of the field that is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {}", .0.path(), .0.inner())]
+pub struct PolicyError(#[source] serde_path_to_error::Error<serde_json::Error>);
+
 impl FleetPolicy {
     /// A cluster on its own: the fleet holds nothing back.
     pub fn none() -> Self {
@@ -199,12 +204,9 @@ impl FleetPolicy {
 
     /// Reads a policy as `fleetscaler plan --fleet-policy` takes it (JSON), naming the field
     /// that is wrong.
-    pub fn from_json(text: &str) -> Result<Self, String> {
+    pub fn from_json(text: &str) -> Result<Self, PolicyError> {
         let mut de = serde_json::Deserializer::from_str(text);
-        serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            format!("{path}: {}", e.inner())
-        })
+        serde_path_to_error::deserialize(&mut de).map_err(PolicyError)
     }
 }
 
@@ -331,7 +333,9 @@ mod tests {
             json["sharedFailures"][0]["trace"],
             serde_json::json!({"traceId": trace.trace_id, "spanId": trace.span_id})
         );
-        let e = FleetPolicy::from_json(&traced.replace("spanId", "span")).unwrap_err();
+        let e = FleetPolicy::from_json(&traced.replace("spanId", "span"))
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("sharedFailures[0].trace"), "{e}");
     }
 
@@ -340,9 +344,13 @@ mod tests {
         let p = FleetPolicy::from_json(r#"{"scaleDownHold": "fleet degraded"}"#).unwrap();
         assert_eq!(p.scale_down_hold.as_deref(), Some("fleet degraded"));
         assert_eq!(FleetPolicy::from_json("{}").unwrap(), FleetPolicy::none());
-        let e = FleetPolicy::from_json(r#"{"scaleDownHeld": "x"}"#).unwrap_err();
+        let e = FleetPolicy::from_json(r#"{"scaleDownHeld": "x"}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("scaleDownHeld"), "{e}");
-        let e = FleetPolicy::from_json(r#"{"scaleDownHold": 3}"#).unwrap_err();
+        let e = FleetPolicy::from_json(r#"{"scaleDownHold": 3}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("scaleDownHold"), "{e}");
     }
 }

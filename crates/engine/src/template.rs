@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::nodegroups::NodeGroup;
+use super::nodegroups::{NodeGroup, NodeGroupId};
 use super::settings::Settings;
 use fleetscaler_model::infra::{InfraRef, InfrastructureTemplate};
 use fleetscaler_model::labels::Labels;
@@ -18,7 +18,7 @@ use fleetscaler_model::node::{
 };
 use fleetscaler_model::platform;
 use fleetscaler_model::pod::PodSpec;
-use fleetscaler_model::quantity::Quantity;
+use fleetscaler_model::quantity::{Quantity, QuantityError};
 use fleetscaler_model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS, Resources};
 use fleetscaler_model::scheduling::{
     HOSTNAME_LABEL, HostPort, Taint, TaintEffect, Toleration, untolerated_taint,
@@ -41,6 +41,44 @@ pub enum TemplateSource {
     /// A Cluster API infrastructure template's `status.capacity` (annotations win over it).
     InfrastructureTemplate,
     None,
+}
+
+/// Why a group has no template; the pods that could go nowhere else are told it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("annotation {key}: {source}")]
+    Quantity {
+        key: String,
+        #[source]
+        source: QuantityError,
+    },
+    #[error("annotation {key}={value:?} is not a non-negative integer")]
+    NotAnInteger { key: String, value: String },
+    #[error("{}", no_capacity(.group))]
+    NoCapacity { group: NodeGroupId },
+    /// Its infrastructure template was read, without cpu or memory.
+    #[error("{}, or cpu and memory in status.capacity of its infrastructure template {template}", no_capacity(.group))]
+    TemplateShort {
+        group: NodeGroupId,
+        template: InfraRef,
+    },
+    #[error(
+        "{}; its infrastructure template {template} is not known: not in the dump, or not \
+         readable by the hub (the cluster's problems say why)",
+        no_capacity(.group)
+    )]
+    TemplateUnknown {
+        group: NodeGroupId,
+        template: InfraRef,
+    },
+}
+
+/// What a group at zero lacks, whatever else could give it.
+fn no_capacity(group: &NodeGroupId) -> String {
+    format!(
+        "no ready node to copy and no scale-from-zero capacity: set the annotations \
+         {CAPACITY_PREFIX}cpu and {CAPACITY_PREFIX}memory on {group}"
+    )
 }
 
 /// A node as the group would create it, with the DaemonSet pods it would run.
@@ -92,7 +130,7 @@ pub fn build_all(
     snapshot: &ClusterSnapshot,
     groups: &[NodeGroup],
     settings: &Settings,
-) -> (Vec<Result<TemplateNode, String>>, Vec<Warning>) {
+) -> (Vec<Result<TemplateNode, TemplateError>>, Vec<Warning>) {
     let daemons = Daemons::index(snapshot);
     let mut warnings = Vec::new();
     let templates = groups
@@ -143,7 +181,7 @@ fn build(
     daemons: &Daemons,
     settings: &Settings,
     warnings: &mut Vec<Warning>,
-) -> Result<TemplateNode, String> {
+) -> Result<TemplateNode, TemplateError> {
     let mut template = match template_node_candidate(snapshot, group, settings) {
         Some(node) => from_node(node, daemons),
         None => from_annotations(snapshot, group, daemons, settings, warnings)?,
@@ -251,7 +289,7 @@ fn from_annotations(
     daemons: &Daemons,
     settings: &Settings,
     warnings: &mut Vec<Warning>,
-) -> Result<TemplateNode, String> {
+) -> Result<TemplateNode, TemplateError> {
     let resources = annotated_resources(snapshot, group);
     let get = |key: &str| {
         resources
@@ -259,8 +297,8 @@ fn from_annotations(
             .find_map(|r| r.annotation(key).map(|v| (key.to_string(), v)))
     };
     let infra = infrastructure_template(snapshot, &resources);
-    let (capacity, max_pods, source) =
-        capacity(&get, infra.ok()).map_err(|e| e.unwrap_or_else(|| no_capacity(group, &infra)))?;
+    let (capacity, max_pods, source) = capacity(&get, infra.ok())
+        .map_err(|e| e.unwrap_or_else(|| no_capacity_error(group, &infra)))?;
     let from = match (&source, infra) {
         (TemplateSource::InfrastructureTemplate, Ok(t)) => Some(Arc::from(t.reference.to_string())),
         _ => None,
@@ -322,12 +360,12 @@ fn infrastructure_template<'a>(
 fn capacity<'a>(
     get: &impl Fn(&str) -> Option<(String, &'a str)>,
     infra: Option<&InfrastructureTemplate>,
-) -> Result<(Resources, i64, TemplateSource), Option<String>> {
+) -> Result<(Resources, i64, TemplateSource), Option<TemplateError>> {
     let cap = |name: &str| get(&format!("{CAPACITY_PREFIX}{name}"));
     let legacy = |name: &str| get(&format!("machine.openshift.io/{name}"));
     let quantity = |(key, value): (String, &str)| {
         Quantity::parse_non_negative(value.trim())
-            .map_err(|e| Some(format!("annotation {key}: {e}")))
+            .map_err(|source| Some(TemplateError::Quantity { key, source }))
     };
     let integer = |(key, value): (String, &str)| {
         value
@@ -336,9 +374,10 @@ fn capacity<'a>(
             .ok()
             .filter(|n| *n >= 0)
             .ok_or_else(|| {
-                Some(format!(
-                    "annotation {key}={value:?} is not a non-negative integer"
-                ))
+                Some(TemplateError::NotAnInteger {
+                    key,
+                    value: value.to_string(),
+                })
             })
     };
     let mut capacity = Resources::default();
@@ -387,25 +426,21 @@ fn capacity<'a>(
 }
 
 /// Why a group at zero has no template, and what would give it one.
-fn no_capacity(
+fn no_capacity_error(
     group: &NodeGroup,
     infra: &Result<&InfrastructureTemplate, Option<&InfraRef>>,
-) -> String {
-    let annotations = format!(
-        "no ready node to copy and no scale-from-zero capacity: set the annotations \
-         {CAPACITY_PREFIX}cpu and {CAPACITY_PREFIX}memory on {}",
-        group.id
-    );
+) -> TemplateError {
+    let group = group.id.clone();
     match infra {
-        Ok(t) => format!(
-            "{annotations}, or cpu and memory in status.capacity of its infrastructure template {}",
-            t.reference
-        ),
-        Err(Some(r)) => format!(
-            "{annotations}; its infrastructure template {r} is not known: not in the dump, or not \
-             readable by the hub (the cluster's problems say why)"
-        ),
-        Err(None) => annotations,
+        Ok(t) => TemplateError::TemplateShort {
+            group,
+            template: t.reference.clone(),
+        },
+        Err(Some(r)) => TemplateError::TemplateUnknown {
+            group,
+            template: (*r).clone(),
+        },
+        Err(None) => TemplateError::NoCapacity { group },
     }
 }
 

@@ -2,7 +2,7 @@ use super::*;
 use crate::fixtures::snapshot_of_text;
 use crate::nodegroups::discover;
 
-fn templates(yaml: &str) -> Vec<Result<TemplateNode, String>> {
+fn templates(yaml: &str) -> Vec<Result<TemplateNode, TemplateError>> {
     templates_with(yaml, &Settings::default()).0
 }
 
@@ -10,7 +10,7 @@ fn templates_with(
     yaml: &str,
     settings: &Settings,
 ) -> (
-    Vec<Result<TemplateNode, String>>,
+    Vec<Result<TemplateNode, TemplateError>>,
     Vec<fleetscaler_model::Warning>,
 ) {
     let s = snapshot_of_text(yaml);
@@ -146,7 +146,7 @@ spec: {replicas: 0}
 #[test]
 fn hostile_or_missing_annotations_explain_themselves() {
     let bad = GPU_SET.replace("gpu-count: \"2\"", "gpu-count: \"two\"");
-    let err = templates(&bad).remove(0).unwrap_err();
+    let err = templates(&bad).remove(0).unwrap_err().to_string();
     assert!(
         err.contains("gpu-count=\"two\" is not a non-negative integer"),
         "{err}"
@@ -156,6 +156,7 @@ fn hostile_or_missing_annotations_explain_themselves() {
         templates(&bad)
             .remove(0)
             .unwrap_err()
+            .to_string()
             .contains("annotation capacity.cluster-autoscaler.kubernetes.io/memory")
     );
     let none = GPU_SET.replace("capacity.cluster-autoscaler.kubernetes.io/cpu: \"8\"", "");
@@ -163,6 +164,7 @@ fn hostile_or_missing_annotations_explain_themselves() {
         templates(&none)
             .remove(0)
             .unwrap_err()
+            .to_string()
             .contains("no ready node to copy")
     );
 }
@@ -254,7 +256,7 @@ fn scale_from_zero_from_the_infrastructure_template_with_annotations_over_it() {
 #[test]
 fn a_template_short_of_memory_says_what_to_set_and_where() {
     let yaml = capi_at_zero("", "{capacity: {cpu: '4'}}");
-    let e = templates(&yaml).remove(0).unwrap_err();
+    let e = templates(&yaml).remove(0).unwrap_err().to_string();
     assert!(
         e.ends_with(
             "or cpu and memory in status.capacity of its infrastructure template \

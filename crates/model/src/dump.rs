@@ -67,11 +67,11 @@ pub struct SnapshotBuilder {
 impl SnapshotBuilder {
     /// Adds every object of one dump; `source` names it in errors (usually the file path).
     pub fn add_text(&mut self, text: &str, source: &str) -> Result<(), DumpError> {
-        let documents = parse_documents(text).map_err(|message| DumpError {
+        let documents = parse_documents(text).map_err(|e| DumpError {
             kind: DumpErrorKind::Syntax,
             file: source.to_string(),
             location: "not valid YAML or JSON: ".to_string(),
-            message,
+            message: e.to_string(),
         })?;
         let many = documents.len() > 1;
         for (d, doc) in documents.into_iter().enumerate() {
@@ -352,7 +352,7 @@ fn yaml_options(len: usize) -> serde_saphyr::Options {
     options
 }
 
-fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+fn parse_documents(text: &str) -> Result<Vec<Value>, serde_saphyr::Error> {
     let trimmed = text.trim_start();
     let json = (trimmed.starts_with('{') || trimmed.starts_with('['))
         .then(|| {
@@ -364,8 +364,7 @@ fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     // Flow-style YAML (`{kind: List, items: []}`) starts like JSON and is not JSON.
     let values = match json {
         Some(values) => values,
-        None => serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(text.len()))
-            .map_err(|e| e.to_string())?,
+        None => serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(text.len()))?,
     };
     Ok(values
         .into_iter()

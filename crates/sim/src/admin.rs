@@ -113,7 +113,7 @@ async fn handle(clusters: &[ClusterHandle], req: Request<Incoming>) -> Response<
                     };
                     let faults = match Faults::from_json(&body) {
                         Ok(f) => f,
-                        Err(e) => return error(StatusCode::BAD_REQUEST, &e),
+                        Err(e) => return error(StatusCode::BAD_REQUEST, &e.to_string()),
                     };
                     cluster.faults().set(faults);
                     reply(StatusCode::OK, &json!(cluster.faults().get()))

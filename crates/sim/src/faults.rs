@@ -50,6 +50,53 @@ const MAX_NAME_CHARS: usize = 128;
 const MAX_REASON_CHARS: usize = 128;
 const MAX_MESSAGE_CHARS: usize = 1024;
 
+/// Why faults are refused; a capacity fault's problem names its entry and field.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum InvalidFaults {
+    #[error("errorRate must be within 0..=1, got {0}")]
+    ErrorRate(f64),
+    #[error("errorCode must be 500 or 429, got {0}")]
+    ErrorCode(u16),
+    #[error("capacity holds at most {MAX_CAPACITY_FAULTS} faults, got {0}")]
+    TooMany(usize),
+    #[error("capacity[{index}].{field} {source}")]
+    Capacity {
+        index: usize,
+        field: &'static str,
+        #[source]
+        source: BadValue,
+    },
+}
+
+/// What is wrong with one value of a capacity fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BadValue {
+    #[error("must not be empty")]
+    Empty,
+    #[error("is longer than {max} characters ({chars})")]
+    TooLong { max: usize, chars: usize },
+    #[error("has {0:?}: a cloud error code is letters, digits, '_', '.' and '-'")]
+    NotACode(char),
+}
+
+/// Why the admin endpoint's body is not faults.
+#[derive(Debug, thiserror::Error)]
+pub enum FaultsError {
+    #[error("invalid faults: {}", json_problem(.0))]
+    Json(#[source] serde_path_to_error::Error<serde_json::Error>),
+    #[error(transparent)]
+    Invalid(#[from] InvalidFaults),
+}
+
+/// The parser's problem, with the field's path when there is one: `.` is the whole body,
+/// `?` a body that is not JSON at all.
+fn json_problem(e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    match e.path().to_string().as_str() {
+        "." | "?" => e.inner().to_string(),
+        path => format!("{path}: {}", e.inner()),
+    }
+}
+
 /// The cloud cannot launch `instance_type` in `zone`: a machine of that profile finishing
 /// provisioning goes Failed with `error launching instance: <reason>: <message>`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -89,8 +136,14 @@ impl CapacityFault {
     }
 
     /// Checks one entry; errors name `capacity[<index>].<field>`.
-    fn validate(&self, index: usize) -> Result<(), String> {
-        let named = |field: &'static str| move |e: String| format!("capacity[{index}].{field} {e}");
+    fn validate(&self, index: usize) -> Result<(), InvalidFaults> {
+        let named = |field: &'static str| {
+            move |source| InvalidFaults::Capacity {
+                index,
+                field,
+                source,
+            }
+        };
         check_name(&self.instance_type).map_err(named("instanceType"))?;
         if let Some(zone) = &self.zone {
             check_name(zone).map_err(named("zone"))?;
@@ -104,34 +157,32 @@ impl CapacityFault {
 }
 
 /// An instance type or zone: not blank, and short.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), BadValue> {
     if name.trim().is_empty() {
-        return Err("must not be empty".into());
+        return Err(BadValue::Empty);
     }
     check_length(name, MAX_NAME_CHARS)
 }
 
-fn check_length(text: &str, max: usize) -> Result<(), String> {
+fn check_length(text: &str, max: usize) -> Result<(), BadValue> {
     match text.chars().count() {
-        n if n > max => Err(format!("is longer than {max} characters ({n})")),
+        chars if chars > max => Err(BadValue::TooLong { max, chars }),
         _ => Ok(()),
     }
 }
 
 /// A cloud error code is one short token, as providers' codes are: it goes into a
 /// machine's failure message, which the hub reads to tell capacity errors from others.
-fn check_reason(reason: &str) -> Result<(), String> {
+fn check_reason(reason: &str) -> Result<(), BadValue> {
     if reason.is_empty() {
-        return Err("must not be empty".into());
+        return Err(BadValue::Empty);
     }
     check_length(reason, MAX_REASON_CHARS)?;
     match reason
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')))
     {
-        Some(c) => Err(format!(
-            "has {c:?}: a cloud error code is letters, digits, '_', '.' and '-'"
-        )),
+        Some(c) => Err(BadValue::NotACode(c)),
         None => Ok(()),
     }
 }
@@ -154,24 +205,15 @@ pub fn launch_error(
 
 impl Faults {
     /// Checks the values an operator may get wrong.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidFaults> {
         if !(0.0..=1.0).contains(&self.error_rate) {
-            return Err(format!(
-                "errorRate must be within 0..=1, got {}",
-                self.error_rate
-            ));
+            return Err(InvalidFaults::ErrorRate(self.error_rate));
         }
         if self.error_code != 0 && self.error_code != 500 && self.error_code != 429 {
-            return Err(format!(
-                "errorCode must be 500 or 429, got {}",
-                self.error_code
-            ));
+            return Err(InvalidFaults::ErrorCode(self.error_code));
         }
         if self.capacity.len() > MAX_CAPACITY_FAULTS {
-            return Err(format!(
-                "capacity holds at most {MAX_CAPACITY_FAULTS} faults, got {}",
-                self.capacity.len()
-            ));
+            return Err(InvalidFaults::TooMany(self.capacity.len()));
         }
         for (index, fault) in self.capacity.iter().enumerate() {
             fault.validate(index)?;
@@ -181,16 +223,10 @@ impl Faults {
 
     /// Reads faults as the admin endpoint takes them (JSON), checked; errors name the
     /// field, as `capacity[0]: missing field `instanceType``.
-    pub fn from_json(body: &[u8]) -> Result<Faults, String> {
+    pub fn from_json(body: &[u8]) -> Result<Faults, FaultsError> {
         let mut de = serde_json::Deserializer::from_slice(body);
-        let faults: Faults = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-            let path = e.path().to_string();
-            // `.` is the whole body, `?` a body that is not JSON at all.
-            match path.as_str() {
-                "." | "?" => format!("invalid faults: {}", e.inner()),
-                _ => format!("invalid faults: {path}: {}", e.inner()),
-            }
-        })?;
+        let faults: Faults =
+            serde_path_to_error::deserialize(&mut de).map_err(FaultsError::Json)?;
         faults.validate()?;
         Ok(faults)
     }
@@ -290,7 +326,12 @@ mod tests {
     fn capacity_faults_are_validated_entry_by_entry() {
         let ok = fault("m6i.2xlarge", Some("us-east-1a"));
         assert_eq!(with_capacity(vec![ok.clone()]).validate(), Ok(()));
-        let bad = |f: CapacityFault| with_capacity(vec![ok.clone(), f]).validate().unwrap_err();
+        let bad = |f: CapacityFault| {
+            with_capacity(vec![ok.clone(), f])
+                .validate()
+                .unwrap_err()
+                .to_string()
+        };
         let e = bad(fault(" ", None));
         assert!(
             e.starts_with("capacity[1].instanceType must not be empty"),
@@ -321,7 +362,10 @@ mod tests {
             ..ok.clone()
         };
         assert_eq!(with_capacity(vec![fine]).validate(), Ok(()));
-        let e = with_capacity(vec![ok; 33]).validate().unwrap_err();
+        let e = with_capacity(vec![ok; 33])
+            .validate()
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("at most 32 faults, got 33"), "{e}");
     }
 
@@ -359,20 +403,26 @@ mod tests {
     fn capacity_json_has_defaults_and_errors_name_the_field() {
         let f = Faults::from_json(br#"{"capacity": [{"instanceType": "m6i.2xlarge"}]}"#).unwrap();
         assert_eq!(f.capacity, vec![fault("m6i.2xlarge", None)]);
-        let e = Faults::from_json(br#"{"capacity": [{"zone": "us-east-1a"}]}"#).unwrap_err();
+        let e = Faults::from_json(br#"{"capacity": [{"zone": "us-east-1a"}]}"#)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("capacity[0]") && e.contains("instanceType"),
             "{e}"
         );
         let e = Faults::from_json(br#"{"capacity": [{"instanceType": "a", "zones": []}]}"#)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("capacity[0]") && e.contains("zones"), "{e}");
         let e = Faults::from_json(br#"{"capacity": [{"instanceType": "a", "reason": 3}]}"#)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("capacity[0].reason"), "{e}");
-        let e = Faults::from_json(br#"{"capacity": [{"instanceType": ""}]}"#).unwrap_err();
+        let e = Faults::from_json(br#"{"capacity": [{"instanceType": ""}]}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("capacity[0].instanceType"), "{e}");
-        let e = Faults::from_json(b"{").unwrap_err();
+        let e = Faults::from_json(b"{").unwrap_err().to_string();
         assert!(e.starts_with("invalid faults: EOF"), "{e}");
         // The form a GET answers with reads back as it was.
         let round = Faults::from_json(&serde_json::to_vec(&f).unwrap()).unwrap();

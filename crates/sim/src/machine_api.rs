@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::api::resources::Resource;
 use crate::settings::Flavor;
 use fleetscaler_model::Quantity;
+use fleetscaler_model::quantity::QuantityError;
 
 /// Capacity annotations read by the autoscaler for scale-from-zero (not group-prefixed).
 pub const CAPACITY_PREFIX: &str = "capacity.cluster-autoscaler.kubernetes.io/";
@@ -154,12 +155,25 @@ pub struct Profile {
     pub taints: Vec<Value>,
 }
 
+/// A capacity the profile cannot be read from.
+#[derive(Debug, thiserror::Error)]
+#[error("annotation {CAPACITY_PREFIX}{key}: {source}")]
+pub struct ProfileError {
+    pub key: String,
+    #[source]
+    pub source: QuantityError,
+}
+
 impl Profile {
     /// Reads the profile of a MachineSet (or MachineDeployment): capacity from the
     /// scale-from-zero annotations, else from the infrastructure template's `status.capacity`
     /// (Cluster API: the instance type it names decides), placement from the provider spec or
     /// failure domain.
-    pub fn of(set: &Value, api: &MachineApi, template: Option<&Value>) -> Result<Profile, String> {
+    pub fn of(
+        set: &Value,
+        api: &MachineApi,
+        template: Option<&Value>,
+    ) -> Result<Profile, ProfileError> {
         let annotations = &set["metadata"]["annotations"];
         let status = template.map_or(&Value::Null, |t| &t["status"]["capacity"]);
         let gpu_in_template = status
@@ -185,10 +199,12 @@ impl Profile {
                 .map(str::to_string)
                 .or_else(|| from_template(key))
         };
-        let quantity = |key: &str, default: &str| -> Result<Quantity, String> {
+        let quantity = |key: &str, default: &str| -> Result<Quantity, ProfileError> {
             let text = capacity(key).unwrap_or_else(|| default.to_string());
-            Quantity::parse_non_negative(&text)
-                .map_err(|e| format!("annotation {CAPACITY_PREFIX}{key}: {e}"))
+            Quantity::parse_non_negative(&text).map_err(|source| ProfileError {
+                key: key.to_string(),
+                source,
+            })
         };
         let template = &set["spec"]["template"];
         let (instance_type, zone, region, labels) = match api.flavor {

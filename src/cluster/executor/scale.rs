@@ -116,6 +116,36 @@ pub(super) enum Resize {
     Fix,
 }
 
+/// Why a resize is not written: the plan no longer matches the group, or would take it past
+/// its bounds. `what` describes the group.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Refused {
+    #[error("plan is stale: it saw {from} replicas, {what} has {current} now{}", repeated(*.current, *.to))]
+    Stale {
+        what: String,
+        from: u64,
+        current: u64,
+        to: u64,
+    },
+    #[error("scale-up of {what} from {from} to {to} is not an increase")]
+    NotIncrease { what: String, from: u64, to: u64 },
+    #[error("scale-up of {what} to {to} would exceed its max size {max}")]
+    AboveMax { what: String, to: u64, max: u64 },
+    #[error("target fix of {what} from {from} to {to} is not a decrease")]
+    NotDecrease { what: String, from: u64, to: u64 },
+    #[error("target fix of {what} to {to} would go below its min size {min}")]
+    BelowMin { what: String, to: u64, min: u64 },
+}
+
+/// A group already at the plan's target was most likely resized by the same plan before.
+fn repeated(current: u64, to: u64) -> String {
+    if current == to {
+        format!(" (already at {to}: a repeated plan?)")
+    } else {
+        String::new()
+    }
+}
+
 /// Whether a resize from `from` to `to` may be written now that the group has `current`
 /// replicas; the error is the reason to skip it.
 pub(super) fn check_resize(
@@ -124,33 +154,29 @@ pub(super) fn check_resize(
     current: u64,
     from: u64,
     to: u64,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let what = t.describe();
     if current != from {
-        let already = if current == to {
-            format!(" (already at {to}: a repeated plan?)")
-        } else {
-            String::new()
-        };
-        return Err(format!(
-            "plan is stale: it saw {from} replicas, {what} has {current} now{already}"
-        ));
+        return Err(Refused::Stale {
+            what,
+            from,
+            current,
+            to,
+        });
     }
     match kind {
-        Resize::Up if to <= from => Err(format!(
-            "scale-up of {what} from {from} to {to} is not an increase"
-        )),
-        Resize::Up if to > t.max => Err(format!(
-            "scale-up of {what} to {to} would exceed its max size {}",
-            t.max
-        )),
-        Resize::Fix if to >= from => Err(format!(
-            "target fix of {what} from {from} to {to} is not a decrease"
-        )),
-        Resize::Fix if to < t.min => Err(format!(
-            "target fix of {what} to {to} would go below its min size {}",
-            t.min
-        )),
+        Resize::Up if to <= from => Err(Refused::NotIncrease { what, from, to }),
+        Resize::Up if to > t.max => Err(Refused::AboveMax {
+            what,
+            to,
+            max: t.max,
+        }),
+        Resize::Fix if to >= from => Err(Refused::NotDecrease { what, from, to }),
+        Resize::Fix if to < t.min => Err(Refused::BelowMin {
+            what,
+            to,
+            min: t.min,
+        }),
         _ => Ok(()),
     }
 }
@@ -176,7 +202,7 @@ pub(super) async fn resize(
                 return Err(stop);
             }
         };
-        check_resize(kind, t, seen.replicas, from, to).map_err(Stop::Skip)?;
+        check_resize(kind, t, seen.replicas, from, to).map_err(|e| Stop::Skip(e.to_string()))?;
         let Err(stop) = write(ctx, t, &seen, to).await else {
             return Ok(format!("{} replicas {from} -> {to}", t.describe()));
         };
@@ -288,12 +314,16 @@ mod tests {
 
     #[test]
     fn a_stale_from_is_refused_naming_both_counts() {
-        let err = check_resize(Resize::Up, &target(), 3, 2, 4).unwrap_err();
+        let err = check_resize(Resize::Up, &target(), 3, 2, 4)
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             "plan is stale: it saw 2 replicas, MachineSet ns/a has 3 now"
         );
-        let again = check_resize(Resize::Up, &target(), 4, 2, 4).unwrap_err();
+        let again = check_resize(Resize::Up, &target(), 4, 2, 4)
+            .unwrap_err()
+            .to_string();
         assert!(
             again.ends_with("(already at 4: a repeated plan?)"),
             "{again}"
@@ -307,12 +337,14 @@ mod tests {
         assert!(
             check_resize(Resize::Up, &t, 2, 2, 6)
                 .unwrap_err()
+                .to_string()
                 .contains("exceed its max size 5")
         );
         assert!(check_resize(Resize::Fix, &t, 3, 3, 1).is_ok());
         assert!(
             check_resize(Resize::Fix, &t, 3, 3, 0)
                 .unwrap_err()
+                .to_string()
                 .contains("below its min size 1")
         );
         assert!(check_resize(Resize::Up, &t, 3, 3, 2).is_err());

@@ -14,7 +14,8 @@ use kube::{Api, Client};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use crate::cluster::error::call;
+use crate::cluster::error::{CallError, call};
+use crate::model::FieldError;
 use crate::model::ScalableResource;
 use crate::model::infra::{InfraRef, InfrastructureTemplate};
 
@@ -25,12 +26,44 @@ const REFRESH: Duration = Duration::from_secs(300);
 /// hub send thousands of requests.
 pub(super) const MAX_TEMPLATES: usize = 200;
 
+/// A template that could not be read, as the cluster's problems tell it.
+#[derive(Debug, thiserror::Error)]
+#[error("infrastructure template {reference}: {source}")]
+struct Unread {
+    reference: InfraRef,
+    #[source]
+    source: ReadError,
+}
+
+/// Why a template could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    #[error(transparent)]
+    Resolve(#[from] ResolveError),
+    #[error(transparent)]
+    Get(#[from] CallError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Template(#[from] FieldError),
+}
+
+/// Why a template's kind cannot be reached; remembered for the other templates of the kind
+/// (hence shared).
+#[derive(Clone, Debug, thiserror::Error)]
+enum ResolveError {
+    #[error(transparent)]
+    Discovery(Arc<CallError>),
+    #[error("the cluster serves no kind {kind} in {group}")]
+    NoKind { kind: Arc<str>, group: Arc<str> },
+}
+
 /// What the task read last.
 #[derive(Default)]
 struct Read {
     templates: BTreeMap<InfraRef, InfrastructureTemplate>,
     /// Templates that could not be read, with why.
-    problems: BTreeMap<InfraRef, String>,
+    problems: Vec<String>,
     /// Bumped by every read, so the runner copies only what changed.
     generation: u64,
 }
@@ -66,7 +99,7 @@ impl InfraTemplates {
                     let (templates, problems) = reader.read_all(&refs).await;
                     let mut r = lock(&shared);
                     r.templates = templates;
-                    r.problems = problems;
+                    r.problems = problems.iter().map(ToString::to_string).collect();
                     r.generation += 1;
                     drop(r);
                     told.notify_one();
@@ -106,12 +139,7 @@ impl InfraTemplates {
             return None;
         }
         self.taken = r.generation;
-        let problems = r
-            .problems
-            .iter()
-            .map(|(reference, why)| format!("infrastructure template {reference}: {why}"))
-            .collect();
-        Some((r.templates.values().cloned().collect(), problems))
+        Some((r.templates.values().cloned().collect(), r.problems.clone()))
     }
 
     /// Resolves when a read has finished.
@@ -132,10 +160,7 @@ pub(crate) async fn read_once<'a>(
         return (Vec::new(), Vec::new());
     }
     let (templates, problems) = Reader::new(client, deadline).read_all(&refs).await;
-    let problems = problems
-        .iter()
-        .map(|(reference, why)| format!("infrastructure template {reference}: {why}"))
-        .collect();
+    let problems = problems.iter().map(ToString::to_string).collect();
     (templates.into_values().collect(), problems)
 }
 
@@ -156,7 +181,7 @@ struct Reader {
     client: Client,
     deadline: Duration,
     /// (group, kind) → how to reach it, or why it cannot be.
-    resolved: BTreeMap<(Arc<str>, Arc<str>), Result<ApiResource, String>>,
+    resolved: BTreeMap<(Arc<str>, Arc<str>), Result<ApiResource, ResolveError>>,
 }
 
 impl Reader {
@@ -171,28 +196,26 @@ impl Reader {
     async fn read_all(
         &mut self,
         refs: &BTreeSet<InfraRef>,
-    ) -> (
-        BTreeMap<InfraRef, InfrastructureTemplate>,
-        BTreeMap<InfraRef, String>,
-    ) {
+    ) -> (BTreeMap<InfraRef, InfrastructureTemplate>, Vec<Unread>) {
         // Kinds are looked up again on every refresh: a provider installed later is found.
         self.resolved.clear();
         let mut templates = BTreeMap::new();
-        let mut problems = BTreeMap::new();
+        let mut problems = Vec::new();
         for reference in refs {
             match self.read(reference).await {
                 Ok(t) => {
                     templates.insert(reference.clone(), t);
                 }
-                Err(why) => {
-                    problems.insert(reference.clone(), why);
-                }
+                Err(source) => problems.push(Unread {
+                    reference: reference.clone(),
+                    source,
+                }),
             }
         }
         (templates, problems)
     }
 
-    async fn read(&mut self, reference: &InfraRef) -> Result<InfrastructureTemplate, String> {
+    async fn read(&mut self, reference: &InfraRef) -> Result<InfrastructureTemplate, ReadError> {
         let resource = self.resolve(reference).await?;
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &reference.namespace, &resource);
@@ -201,14 +224,13 @@ impl Reader {
             self.deadline,
             api.get(&reference.name),
         )
-        .await
-        .map_err(|e| e.to_string())?;
-        let value = serde_json::to_value(&object).map_err(|e| e.to_string())?;
-        InfrastructureTemplate::from_json(reference.clone(), value).map_err(|e| e.to_string())
+        .await?;
+        let value = serde_json::to_value(&object)?;
+        Ok(InfrastructureTemplate::from_json(reference.clone(), value)?)
     }
 
     /// The resource serving the reference's kind, at the version its group prefers.
-    async fn resolve(&mut self, reference: &InfraRef) -> Result<ApiResource, String> {
+    async fn resolve(&mut self, reference: &InfraRef) -> Result<ApiResource, ResolveError> {
         let key = (reference.api_group.clone(), reference.kind.clone());
         if let Some(known) = self.resolved.get(&key) {
             return known.clone();
@@ -219,16 +241,14 @@ impl Reader {
             kube::discovery::group(&self.client, &reference.api_group),
         )
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| ResolveError::Discovery(Arc::new(e)))
         .and_then(|group| {
             group
                 .recommended_kind(&reference.kind)
                 .map(|(resource, _)| resource)
-                .ok_or_else(|| {
-                    format!(
-                        "the cluster serves no kind {} in {}",
-                        reference.kind, reference.api_group
-                    )
+                .ok_or_else(|| ResolveError::NoKind {
+                    kind: reference.kind.clone(),
+                    group: reference.api_group.clone(),
                 })
         });
         self.resolved.insert(key, found.clone());

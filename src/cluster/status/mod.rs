@@ -79,7 +79,7 @@ pub enum StatusError {
     #[error(transparent)]
     Call(#[from] CallError),
     #[error("rendering the status ConfigMap as YAML: {0}")]
-    Render(String),
+    Render(#[source] serde_saphyr::SerializeError),
 }
 
 impl StatusError {

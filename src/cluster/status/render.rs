@@ -433,8 +433,8 @@ impl AutoscalerStatus {
     }
 
     /// The YAML written under the ConfigMap's `status` key.
-    pub fn to_yaml(&self) -> Result<String, String> {
-        serde_saphyr::to_string(self).map_err(|e| e.to_string())
+    pub fn to_yaml(&self) -> Result<String, serde_saphyr::SerializeError> {
+        serde_saphyr::to_string(self)
     }
 }
 

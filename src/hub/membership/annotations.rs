@@ -18,12 +18,53 @@ const MAX_OVERRIDES_BYTES: usize = 16 * 1024;
 /// Cluster names appear in URLs, metric labels and logs.
 const MAX_NAME: usize = 253;
 
+/// Why a found cluster's name or annotations are refused.
+#[derive(Debug, thiserror::Error)]
+pub enum AnnotationError {
+    /// At most 80 characters of the name.
+    #[error(
+        "cluster name {0:?} is not valid: letters, digits, '-', '_' and '.', at most {MAX_NAME}, starting and ending with a letter or digit"
+    )]
+    InvalidName(String),
+    /// At most 40 characters of the value.
+    #[error("annotation {key}: {value:?} is neither true nor false")]
+    NotAFlag { key: &'static str, value: String },
+    #[error("annotation {OVERRIDES}: {0}")]
+    Overrides(#[source] OverridesError),
+}
+
+/// Why the overrides annotation is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum OverridesError {
+    #[error("{0} bytes, more than the {max} KiB allowed", max = MAX_OVERRIDES_BYTES / 1024)]
+    TooLarge(usize),
+    #[error("as JSON: {0}")]
+    Json(#[source] serde_json::Error),
+    /// toml's own message, without the excerpt of the text it appends.
+    #[error("{message}{}", line.map_or(String::new(), |l| format!(" (line {l})")))]
+    Toml {
+        message: String,
+        line: Option<usize>,
+    },
+    /// What fleet.toml's checks say of them, each `key: message`.
+    #[error("{}", told(.0))]
+    Invalid(Vec<ConfigIssue>),
+}
+
+fn told(issues: &[ConfigIssue]) -> String {
+    let told: Vec<String> = issues
+        .iter()
+        .map(|i| format!("{}: {}", i.key, i.message))
+        .collect();
+    told.join("; ")
+}
+
 /// The cluster `name` found with `found`, with what `annotations` set.
 pub(super) fn cluster(
     name: &str,
     annotations: Option<&BTreeMap<String, String>>,
     found: Discovered,
-) -> Result<ClusterConfig, String> {
+) -> Result<ClusterConfig, AnnotationError> {
     check_name(name)?;
     let mut cluster = ClusterConfig::named(name);
     let none = BTreeMap::new();
@@ -36,7 +77,7 @@ pub(super) fn cluster(
         cluster.use_cluster_autoscaler = v;
     }
     if let Some(text) = annotations.get(OVERRIDES) {
-        cluster.overrides = overrides(text).map_err(|e| format!("annotation {OVERRIDES}: {e}"))?;
+        cluster.overrides = overrides(text).map_err(AnnotationError::Overrides)?;
     }
     cluster.discovered = Some(found);
     Ok(cluster)
@@ -44,7 +85,7 @@ pub(super) fn cluster(
 
 /// Letters, digits, `-`, `_` and `.`, starting and ending with a letter or digit: a name
 /// that is safe in a URL path, a metric label and a log line.
-pub(super) fn check_name(name: &str) -> Result<(), String> {
+pub(super) fn check_name(name: &str) -> Result<(), AnnotationError> {
     let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
     let valid = (1..=MAX_NAME).contains(&name.len())
         && name.chars().all(ok)
@@ -53,45 +94,40 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
     if valid {
         Ok(())
     } else {
-        let shown: String = name.chars().take(80).collect();
-        Err(format!(
-            "cluster name {shown:?} is not valid: letters, digits, '-', '_' and '.', at most {MAX_NAME}, starting and ending with a letter or digit"
+        Err(AnnotationError::InvalidName(
+            name.chars().take(80).collect(),
         ))
     }
 }
 
-fn flag(annotations: &BTreeMap<String, String>, key: &str) -> Result<Option<bool>, String> {
+fn flag(
+    annotations: &BTreeMap<String, String>,
+    key: &'static str,
+) -> Result<Option<bool>, AnnotationError> {
     match annotations.get(key).map(|v| v.trim()) {
         None => Ok(None),
         Some("true") => Ok(Some(true)),
         Some("false") => Ok(Some(false)),
-        Some(other) => {
-            let shown: String = other.chars().take(40).collect();
-            Err(format!(
-                "annotation {key}: {shown:?} is neither true nor false"
-            ))
-        }
+        Some(other) => Err(AnnotationError::NotAFlag {
+            key,
+            value: other.chars().take(40).collect(),
+        }),
     }
 }
 
 /// `[clusters.overrides]` as TOML, or JSON when it is an object, checked as fleet.toml's.
-fn overrides(text: &str) -> Result<SettingsPatch, String> {
+fn overrides(text: &str) -> Result<SettingsPatch, OverridesError> {
     if text.len() > MAX_OVERRIDES_BYTES {
-        return Err(format!(
-            "{} bytes, more than the {} KiB allowed",
-            text.len(),
-            MAX_OVERRIDES_BYTES / 1024
-        ));
+        return Err(OverridesError::TooLarge(text.len()));
     }
     let patch = if text.trim_start().starts_with('{') {
-        serde_json::from_str::<SettingsPatch>(text).map_err(|e| format!("as JSON: {e}"))?
+        serde_json::from_str::<SettingsPatch>(text).map_err(OverridesError::Json)?
     } else {
-        toml::from_str::<SettingsPatch>(text).map_err(|e| {
-            let line = e
+        toml::from_str::<SettingsPatch>(text).map_err(|e| OverridesError::Toml {
+            message: e.message().trim().to_string(),
+            line: e
                 .span()
-                .map(|s| text[..s.start.min(text.len())].lines().count().max(1));
-            let at = line.map_or(String::new(), |l| format!(" (line {l})"));
-            format!("{}{at}", e.message().trim())
+                .map(|s| text[..s.start.min(text.len())].lines().count().max(1)),
         })?
     };
     let mut issues: Vec<ConfigIssue> = Vec::new();
@@ -99,11 +135,7 @@ fn overrides(text: &str) -> Result<SettingsPatch, String> {
     if issues.is_empty() {
         return Ok(patch);
     }
-    let told: Vec<String> = issues
-        .iter()
-        .map(|i| format!("{}: {}", i.key, i.message))
-        .collect();
-    Err(told.join("; "))
+    Err(OverridesError::Invalid(issues))
 }
 
 #[cfg(test)]
@@ -118,7 +150,7 @@ mod tests {
         }
     }
 
-    fn with(pairs: &[(&str, &str)]) -> Result<ClusterConfig, String> {
+    fn with(pairs: &[(&str, &str)]) -> Result<ClusterConfig, AnnotationError> {
         let a: BTreeMap<String, String> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -172,11 +204,16 @@ mod tests {
             (vec![(OVERRIDES, "[x\n")], "(line 1)"),
             (vec![(OVERRIDES, "{\"max_nodes_total\": \"a\"}")], "as JSON"),
         ] {
-            let err = with(&pairs).unwrap_err();
+            let err = with(&pairs).unwrap_err().to_string();
             assert!(err.contains(want), "{pairs:?}: {err}");
         }
         let big = format!("# {}", "x".repeat(MAX_OVERRIDES_BYTES));
-        assert!(with(&[(OVERRIDES, &big)]).unwrap_err().contains("KiB"));
+        assert!(
+            with(&[(OVERRIDES, &big)])
+                .unwrap_err()
+                .to_string()
+                .contains("KiB")
+        );
     }
 
     #[test]

@@ -22,6 +22,59 @@ pub(super) const MAX_KUBECONFIG_BYTES: usize = 64 * 1024;
 /// The exec extension a ClusterProfile's access provider may carry for its plugin.
 pub(super) const EXEC_EXTENSION: &str = "client.authentication.k8s.io/exec";
 
+/// Why a kubeconfig cannot be built or taken from the inventory. Each message reads on from
+/// the place it came from (`data.kubeconfig holds no credentials`), which the callers know
+/// and prefix.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeconfigError {
+    #[error("a client certificate needs both the certificate and its key")]
+    HalfClientCertificate,
+    #[error(
+        "holds no credentials (a token, a client certificate, a user and password, or a credential plugin)"
+    )]
+    NoCredentials,
+    #[error("cannot be read as a kubeconfig (YAML or JSON)")]
+    Unreadable,
+    #[error("context's cluster {0:?} is not in it")]
+    NoCluster(String),
+    #[error("context's user {0:?} is not in it")]
+    NoUser(String),
+    #[error("current-context {0:?} is not in it")]
+    NoCurrentContext(String),
+    #[error("has no current-context and {0} contexts: set current-context")]
+    ManyContexts(usize),
+    #[error("context {0:?} is empty")]
+    EmptyContext(String),
+    #[error(
+        "names a file ({0}): a kubeconfig from the inventory must carry its data (the *-data keys, token)"
+    )]
+    NamesFile(&'static str),
+    #[error("uses an auth-provider, which the hub does not run")]
+    AuthProvider,
+    #[error(
+        "names a credential plugin (exec), which the hub runs from a Secret only with membership.secrets.allow_exec"
+    )]
+    ExecNotAllowed,
+    #[error("its kubeconfig cannot be written")]
+    Unwritable,
+    #[error("its kubeconfig takes {0} bytes, more than the {max} KiB allowed", max = MAX_KUBECONFIG_BYTES / 1024)]
+    TooLarge(usize),
+    /// At most 200 characters of the server.
+    #[error("server {0:?} is not an https:// (or http://) URL")]
+    BadServer(String),
+    #[error("its token is empty")]
+    EmptyToken,
+    #[error("its token holds a character no HTTP header can carry")]
+    TokenNotHeader,
+}
+
+/// Data that should be base64 and is not; `what` names its field.
+#[derive(Debug, thiserror::Error)]
+#[error("{what} is not base64")]
+pub struct NotBase64 {
+    pub what: String,
+}
+
 /// Where a cluster's API server is, and how its certificate is checked.
 #[derive(Debug, Default)]
 pub(super) struct Endpoint {
@@ -50,7 +103,7 @@ pub(super) fn build(
     name: &str,
     endpoint: Endpoint,
     credential: Credential,
-) -> Result<InlineKubeconfig, String> {
+) -> Result<InlineKubeconfig, KubeconfigError> {
     check_server(&endpoint.server)?;
     let cluster = Cluster {
         server: Some(endpoint.server),
@@ -69,7 +122,7 @@ pub(super) fn build(
     single(name, cluster, user_of(credential)?)
 }
 
-fn user_of(credential: Credential) -> Result<AuthInfo, String> {
+fn user_of(credential: Credential) -> Result<AuthInfo, KubeconfigError> {
     let mut user = AuthInfo::default();
     if let Some(token) = credential.token {
         let token = token.trim();
@@ -78,7 +131,7 @@ fn user_of(credential: Credential) -> Result<AuthInfo, String> {
     }
     if let Some((cert, key)) = credential.client_cert {
         if cert.is_empty() || key.is_empty() {
-            return Err("a client certificate needs both the certificate and its key".into());
+            return Err(KubeconfigError::HalfClientCertificate);
         }
         user.client_certificate_data = Some(STANDARD.encode(cert));
         user.client_key_data = Some(SecretString::from(STANDARD.encode(key)));
@@ -93,10 +146,7 @@ fn user_of(credential: Credential) -> Result<AuthInfo, String> {
         || user.password.is_some()
         || user.exec.is_some();
     if !any {
-        return Err(
-            "holds no credentials (a token, a client certificate, a user and password, or a credential plugin)"
-                .into(),
-        );
+        return Err(KubeconfigError::NoCredentials);
     }
     Ok(user)
 }
@@ -133,27 +183,26 @@ pub(super) fn from_whole(
     name: &str,
     text: &str,
     allow_exec: bool,
-) -> Result<InlineKubeconfig, String> {
+) -> Result<InlineKubeconfig, KubeconfigError> {
     if text.len() > MAX_KUBECONFIG_BYTES {
-        return Err(too_large(text.len()));
+        return Err(KubeconfigError::TooLarge(text.len()));
     }
     // The parser's message may quote the text, which holds credentials: only the fact.
-    let whole = Kubeconfig::from_yaml(text)
-        .map_err(|_| "cannot be read as a kubeconfig (YAML or JSON)".to_string())?;
+    let whole = Kubeconfig::from_yaml(text).map_err(|_| KubeconfigError::Unreadable)?;
     let context = chosen_context(&whole)?;
     let cluster = whole
         .clusters
         .iter()
         .find(|c| c.name == context.cluster)
         .and_then(|c| c.cluster.clone())
-        .ok_or_else(|| format!("context's cluster {:?} is not in it", context.cluster))?;
+        .ok_or_else(|| KubeconfigError::NoCluster(context.cluster.clone()))?;
     let user_name = context.user.clone().unwrap_or_default();
     let user = whole
         .auth_infos
         .iter()
         .find(|u| u.name == user_name)
         .and_then(|u| u.auth_info.clone())
-        .ok_or_else(|| format!("context's user {user_name:?} is not in it"))?;
+        .ok_or_else(|| KubeconfigError::NoUser(user_name.clone()))?;
     refuse_what_is_not_its_own(&cluster, &user, allow_exec)?;
     if let Some(server) = &cluster.server {
         check_server(server)?;
@@ -165,27 +214,24 @@ pub(super) fn from_whole(
     single(name, cluster, user)
 }
 
-fn chosen_context(whole: &Kubeconfig) -> Result<Context, String> {
+fn chosen_context(whole: &Kubeconfig) -> Result<Context, KubeconfigError> {
     let named = match &whole.current_context {
         Some(current) => whole
             .contexts
             .iter()
             .find(|c| &c.name == current)
-            .ok_or_else(|| format!("current-context {current:?} is not in it"))?,
+            .ok_or_else(|| KubeconfigError::NoCurrentContext(current.clone()))?,
         None => match whole.contexts.as_slice() {
             [only] => only,
             many => {
-                return Err(format!(
-                    "has no current-context and {} contexts: set current-context",
-                    many.len()
-                ));
+                return Err(KubeconfigError::ManyContexts(many.len()));
             }
         },
     };
     named
         .context
         .clone()
-        .ok_or_else(|| format!("context {:?} is empty", named.name))
+        .ok_or_else(|| KubeconfigError::EmptyContext(named.name.clone()))
 }
 
 /// Files of the hub's own and commands: what a kubeconfig from the inventory may not name.
@@ -193,7 +239,7 @@ fn refuse_what_is_not_its_own(
     cluster: &Cluster,
     user: &AuthInfo,
     allow_exec: bool,
-) -> Result<(), String> {
+) -> Result<(), KubeconfigError> {
     let files = [
         (
             "certificate-authority",
@@ -204,23 +250,22 @@ fn refuse_what_is_not_its_own(
         ("client-key", user.client_key.is_some()),
     ];
     if let Some((key, _)) = files.iter().find(|(_, named)| *named) {
-        return Err(format!(
-            "names a file ({key}): a kubeconfig from the inventory must carry its data (the *-data keys, token)"
-        ));
+        return Err(KubeconfigError::NamesFile(key));
     }
     if user.auth_provider.is_some() {
-        return Err("uses an auth-provider, which the hub does not run".into());
+        return Err(KubeconfigError::AuthProvider);
     }
     if user.exec.is_some() && !allow_exec {
-        return Err(
-            "names a credential plugin (exec), which the hub runs from a Secret only with membership.secrets.allow_exec"
-                .into(),
-        );
+        return Err(KubeconfigError::ExecNotAllowed);
     }
     Ok(())
 }
 
-fn single(name: &str, cluster: Cluster, user: AuthInfo) -> Result<InlineKubeconfig, String> {
+fn single(
+    name: &str,
+    cluster: Cluster,
+    user: AuthInfo,
+) -> Result<InlineKubeconfig, KubeconfigError> {
     let kubeconfig = Kubeconfig {
         clusters: vec![NamedCluster {
             name: name.to_string(),
@@ -246,23 +291,15 @@ fn single(name: &str, cluster: Cluster, user: AuthInfo) -> Result<InlineKubeconf
         api_version: Some("v1".into()),
         ..Kubeconfig::default()
     };
-    let text = serde_json::to_string(&kubeconfig)
-        .map_err(|_| "its kubeconfig cannot be written".to_string())?;
+    let text = serde_json::to_string(&kubeconfig).map_err(|_| KubeconfigError::Unwritable)?;
     if text.len() > MAX_KUBECONFIG_BYTES {
-        return Err(too_large(text.len()));
+        return Err(KubeconfigError::TooLarge(text.len()));
     }
     Ok(InlineKubeconfig::new(text))
 }
 
-fn too_large(bytes: usize) -> String {
-    format!(
-        "its kubeconfig takes {bytes} bytes, more than the {} KiB allowed",
-        MAX_KUBECONFIG_BYTES / 1024
-    )
-}
-
 /// An http(s) URL with a host, as kube's client needs it (it would panic on less).
-fn check_server(server: &str) -> Result<(), String> {
+fn check_server(server: &str) -> Result<(), KubeconfigError> {
     let ok = server
         .parse::<http::Uri>()
         .ok()
@@ -270,29 +307,28 @@ fn check_server(server: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        let shown: String = server.chars().take(200).collect();
-        Err(format!(
-            "server {shown:?} is not an https:// (or http://) URL"
+        Err(KubeconfigError::BadServer(
+            server.chars().take(200).collect(),
         ))
     }
 }
 
-fn check_token(token: &str) -> Result<(), String> {
+fn check_token(token: &str) -> Result<(), KubeconfigError> {
     if token.is_empty() {
-        return Err("its token is empty".into());
+        return Err(KubeconfigError::EmptyToken);
     }
     // What kube's client stack would otherwise take on trust and fail on later.
     if http::HeaderValue::from_str(&format!("Bearer {token}")).is_err() {
-        return Err("its token holds a character no HTTP header can carry".into());
+        return Err(KubeconfigError::TokenNotHeader);
     }
     Ok(())
 }
 
 /// PEM from base64 (a Go `[]byte` in JSON, a kubeconfig's `*-data`), named `what` in errors.
-pub(super) fn decode_base64(text: &str, what: &str) -> Result<Vec<u8>, String> {
+pub(super) fn decode_base64(text: &str, what: impl Into<String>) -> Result<Vec<u8>, NotBase64> {
     STANDARD
         .decode(text.trim())
-        .map_err(|_| format!("{what} is not base64"))
+        .map_err(|_| NotBase64 { what: what.into() })
 }
 
 /// The token of a kubeconfig built here, for tests.
@@ -350,21 +386,36 @@ mod tests {
     fn bad_servers_tokens_and_no_credentials_are_named() {
         let mut e = endpoint();
         e.server = "api.east:6443".into();
-        assert!(build("e", e, token("t")).unwrap_err().contains("server"));
+        assert!(
+            build("e", e, token("t"))
+                .unwrap_err()
+                .to_string()
+                .contains("server")
+        );
         assert!(
             build("e", endpoint(), token(" "))
                 .unwrap_err()
+                .to_string()
                 .contains("empty")
         );
-        let err = build("e", endpoint(), token("a\u{7f}b")).unwrap_err();
+        let err = build("e", endpoint(), token("a\u{7f}b"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("HTTP header"), "{err}");
-        let none = build("e", endpoint(), Credential::default()).unwrap_err();
+        let none = build("e", endpoint(), Credential::default())
+            .unwrap_err()
+            .to_string();
         assert!(none.contains("no credentials"), "{none}");
         let half = Credential {
             client_cert: Some((b"cert".to_vec(), Vec::new())),
             ..Credential::default()
         };
-        assert!(build("e", endpoint(), half).unwrap_err().contains("key"));
+        assert!(
+            build("e", endpoint(), half)
+                .unwrap_err()
+                .to_string()
+                .contains("key")
+        );
     }
 
     #[test]
@@ -478,7 +529,7 @@ contexts:
             ("\"https://api.west:6443\"", "\"api.west\"", "server"),
         ] {
             let text = WHOLE.replacen(from, to, 1);
-            let err = from_whole("west", &text, false).unwrap_err();
+            let err = from_whole("west", &text, false).unwrap_err().to_string();
             assert!(err.contains(want), "{to}: {err}");
         }
         let exec = WHOLE.replace(
@@ -489,12 +540,15 @@ contexts:
             from_whole("west", &exec, true).is_ok(),
             "allowed when asked"
         );
-        let err = from_whole("west", "clusters: [", false).unwrap_err();
+        let err = from_whole("west", "clusters: [", false)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("cannot be read"), "{err}");
         let huge = format!("{WHOLE}# {}", "x".repeat(MAX_KUBECONFIG_BYTES));
         assert!(
             from_whole("west", &huge, false)
                 .unwrap_err()
+                .to_string()
                 .contains("KiB")
         );
     }

@@ -11,7 +11,7 @@ use kube::Api;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 use serde::de::DeserializeOwned;
 
-use crate::cluster::error::call;
+use crate::cluster::error::{CallError, call};
 
 /// Objects per page: a Secret may be large (up to the API server's ~1.5 MiB), so pages stay
 /// small enough that one page never holds much.
@@ -19,6 +19,17 @@ const PAGE: u32 = 50;
 /// A watch is asked to end after this long at most (the API server's own limit is lower
 /// than kube's check, 295 s); the resync starts a new one anyway.
 const MAX_WATCH: Duration = Duration::from_secs(290);
+
+/// Why a source could not be listed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ListError {
+    #[error(
+        "the management cluster does not serve {what} (is its CustomResourceDefinition installed?)"
+    )]
+    NotServed { what: String },
+    #[error(transparent)]
+    Call(#[from] CallError),
+}
 
 /// Which objects of a kind: a label selector, a field selector, or both.
 #[derive(Clone, Debug, Default)]
@@ -44,7 +55,7 @@ pub(super) async fn all<K>(
     what: &str,
     timeout: Duration,
     budget: usize,
-) -> Result<Listed<K>, String>
+) -> Result<Listed<K>, ListError>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug,
 {
@@ -60,10 +71,10 @@ where
         let page = call(|| format!("list {what}"), timeout, api.list(&params))
             .await
             .map_err(|e| match e.status_code() {
-                Some(404) => format!(
-                    "the management cluster does not serve {what} (is its CustomResourceDefinition installed?)"
-                ),
-                _ => e.to_string(),
+                Some(404) => ListError::NotServed {
+                    what: what.to_string(),
+                },
+                _ => ListError::Call(e),
             })?;
         if listed.version.is_empty() {
             listed.version = page.metadata.resource_version.clone().unwrap_or_default();

@@ -9,8 +9,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::DynamicObject;
 use serde::Deserialize;
 
-use super::annotations;
-use super::kubeconfig::{self, Credential, Endpoint, MAX_KUBECONFIG_BYTES};
+use super::annotations::{self, AnnotationError};
+use super::kubeconfig::{
+    self, Credential, Endpoint, KubeconfigError, MAX_KUBECONFIG_BYTES, NotBase64,
+};
+use crate::cluster::error::CallError;
 use crate::config::ClusterConfig;
 use crate::config::membership::Discovered;
 
@@ -25,6 +28,66 @@ pub(super) const MSA_PLURAL: &str = "managedserviceaccounts";
 
 /// Client configs looked at per cluster.
 const MAX_CLIENT_CONFIGS: usize = 16;
+
+/// Why a ManagedCluster's token Secret cannot be had: its ManagedServiceAccount
+/// (`account` in `namespace`) or the Secret it names.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    #[error("has no {MSA_KIND} {namespace}/{account}")]
+    NoAccount { namespace: String, account: String },
+    #[error("{MSA_KIND} {namespace}/{account}: status.{}: {}", .source.path(), .source.inner())]
+    AccountStatus {
+        namespace: String,
+        account: String,
+        #[source]
+        source: serde_path_to_error::Error<serde_json::Error>,
+    },
+    #[error("{MSA_KIND} {namespace}/{account} has no status.tokenSecretRef yet")]
+    NotYet { namespace: String, account: String },
+    #[error(
+        "Secret {namespace}/{name}, which {MSA_KIND} {namespace}/{account} names, is not there"
+    )]
+    NoSecret {
+        namespace: String,
+        name: String,
+        account: String,
+    },
+    #[error(transparent)]
+    Get(#[from] CallError),
+}
+
+/// Why a ManagedCluster gives no cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagedError {
+    #[error("spec.{}: {}", .0.path(), .0.inner())]
+    Spec(#[source] serde_path_to_error::Error<serde_json::Error>),
+    #[error("has no spec.managedClusterClientConfigs[].url")]
+    NoUrl,
+    #[error(transparent)]
+    Token(#[from] TokenError),
+    /// `secret` is `Secret <namespace>/<name>`.
+    #[error("{secret}: {key} takes {bytes} bytes, more than the {max} KiB allowed", max = MAX_KUBECONFIG_BYTES / 1024)]
+    TooLarge {
+        secret: String,
+        key: &'static str,
+        bytes: usize,
+    },
+    #[error("{secret} has no token")]
+    NoToken { secret: String },
+    #[error("{secret}: token is not text")]
+    TokenNotText { secret: String },
+    #[error(transparent)]
+    NotBase64(#[from] NotBase64),
+    /// The kubeconfig built from the client config at `index`.
+    #[error("spec.managedClusterClientConfigs[{index}]: {source}")]
+    Kubeconfig {
+        index: usize,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error(transparent)]
+    Annotation(#[from] AnnotationError),
+}
 
 /// `ManagedCluster <name>` (cluster-scoped).
 pub(super) fn object(cluster: &DynamicObject) -> String {
@@ -64,19 +127,25 @@ pub(super) fn token_secret_name(
     msa: Option<&DynamicObject>,
     namespace: &str,
     service_account: &str,
-) -> Result<String, String> {
-    let at = format!("{MSA_KIND} {namespace}/{service_account}");
+) -> Result<String, TokenError> {
+    let namespace = namespace.to_string();
+    let account = service_account.to_string();
     let Some(msa) = msa else {
-        return Err(format!("has no {at}"));
+        return Err(TokenError::NoAccount { namespace, account });
     };
     let status = match msa.data.get("status") {
-        Some(s) => serde_path_to_error::deserialize::<_, MsaStatus>(s)
-            .map_err(|e| format!("{at}: status.{}: {}", e.path(), e.inner()))?,
+        Some(s) => serde_path_to_error::deserialize::<_, MsaStatus>(s).map_err(|source| {
+            TokenError::AccountStatus {
+                namespace: namespace.clone(),
+                account: account.clone(),
+                source,
+            }
+        })?,
         None => MsaStatus::default(),
     };
     match status.token_secret_ref {
         Some(r) if !r.name.is_empty() => Ok(r.name),
-        _ => Err(format!("{at} has no status.tokenSecretRef yet")),
+        _ => Err(TokenError::NotYet { namespace, account }),
     }
 }
 
@@ -84,12 +153,11 @@ pub(super) fn token_secret_name(
 /// or why there is none.
 pub(super) fn read(
     cluster: &DynamicObject,
-    token: Result<&Secret, String>,
-) -> Result<ClusterConfig, String> {
+    token: Result<&Secret, TokenError>,
+) -> Result<ClusterConfig, ManagedError> {
     let name = cluster.metadata.name.clone().unwrap_or_default();
     let spec = match cluster.data.get("spec") {
-        Some(s) => serde_path_to_error::deserialize::<_, Spec>(s)
-            .map_err(|e| format!("spec.{}: {}", e.path(), e.inner()))?,
+        Some(s) => serde_path_to_error::deserialize::<_, Spec>(s).map_err(ManagedError::Spec)?,
         None => Spec::default(),
     };
     let Some((i, config)) = spec
@@ -99,7 +167,7 @@ pub(super) fn read(
         .enumerate()
         .find(|(_, c)| !c.url.is_empty())
     else {
-        return Err("has no spec.managedClusterClientConfigs[].url".into());
+        return Err(ManagedError::NoUrl);
     };
     let secret = token?;
     let secret_name = format!(
@@ -107,24 +175,27 @@ pub(super) fn read(
         secret.metadata.namespace.as_deref().unwrap_or_default(),
         secret.metadata.name.as_deref().unwrap_or_default()
     );
-    let data = |key: &str| -> Result<Option<Vec<u8>>, String> {
+    let data = |key: &'static str| -> Result<Option<Vec<u8>>, ManagedError> {
         match secret.data.as_ref().and_then(|d| d.get(key)) {
-            Some(b) if b.0.len() > MAX_KUBECONFIG_BYTES => Err(format!(
-                "{secret_name}: {key} takes {} bytes, more than the {} KiB allowed",
-                b.0.len(),
-                MAX_KUBECONFIG_BYTES / 1024
-            )),
+            Some(b) if b.0.len() > MAX_KUBECONFIG_BYTES => Err(ManagedError::TooLarge {
+                secret: secret_name.clone(),
+                key,
+                bytes: b.0.len(),
+            }),
             Some(b) if !b.0.is_empty() => Ok(Some(b.0.clone())),
             _ => Ok(None),
         }
     };
-    let token = data("token")?.ok_or_else(|| format!("{secret_name} has no token"))?;
-    let token =
-        String::from_utf8(token).map_err(|_| format!("{secret_name}: token is not text"))?;
+    let token = data("token")?.ok_or_else(|| ManagedError::NoToken {
+        secret: secret_name.clone(),
+    })?;
+    let token = String::from_utf8(token).map_err(|_| ManagedError::TokenNotText {
+        secret: secret_name.clone(),
+    })?;
     let ca = match config.ca_bundle.as_deref().filter(|b| !b.is_empty()) {
         Some(bundle) => Some(kubeconfig::decode_base64(
             bundle,
-            &format!("spec.managedClusterClientConfigs[{i}].caBundle"),
+            format!("spec.managedClusterClientConfigs[{i}].caBundle"),
         )?),
         None => data("ca.crt")?,
     };
@@ -138,12 +209,16 @@ pub(super) fn read(
         ..Credential::default()
     };
     let kubeconfig = kubeconfig::build(&name, endpoint, credential)
-        .map_err(|e| format!("spec.managedClusterClientConfigs[{i}]: {e}"))?;
+        .map_err(|source| ManagedError::Kubeconfig { index: i, source })?;
     let found = Discovered {
         source: object(cluster),
         kubeconfig,
     };
-    annotations::cluster(&name, cluster.metadata.annotations.as_ref(), found)
+    Ok(annotations::cluster(
+        &name,
+        cluster.metadata.annotations.as_ref(),
+        found,
+    )?)
 }
 
 #[cfg(test)]
@@ -236,18 +311,21 @@ mod tests {
         assert!(
             token_secret_name(None, "east", "fleetscaler")
                 .unwrap_err()
+                .to_string()
                 .contains("has no ManagedServiceAccount east/fleetscaler")
         );
         let pending = msa(json!({}));
         assert!(
             token_secret_name(Some(&pending), "east", "fleetscaler")
                 .unwrap_err()
+                .to_string()
                 .contains("no status.tokenSecretRef yet")
         );
         let broken = msa(json!({"tokenSecretRef": "x"}));
         assert!(
             token_secret_name(Some(&broken), "east", "fleetscaler")
                 .unwrap_err()
+                .to_string()
                 .contains("status.tokenSecretRef")
         );
         let secret = token(&[("token", b"t")]);
@@ -259,7 +337,16 @@ mod tests {
             ),
             (
                 cluster(spec()),
-                Err("Secret east/fleetscaler: not found".to_string()),
+                Err(TokenError::Get(CallError::Api {
+                    op: "get Secret east/fleetscaler".into(),
+                    source: kube::Error::Api(Box::new(
+                        kube::core::Status::failure(
+                            "secrets \"fleetscaler\" not found",
+                            "NotFound",
+                        )
+                        .with_code(404),
+                    )),
+                })),
                 "not found",
             ),
             (
@@ -273,19 +360,21 @@ mod tests {
                 "spec.managedClusterClientConfigs",
             ),
         ] {
-            let err = read(&c, token).unwrap_err();
+            let err = read(&c, token).unwrap_err().to_string();
             assert!(err.contains(want), "{want}: {err}");
         }
         let empty = token(&[("ca.crt", b"x")]);
         assert!(
             read(&cluster(spec()), Ok(&empty))
                 .unwrap_err()
+                .to_string()
                 .contains("Secret east/fleetscaler has no token")
         );
         let huge = token(&[("token", &vec![b'a'; MAX_KUBECONFIG_BYTES + 1])]);
         assert!(
             read(&cluster(spec()), Ok(&huge))
                 .unwrap_err()
+                .to_string()
                 .contains("KiB")
         );
     }

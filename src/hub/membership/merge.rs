@@ -3,15 +3,16 @@
 //! most [`MAX_CLUSTERS`]), and fleet.toml merged over them (its own clusters win by name).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Display;
 
 use super::{MAX_CLUSTERS, Problem};
 use crate::config::{ClusterConfig, FleetConfig};
 
 /// One listing of one source: each object (`Secret fleet/east`) with the cluster read from
-/// it, or why none could be.
+/// it, or why none could be (`E`: only its message is needed here).
 #[derive(Debug, Default)]
-pub(super) struct Listing {
-    pub objects: Vec<(String, Result<ClusterConfig, String>)>,
+pub(super) struct Listing<E> {
+    pub objects: Vec<(String, Result<ClusterConfig, E>)>,
     /// Why the listing stopped short (more objects than the hub takes).
     pub cut: Option<String>,
 }
@@ -19,9 +20,9 @@ pub(super) struct Listing {
 /// A source's clusters by object after `listing`, and its problems. An object that can no
 /// longer be read keeps the cluster it gave last time, as a fleet.toml that does not validate
 /// leaves the running configuration: a typo in an annotation does not stop a cluster.
-pub(super) fn settle(
+pub(super) fn settle<E: Display>(
     source: &str,
-    listing: Listing,
+    listing: Listing<E>,
     previous: &BTreeMap<String, ClusterConfig>,
 ) -> (BTreeMap<String, ClusterConfig>, Vec<Problem>) {
     let mut good = BTreeMap::new();
@@ -31,11 +32,11 @@ pub(super) fn settle(
             Ok(cluster) => {
                 good.insert(object, cluster);
             }
-            Err(message) => {
+            Err(error) => {
                 let kept = previous.get(&object).cloned();
                 let message = match &kept {
-                    Some(_) => format!("{message}; its last good version is kept"),
-                    None => message,
+                    Some(_) => format!("{error}; its last good version is kept"),
+                    None => error.to_string(),
                 };
                 if let Some(cluster) = kept {
                     good.insert(object.clone(), cluster);
@@ -132,9 +133,9 @@ mod tests {
             objects: vec![
                 (
                     "Secret a/x".into(),
-                    Err("annotation fleetscaler.io/dry-run: bad".into()),
+                    Err("annotation fleetscaler.io/dry-run: bad"),
                 ),
-                ("Secret a/y".into(), Err("holds no kubeconfig".into())),
+                ("Secret a/y".into(), Err("holds no kubeconfig")),
                 ("Secret a/z".into(), Ok(found("z", "Secret a/z"))),
             ],
             cut: Some("more than 1000 Secrets".into()),
@@ -159,7 +160,7 @@ mod tests {
                 ("secrets", "more than 1000 Secrets"),
             ]
         );
-        let (gone, _) = settle("secrets", Listing::default(), &good);
+        let (gone, _) = settle("secrets", Listing::<&str>::default(), &good);
         assert!(
             gone.is_empty(),
             "a deleted object takes its cluster with it"

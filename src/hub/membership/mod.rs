@@ -28,7 +28,12 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use self::annotations::{AnnotationError, OverridesError};
+pub use self::kubeconfig::{KubeconfigError, NotBase64};
+pub use self::managed::{ManagedError, TokenError};
 pub use self::merge::merge;
+pub use self::profiles::ProfileError;
+pub use self::secrets::SecretError;
 use self::task::Access;
 use super::fleet::Fleet;
 use crate::config::membership::MembershipConfig;
@@ -58,6 +63,17 @@ fn log_new(logged: &mut BTreeSet<String>, problems: &[Problem]) {
         tracing::warn!("membership: {line}");
     }
     *logged = now;
+}
+
+/// Why an object of the inventory gives no cluster: what its source's reader said.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Secret(#[from] SecretError),
+    #[error(transparent)]
+    Profile(#[from] ProfileError),
+    #[error(transparent)]
+    Managed(#[from] ManagedError),
 }
 
 /// Why a source could not be listed, since when.
@@ -261,25 +277,25 @@ impl Members {
 pub fn read_secret(
     secret: &k8s_openapi::api::core::v1::Secret,
     source: &crate::config::membership::SecretsSource,
-) -> Result<ClusterConfig, String> {
-    secrets::read(secret, source)
+) -> Result<ClusterConfig, ReadError> {
+    Ok(secrets::read(secret, source)?)
 }
 
 /// A ClusterProfile read into a cluster, as [`read_secret`].
 pub fn read_cluster_profile(
     profile: &kube::api::DynamicObject,
     source: &crate::config::membership::ClusterProfilesSource,
-) -> Result<ClusterConfig, String> {
-    profiles::read(profile, source)
+) -> Result<ClusterConfig, ReadError> {
+    Ok(profiles::read(profile, source)?)
 }
 
 /// A ManagedCluster read into a cluster with its ManagedServiceAccount's token Secret (or
 /// why there is none), as [`read_secret`].
 pub fn read_managed_cluster(
     cluster: &kube::api::DynamicObject,
-    token: Result<&k8s_openapi::api::core::v1::Secret, String>,
-) -> Result<ClusterConfig, String> {
-    managed::read(cluster, token)
+    token: Result<&k8s_openapi::api::core::v1::Secret, TokenError>,
+) -> Result<ClusterConfig, ReadError> {
+    Ok(managed::read(cluster, token)?)
 }
 
 /// A new round of the inventory: applied (when its clusters changed) as a reload applies

@@ -7,8 +7,8 @@
 use kube::api::DynamicObject;
 use serde::Deserialize;
 
-use super::annotations;
-use super::kubeconfig::{self, Credential, EXEC_EXTENSION, Endpoint};
+use super::annotations::{self, AnnotationError};
+use super::kubeconfig::{self, Credential, EXEC_EXTENSION, Endpoint, KubeconfigError, NotBase64};
 use crate::config::ClusterConfig;
 use crate::config::membership::{ClusterProfilesSource, Discovered};
 
@@ -19,6 +19,31 @@ pub(super) const PLURAL: &str = "clusterprofiles";
 
 /// Providers looked at per profile: a status with more is cut here.
 const MAX_PROVIDERS: usize = 32;
+
+/// Why a ClusterProfile gives no cluster.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("status.{}: {}", .0.path(), .0.inner())]
+    Status(#[source] serde_path_to_error::Error<serde_json::Error>),
+    #[error("has no status.accessProviders yet")]
+    NoProviders,
+    #[error(
+        "none of its access providers ({}) has a plugin in membership.cluster_profiles.providers",
+        .0.join(", ")
+    )]
+    NoPlugin(Vec<String>),
+    #[error(transparent)]
+    NotBase64(#[from] NotBase64),
+    /// The kubeconfig built from the access provider of this name.
+    #[error("status.accessProviders[{provider}].cluster: {source}")]
+    Kubeconfig {
+        provider: String,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error(transparent)]
+    Annotation(#[from] AnnotationError),
+}
 
 /// `ClusterProfile <namespace>/<name>`.
 pub(super) fn object(profile: &DynamicObject) -> String {
@@ -65,11 +90,12 @@ struct NamedExtension {
 pub(super) fn read(
     profile: &DynamicObject,
     source: &ClusterProfilesSource,
-) -> Result<ClusterConfig, String> {
+) -> Result<ClusterConfig, ProfileError> {
     let name = profile.metadata.name.clone().unwrap_or_default();
     let status = match profile.data.get("status") {
-        Some(s) => serde_path_to_error::deserialize::<_, Status>(s)
-            .map_err(|e| format!("status.{}: {}", e.path(), e.inner()))?,
+        Some(s) => {
+            serde_path_to_error::deserialize::<_, Status>(s).map_err(ProfileError::Status)?
+        }
         None => Status::default(),
     };
     let providers: Vec<&AccessProvider> = status
@@ -79,24 +105,23 @@ pub(super) fn read(
         .take(MAX_PROVIDERS)
         .collect();
     if providers.is_empty() {
-        return Err("has no status.accessProviders yet".into());
+        return Err(ProfileError::NoProviders);
     }
     let Some((provider, plugin)) = providers
         .iter()
         .find_map(|p| source.providers.get(&p.name).map(|plugin| (*p, plugin)))
     else {
-        let names: Vec<&str> = providers.iter().map(|p| p.name.as_str()).collect();
-        return Err(format!(
-            "none of its access providers ({}) has a plugin in membership.cluster_profiles.providers",
-            names.join(", ")
-        ));
+        let names = providers.iter().map(|p| p.name.clone()).collect();
+        return Err(ProfileError::NoPlugin(names));
     };
-    let at = format!("status.accessProviders[{}].cluster", provider.name);
     let cluster = &provider.cluster;
     let ca = match cluster.certificate_authority_data.as_deref() {
         Some(data) if !data.is_empty() => Some(kubeconfig::decode_base64(
             data,
-            &format!("{at}.certificate-authority-data"),
+            format!(
+                "status.accessProviders[{}].cluster.certificate-authority-data",
+                provider.name
+            ),
         )?),
         _ => None,
     };
@@ -116,13 +141,21 @@ pub(super) fn read(
         exec: Some(kubeconfig::exec_of(plugin)),
         ..Credential::default()
     };
-    let kubeconfig =
-        kubeconfig::build(&name, endpoint, credential).map_err(|e| format!("{at}: {e}"))?;
+    let kubeconfig = kubeconfig::build(&name, endpoint, credential).map_err(|source| {
+        ProfileError::Kubeconfig {
+            provider: provider.name.clone(),
+            source,
+        }
+    })?;
     let found = Discovered {
         source: object(profile),
         kubeconfig,
     };
-    annotations::cluster(&name, profile.metadata.annotations.as_ref(), found)
+    Ok(annotations::cluster(
+        &name,
+        profile.metadata.annotations.as_ref(),
+        found,
+    )?)
 }
 
 #[cfg(test)]
@@ -202,7 +235,9 @@ mod tests {
                 "certificate-authority-data is not base64",
             ),
         ] {
-            let err = read(&profile(status.clone()), &source()).unwrap_err();
+            let err = read(&profile(status.clone()), &source())
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(want), "{status}: {err}");
         }
     }

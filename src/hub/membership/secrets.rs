@@ -8,14 +8,63 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::config::ExecConfig;
 use serde::Deserialize;
 
-use super::annotations;
-use super::kubeconfig::{self, Credential, Endpoint, MAX_KUBECONFIG_BYTES};
+use super::annotations::{self, AnnotationError};
+use super::kubeconfig::{
+    self, Credential, Endpoint, KubeconfigError, MAX_KUBECONFIG_BYTES, NotBase64,
+};
 use crate::config::ClusterConfig;
 use crate::config::membership::{Discovered, ExecPlugin, InlineKubeconfig, SecretsSource};
 
 /// Argo CD's label of its cluster Secrets, and its value.
 pub(super) const ARGOCD_LABEL: &str = "argocd.argoproj.io/secret-type";
 pub(super) const ARGOCD_CLUSTER: &str = "cluster";
+
+/// Why a Secret gives no cluster. Argo CD's `data.config` is named by place only: its
+/// values may be credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error(
+        "holds no kubeconfig: a `kubeconfig` or `value` key with a whole kubeconfig, or Argo CD's `server` and `config`"
+    )]
+    NoKubeconfig,
+    #[error("data.{key} takes {bytes} bytes, more than the {max} KiB allowed", max = MAX_KUBECONFIG_BYTES / 1024)]
+    TooLarge { key: &'static str, bytes: usize },
+    #[error("data.{key} is not UTF-8 text")]
+    NotUtf8 { key: &'static str },
+    /// The kubeconfig in `data.<key>` (`kubeconfig`, `value`, or Argo CD's `config`).
+    #[error("data.{key} {source}")]
+    Kubeconfig {
+        key: &'static str,
+        #[source]
+        source: KubeconfigError,
+    },
+    #[error("has Argo CD's data.config but no data.server")]
+    NoServer,
+    #[error("data.config is not Argo CD's cluster config at {path} (line {line}, column {column})")]
+    ArgoConfig {
+        path: String,
+        line: usize,
+        column: usize,
+    },
+    #[error(transparent)]
+    NotBase64(#[from] NotBase64),
+    #[error(
+        "data.config has a client certificate without its key, or a key without its certificate"
+    )]
+    HalfClientCertificate,
+    #[error(
+        "data.config names a credential plugin (execProviderConfig), which the hub runs from a Secret only with membership.secrets.allow_exec"
+    )]
+    ExecNotAllowed,
+    #[error("data.config.execProviderConfig has no command")]
+    ExecWithoutCommand,
+    #[error(
+        "data.config uses awsAuthConfig (Argo CD's EKS authentication), which the hub does not run: give a bearerToken, a client certificate or an execProviderConfig"
+    )]
+    AwsAuth,
+    #[error(transparent)]
+    Annotation(#[from] AnnotationError),
+}
 
 /// `Secret <namespace>/<name>`, as problems and the API name it.
 pub(super) fn object(secret: &Secret) -> String {
@@ -25,31 +74,34 @@ pub(super) fn object(secret: &Secret) -> String {
 }
 
 /// The cluster `secret` describes.
-pub(super) fn read(secret: &Secret, source: &SecretsSource) -> Result<ClusterConfig, String> {
+pub(super) fn read(secret: &Secret, source: &SecretsSource) -> Result<ClusterConfig, SecretError> {
     let name = cluster_name(secret, source)?;
+    let whole = |key: &'static str, text: &str| {
+        kubeconfig::from_whole(&name, text, source.allow_exec)
+            .map_err(|e| SecretError::Kubeconfig { key, source: e })
+    };
     let kubeconfig = if let Some(text) = text_of(secret, "kubeconfig")? {
-        kubeconfig::from_whole(&name, &text, source.allow_exec)
-            .map_err(|e| format!("data.kubeconfig {e}"))?
+        whole("kubeconfig", &text)?
     } else if let Some(text) = text_of(secret, "value")? {
-        kubeconfig::from_whole(&name, &text, source.allow_exec)
-            .map_err(|e| format!("data.value {e}"))?
+        whole("value", &text)?
     } else if let Some(config) = text_of(secret, "config")? {
         argocd(&name, secret, &config, source.allow_exec)?
     } else {
-        return Err(
-            "holds no kubeconfig: a `kubeconfig` or `value` key with a whole kubeconfig, or Argo CD's `server` and `config`"
-                .into(),
-        );
+        return Err(SecretError::NoKubeconfig);
     };
     let found = Discovered {
         source: object(secret),
         kubeconfig,
     };
-    annotations::cluster(&name, secret.metadata.annotations.as_ref(), found)
+    Ok(annotations::cluster(
+        &name,
+        secret.metadata.annotations.as_ref(),
+        found,
+    )?)
 }
 
 /// The label's value; else, for Argo CD's Secret, its `name`; else the Secret's own name.
-fn cluster_name(secret: &Secret, source: &SecretsSource) -> Result<String, String> {
+fn cluster_name(secret: &Secret, source: &SecretsSource) -> Result<String, SecretError> {
     let labels = secret.metadata.labels.as_ref();
     if let Some(value) = labels.and_then(|l| l.get(&source.label))
         && !value.is_empty()
@@ -66,20 +118,19 @@ fn cluster_name(secret: &Secret, source: &SecretsSource) -> Result<String, Strin
 }
 
 /// A key of the Secret's data as text, bounded.
-fn text_of(secret: &Secret, key: &str) -> Result<Option<String>, String> {
+fn text_of(secret: &Secret, key: &'static str) -> Result<Option<String>, SecretError> {
     let Some(bytes) = secret.data.as_ref().and_then(|d| d.get(key)) else {
         return Ok(None);
     };
     if bytes.0.len() > MAX_KUBECONFIG_BYTES {
-        return Err(format!(
-            "data.{key} takes {} bytes, more than the {} KiB allowed",
-            bytes.0.len(),
-            MAX_KUBECONFIG_BYTES / 1024
-        ));
+        return Err(SecretError::TooLarge {
+            key,
+            bytes: bytes.0.len(),
+        });
     }
     String::from_utf8(bytes.0.clone())
         .map(Some)
-        .map_err(|_| format!("data.{key} is not UTF-8 text"))
+        .map_err(|_| SecretError::NotUtf8 { key })
 }
 
 /// Argo CD's `ClusterConfig` (pkg/apis/application/v1alpha1), the part the hub reads.
@@ -120,20 +171,16 @@ fn argocd(
     secret: &Secret,
     config: &str,
     allow_exec: bool,
-) -> Result<InlineKubeconfig, String> {
-    let server =
-        text_of(secret, "server")?.ok_or("has Argo CD's data.config but no data.server")?;
+) -> Result<InlineKubeconfig, SecretError> {
+    let server = text_of(secret, "server")?.ok_or(SecretError::NoServer)?;
     let mut de = serde_json::Deserializer::from_str(config);
     // The parser's own message may quote a value, which may be a credential: the place only.
-    let argo: ArgoConfig = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let inner = e.inner();
-        format!(
-            "data.config is not Argo CD's cluster config at {} (line {}, column {})",
-            e.path(),
-            inner.line(),
-            inner.column()
-        )
-    })?;
+    let argo: ArgoConfig =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| SecretError::ArgoConfig {
+            path: e.path().to_string(),
+            line: e.inner().line(),
+            column: e.inner().column(),
+        })?;
     let tls = &argo.tls_client_config;
     let endpoint = Endpoint {
         server: server.trim().to_string(),
@@ -149,11 +196,11 @@ fn argocd(
     ) {
         (Some(cert), Some(key)) => Some((cert, key)),
         (None, None) => None,
-        _ => return Err("data.config has a client certificate without its key, or a key without its certificate".into()),
+        _ => return Err(SecretError::HalfClientCertificate),
     };
     let exec = match argo.exec_provider_config {
         Some(_) if !allow_exec => {
-            return Err("data.config names a credential plugin (execProviderConfig), which the hub runs from a Secret only with membership.secrets.allow_exec".into());
+            return Err(SecretError::ExecNotAllowed);
         }
         Some(e) => Some(argo_exec(e)?),
         None => None,
@@ -173,14 +220,17 @@ fn argocd(
         && credential.basic.is_none()
         && credential.exec.is_none();
     if nothing && argo.aws_auth_config.is_some() {
-        return Err("data.config uses awsAuthConfig (Argo CD's EKS authentication), which the hub does not run: give a bearerToken, a client certificate or an execProviderConfig".into());
+        return Err(SecretError::AwsAuth);
     }
-    kubeconfig::build(name, endpoint, credential).map_err(|e| format!("data.config {e}"))
+    kubeconfig::build(name, endpoint, credential).map_err(|source| SecretError::Kubeconfig {
+        key: "config",
+        source,
+    })
 }
 
-fn argo_exec(e: ArgoExec) -> Result<ExecConfig, String> {
+fn argo_exec(e: ArgoExec) -> Result<ExecConfig, SecretError> {
     if e.command.trim().is_empty() {
-        return Err("data.config.execProviderConfig has no command".into());
+        return Err(SecretError::ExecWithoutCommand);
     }
     let plugin = ExecPlugin {
         command: e.command,
@@ -194,9 +244,9 @@ fn argo_exec(e: ArgoExec) -> Result<ExecConfig, String> {
     Ok(kubeconfig::exec_of(&plugin))
 }
 
-fn decoded(text: Option<&str>, what: &str) -> Result<Option<Vec<u8>>, String> {
+fn decoded(text: Option<&str>, what: &str) -> Result<Option<Vec<u8>>, NotBase64> {
     match text.filter(|t| !t.is_empty()) {
-        Some(t) => kubeconfig::decode_base64(t, &format!("data.config.{what}")).map(Some),
+        Some(t) => kubeconfig::decode_base64(t, format!("data.config.{what}")).map(Some),
         None => Ok(None),
     }
 }
@@ -368,7 +418,7 @@ mod tests {
                 "caData is not base64",
             ),
         ] {
-            let err = read(&s, &source()).unwrap_err();
+            let err = read(&s, &source()).unwrap_err().to_string();
             assert!(err.contains(want), "{want}: {err}");
         }
         let secret_token = json!({"bearerToken": {"nested": "hunter2"}}).to_string();
@@ -381,7 +431,7 @@ mod tests {
                 ("config", &secret_token),
             ],
         );
-        let err = read(&s, &source()).unwrap_err();
+        let err = read(&s, &source()).unwrap_err().to_string();
         assert!(!err.contains("hunter2"), "values are never quoted: {err}");
         let allowed = SecretsSource {
             allow_exec: true,
@@ -403,10 +453,15 @@ mod tests {
             json!({"fleetscaler.io/cluster": ""}),
             &[("kubeconfig", &huge)],
         );
-        let err = read(&s, &source()).unwrap_err();
+        let err = read(&s, &source()).unwrap_err().to_string();
         assert!(err.contains("data.kubeconfig takes"), "{err}");
         let mut s = secret("a", json!({"fleetscaler.io/cluster": ""}), &[]);
         s.data = Some([("kubeconfig".to_string(), ByteString(vec![0xff, 0xfe]))].into());
-        assert!(read(&s, &source()).unwrap_err().contains("not UTF-8"));
+        assert!(
+            read(&s, &source())
+                .unwrap_err()
+                .to_string()
+                .contains("not UTF-8")
+        );
     }
 }

@@ -10,10 +10,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 
-use super::MAX_CLUSTERS;
-use super::list::{self, Query};
+use super::list::{self, ListError, Query};
+use super::managed::TokenError;
 use super::merge::Listing;
 use super::task::Watch;
+use super::{MAX_CLUSTERS, ReadError};
 use super::{managed, profiles, secrets};
 use crate::cluster::error::call;
 use crate::config::membership::MembershipConfig;
@@ -21,7 +22,7 @@ use crate::config::membership::MembershipConfig;
 /// Token Secrets of ManagedClusters read at once.
 const TOKEN_READS: usize = 8;
 
-type Listed = Result<(Listing, Vec<Watch>), String>;
+type Listed = Result<(Listing<ReadError>, Vec<Watch>), ListError>;
 
 /// One API per namespace of `[membership] namespaces`, or one for all; with its name.
 fn apis<K>(client: &kube::Client, namespaces: &[String]) -> Vec<(Api<K>, String)>
@@ -118,7 +119,7 @@ pub(super) async fn secrets(
     }
     let objects = found
         .into_iter()
-        .map(|(object, secret)| (object, secrets::read(&secret, source)))
+        .map(|(object, secret)| (object, secrets::read(&secret, source).map_err(Into::into)))
         .collect();
     Ok((Listing { objects, cut }, watches))
 }
@@ -150,7 +151,7 @@ pub(super) async fn profiles(
         for profile in &listed.items {
             objects.push((
                 profiles::object(profile),
-                profiles::read(profile, &config.cluster_profiles),
+                profiles::read(profile, &config.cluster_profiles).map_err(Into::into),
             ));
         }
         watches.push(list::first_change(
@@ -247,13 +248,13 @@ async fn read_managed(
     msa: Option<&DynamicObject>,
     sa: &str,
     timeout: Duration,
-) -> (String, Result<crate::config::ClusterConfig, String>) {
+) -> (String, Result<crate::config::ClusterConfig, ReadError>) {
     let name = cluster.metadata.name.clone().unwrap_or_default();
-    let token = token(client, msa, &name, sa, timeout).await;
-    (
-        managed::object(cluster),
-        managed::read(cluster, token.as_ref().map_err(Clone::clone)),
-    )
+    let read = match token(client, msa, &name, sa, timeout).await {
+        Ok(secret) => managed::read(cluster, Ok(&secret)),
+        Err(e) => managed::read(cluster, Err(e)),
+    };
+    (managed::object(cluster), read.map_err(Into::into))
 }
 
 /// The token Secret of the ManagedServiceAccount `sa` in `namespace`, or why there is none.
@@ -263,16 +264,15 @@ async fn token(
     namespace: &str,
     sa: &str,
     timeout: Duration,
-) -> Result<Secret, String> {
+) -> Result<Secret, TokenError> {
     let name = managed::token_secret_name(msa, namespace, sa)?;
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let op = || format!("get Secret {namespace}/{name}");
-    match call(op, timeout, api.get_opt(&name)).await {
-        Ok(Some(secret)) => Ok(secret),
-        Ok(None) => Err(format!(
-            "Secret {namespace}/{name}, which {} {namespace}/{sa} names, is not there",
-            managed::MSA_KIND
-        )),
-        Err(e) => Err(e.to_string()),
-    }
+    call(op, timeout, api.get_opt(&name))
+        .await?
+        .ok_or_else(|| TokenError::NoSecret {
+            namespace: namespace.to_string(),
+            name,
+            account: sa.to_string(),
+        })
 }

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::merge;
 use super::sources;
 use super::{Found, Problem, SourceStatus, TimedError};
+use crate::cluster::client::ClientError;
 use crate::config::membership::MembershipConfig;
 use crate::config::{ClusterConfig, FleetConfig};
 
@@ -185,7 +186,7 @@ impl Task {
                     memory.error = None;
                     watches.append(&mut w);
                 }
-                Err(message) => fail(source, memory, message),
+                Err(e) => fail(source, memory, e.to_string()),
             }
         }
         watches
@@ -200,8 +201,8 @@ impl Task {
     }
 
     /// The management cluster cannot be reached: every source keeps what it had.
-    fn unreachable(&mut self, message: &str) {
-        let message = format!("cannot reach the management cluster: {message}");
+    fn unreachable(&mut self, error: &ClientError) {
+        let message = format!("cannot reach the management cluster: {error}");
         for (i, source) in Source::ALL.into_iter().enumerate() {
             if source.enabled(&self.config) {
                 fail(source, &mut self.memory[i], message.clone());
@@ -275,7 +276,7 @@ fn first_of(watches: Vec<Watch>) -> Watch {
 }
 
 /// A client for the management cluster: its context, else the in-cluster service account.
-async fn connect(access: &Access) -> Result<kube::Client, String> {
+async fn connect(access: &Access) -> Result<kube::Client, ClientError> {
     let context = access.context.as_deref();
     crate::hub::management::client(
         &access.kubeconfigs,
@@ -284,5 +285,4 @@ async fn connect(access: &Access) -> Result<kube::Client, String> {
         "membership.context",
     )
     .await
-    .map_err(|e| e.to_string())
 }

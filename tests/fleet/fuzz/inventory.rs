@@ -246,7 +246,8 @@ fn read(case: Case, values: &[String], lines: &[String]) -> Result<bool, String>
                 Ok(&token),
             )
         }
-    })?;
+    })?
+    .map_err(|e| e.to_string());
     match result {
         Err(e) if e.trim().is_empty() => Err("an error that says nothing".into()),
         Err(e) if in_place && e.contains(TOKEN) => {

@@ -111,6 +111,40 @@ pub(super) fn machine_autoscalers_by_target<'a>(
     out
 }
 
+/// Why a resource that opted in is not a node group.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(super) enum BoundsError {
+    #[error(
+        "owned by {kind} {owner}, which sets its replicas; put the autoscaler annotations on the {kind}"
+    )]
+    Owned {
+        kind: &'static str,
+        owner: ObjectKey,
+    },
+    #[error("paused ({annotation} annotation)")]
+    Paused { annotation: String },
+    #[error("annotation {key}={text:?} is not an integer")]
+    NotAnInteger { key: String, text: String },
+    #[error("annotation {key}={value} is negative")]
+    NegativeAnnotation { key: String, value: i64 },
+    #[error("MachineAutoscaler {autoscaler}: {field} {value} is negative")]
+    NegativeReplicas {
+        autoscaler: ObjectKey,
+        field: &'static str,
+        value: i64,
+    },
+    #[error("max size is 0 ({from}): the group can never grow")]
+    MaxZero { from: BoundsSource },
+    #[error("min size {min} is greater than max size {max} ({from})")]
+    MinAboveMax {
+        min: u64,
+        max: u64,
+        from: BoundsSource,
+    },
+    #[error("targeted by {} MachineAutoscalers ({}); keep exactly one", .0.len(), .0.join(", "))]
+    ManyAutoscalers(Vec<String>),
+}
+
 pub(super) fn opts_in(r: &ScalableResource, c: Claims) -> bool {
     c.config.is_some()
         || c.autoscalers.is_some_and(|m| !m.is_empty())
@@ -125,7 +159,7 @@ pub(super) fn eligibility(
     r: &ScalableResource,
     c: Claims,
     autoscaled_owners: &HashMap<TargetKey, bool>,
-) -> Result<Option<NodeGroup>, String> {
+) -> Result<Option<NodeGroup>, BoundsError> {
     let owner = r.owner.as_ref().and_then(|o| {
         let kind = ScalableKind::parse(&o.kind)?;
         r.kind
@@ -145,13 +179,15 @@ pub(super) fn eligibility(
         {
             return Ok(None);
         }
-        let kind = kind.as_str();
-        return Err(format!(
-            "owned by {kind} {key}, which sets its replicas; put the autoscaler annotations on the {kind}"
-        ));
+        return Err(BoundsError::Owned {
+            kind: kind.as_str(),
+            owner: key,
+        });
     }
     if r.annotation(&r.api.paused_annotation()).is_some() {
-        return Err(format!("paused ({} annotation)", r.api.paused_annotation()));
+        return Err(BoundsError::Paused {
+            annotation: r.api.paused_annotation(),
+        });
     }
     let (min, max, source, note) = match c.config {
         Some(spec) => configured_bounds(r, spec, c.autoscalers),
@@ -199,13 +235,13 @@ fn configured_bounds(
 fn bounds(
     r: &ScalableResource,
     mas: Option<&Vec<&MachineAutoscaler>>,
-) -> Result<(u64, u64, BoundsSource, Option<String>), String> {
-    let from_annotations = || -> Result<(u64, u64), String> {
+) -> Result<(u64, u64, BoundsSource, Option<String>), BoundsError> {
+    let from_annotations = || -> Result<(u64, u64), BoundsError> {
         let min_key = r.api.min_size_annotation();
         let max_key = r.api.max_size_annotation();
         let min = parse_size(r.annotation(&min_key), &min_key)?;
         let max = parse_size(r.annotation(&max_key), &max_key)?;
-        check_bounds(min, max, "annotations")
+        check_bounds(min, max, BoundsSource::Annotations)
     };
     match mas.map(Vec::as_slice) {
         None | Some([]) => {
@@ -213,19 +249,18 @@ fn bounds(
             Ok((min, max, BoundsSource::Annotations, None))
         }
         Some([ma]) => {
-            let to_u64 = |v: Option<i64>, field: &str| {
-                u64::try_from(v.unwrap_or(0)).map_err(|_| {
-                    format!(
-                        "MachineAutoscaler {}: {field} {} is negative",
-                        ma.key,
-                        v.unwrap_or(0)
-                    )
+            let to_u64 = |v: Option<i64>, field: &'static str| {
+                let value = v.unwrap_or(0);
+                u64::try_from(value).map_err(|_| BoundsError::NegativeReplicas {
+                    autoscaler: ma.key.clone(),
+                    field,
+                    value,
                 })
             };
             let (min, max) = check_bounds(
                 to_u64(ma.min_replicas, "minReplicas")?,
                 to_u64(ma.max_replicas, "maxReplicas")?,
-                &format!("MachineAutoscaler {}", ma.key),
+                BoundsSource::MachineAutoscaler(ma.key.clone()),
             )?;
             let note = match from_annotations() {
                 Ok((amin, amax))
@@ -247,35 +282,30 @@ fn bounds(
             ))
         }
         Some(many) => {
-            let names: Vec<String> = many.iter().map(|m| m.key.to_string()).collect();
-            Err(format!(
-                "targeted by {} MachineAutoscalers ({}); keep exactly one",
-                many.len(),
-                names.join(", ")
-            ))
+            let names = many.iter().map(|m| m.key.to_string()).collect();
+            Err(BoundsError::ManyAutoscalers(names))
         }
     }
 }
 
-fn parse_size(value: Option<&str>, key: &str) -> Result<u64, String> {
+fn parse_size(value: Option<&str>, key: &str) -> Result<u64, BoundsError> {
     let Some(text) = value else { return Ok(0) };
-    let n: i64 = text
-        .trim()
-        .parse()
-        .map_err(|_| format!("annotation {key}={text:?} is not an integer"))?;
-    u64::try_from(n).map_err(|_| format!("annotation {key}={n} is negative"))
+    let n: i64 = text.trim().parse().map_err(|_| BoundsError::NotAnInteger {
+        key: key.to_string(),
+        text: text.to_string(),
+    })?;
+    u64::try_from(n).map_err(|_| BoundsError::NegativeAnnotation {
+        key: key.to_string(),
+        value: n,
+    })
 }
 
-fn check_bounds(min: u64, max: u64, source: &str) -> Result<(u64, u64), String> {
+fn check_bounds(min: u64, max: u64, from: BoundsSource) -> Result<(u64, u64), BoundsError> {
     if max == 0 {
-        return Err(format!(
-            "max size is 0 ({source}): the group can never grow"
-        ));
+        return Err(BoundsError::MaxZero { from });
     }
     if min > max {
-        return Err(format!(
-            "min size {min} is greater than max size {max} ({source})"
-        ));
+        return Err(BoundsError::MinAboveMax { min, max, from });
     }
     Ok((min, max))
 }

@@ -136,8 +136,8 @@ pub fn discover(snapshot: &ClusterSnapshot, explicit: &[NodeGroupSpec]) -> NodeG
                 ..group
             }),
             Ok(None) => {}
-            Err(message) => out.ineligible.push(IneligibleGroup {
-                reason: Reason::for_group(&id, ReasonCode::NodeGroupInvalid, message),
+            Err(e) => out.ineligible.push(IneligibleGroup {
+                reason: Reason::for_group(&id, ReasonCode::NodeGroupInvalid, e.to_string()),
                 id,
             }),
         }

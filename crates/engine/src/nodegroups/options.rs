@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::NodeGroupId;
 use crate::settings::Settings;
-use fleetscaler_model::duration::{format_go_duration, parse_go_duration};
+use fleetscaler_model::duration::{DurationError, format_go_duration, parse_go_duration};
 use fleetscaler_model::machine::ScalableResource;
 use fleetscaler_model::machine_api::MachineApiGroup;
 
@@ -34,6 +34,27 @@ pub struct GroupOverride {
     pub value: serde_json::Value,
     /// The annotation that set it.
     pub source: String,
+}
+
+/// Why an option annotation is ignored (the warning names the group and the annotation).
+#[derive(Debug, thiserror::Error)]
+enum OptionError {
+    #[error(
+        "{option:?} is not an option fleetscaler (or upstream's clusterapi provider) honours per group; it is ignored (per-group options: {})",
+        known_options()
+    )]
+    Unknown { option: String },
+    #[error("not a number between 0 and 1; the cluster's value applies")]
+    NotAFraction,
+    #[error("{0}; the cluster's value applies")]
+    Duration(#[source] DurationError),
+    #[error("neither true nor false; the cluster's value applies")]
+    NotABool,
+}
+
+fn known_options() -> String {
+    let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
+    known.join(", ")
 }
 
 /// (annotation key suffix, the setting it overrides).
@@ -81,25 +102,20 @@ impl GroupOptions {
         out
     }
 
-    fn set(&mut self, option: &str, value: &str, annotation: &str) -> Result<(), String> {
+    fn set(&mut self, option: &str, value: &str, annotation: &str) -> Result<(), OptionError> {
         let Some(&(_, setting)) = KEYS.iter().find(|(k, _)| k.eq_ignore_ascii_case(option)) else {
-            let known: Vec<&str> = KEYS.iter().map(|(k, _)| *k).collect();
-            return Err(format!(
-                "{option:?} is not an option fleetscaler (or upstream's clusterapi provider) honours per group; it is ignored (per-group options: {})",
-                known.join(", ")
-            ));
+            return Err(OptionError::Unknown {
+                option: option.to_string(),
+            });
         };
         let fraction = || {
             value
                 .parse::<f64>()
                 .ok()
                 .filter(|v| (0.0..=1.0).contains(v))
-                .ok_or_else(|| {
-                    "not a number between 0 and 1; the cluster's value applies".to_string()
-                })
+                .ok_or(OptionError::NotAFraction)
         };
-        let duration =
-            || parse_go_duration(value).map_err(|e| format!("{e}; the cluster's value applies"));
+        let duration = || parse_go_duration(value).map_err(OptionError::Duration);
         // Each arm sets the typed value and returns it as the plan shows it.
         let shown: serde_json::Value = match setting {
             "scale_down_utilization_threshold" => {
@@ -128,9 +144,7 @@ impl GroupOptions {
                 format_go_duration(d).into()
             }
             _ => {
-                let b = value.parse::<bool>().map_err(|_| {
-                    "neither true nor false; the cluster's value applies".to_string()
-                })?;
+                let b = value.parse::<bool>().map_err(|_| OptionError::NotABool)?;
                 self.ignore_daemonsets_utilization = Some(b);
                 b.into()
             }

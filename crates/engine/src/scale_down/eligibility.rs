@@ -2,6 +2,8 @@
 //! underutilized. Utilization is requests over allocatable, the larger of CPU and memory;
 //! on a GPU node, GPU requests over GPU allocatable alone (with its own threshold).
 
+use std::sync::Arc;
+
 use super::ScaleDownInput;
 use crate::cluster_state::NodeReadiness;
 use crate::plan::NotRemovable;
@@ -24,6 +26,13 @@ pub(super) struct Candidate {
     pub ready: bool,
 }
 
+/// A node whose utilization cannot be measured: nothing to divide by.
+#[derive(Debug, thiserror::Error)]
+#[error("node {node} reports no allocatable CPU or memory")]
+pub(super) struct NoAllocatable {
+    node: Arc<str>,
+}
+
 /// Utilization of a node, and what it was measured on (`cpu`, `memory`, `GPU`).
 /// Pods below the priority cutoff do not count: they never keep a node.
 pub(super) fn utilization(
@@ -31,7 +40,7 @@ pub(super) fn utilization(
     pods: &[&Pod],
     ignore_daemonsets: bool,
     priority_threshold: i32,
-) -> Result<(f64, &'static str), String> {
+) -> Result<(f64, &'static str), NoAllocatable> {
     let mut requested = Resources::default();
     let mut daemons = Resources::default();
     for p in pods.iter().filter(|p| !p.is_expendable(priority_threshold)) {
@@ -55,10 +64,9 @@ pub(super) fn utilization(
     let mut alloc = node.allocatable.clone();
     alloc.sub(&daemons);
     if alloc.cpu_milli <= 0 || alloc.memory <= 0 {
-        return Err(format!(
-            "node {} reports no allocatable CPU or memory",
-            node.name
-        ));
+        return Err(NoAllocatable {
+            node: node.name.clone(),
+        });
     }
     let cpu = requested.cpu_milli as f64 / alloc.cpu_milli as f64;
     let mem = requested.memory as f64 / alloc.memory as f64;
@@ -139,7 +147,7 @@ fn check(
         g.options.ignore_daemonsets_utilization(settings),
         settings.pod_priority_threshold,
     )
-    .map_err(|m| (ReasonCode::UtilizationUnknown, m))?;
+    .map_err(|e| (ReasonCode::UtilizationUnknown, e.to_string()))?;
     let threshold = if on == "GPU" {
         g.options.gpu_utilization_threshold(settings)
     } else {

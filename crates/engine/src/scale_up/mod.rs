@@ -38,7 +38,7 @@ pub struct ScaleUpInput<'a> {
     pub groups: &'a NodeGroups,
     /// Corrected targets, nodes coming up, blocked groups and the cluster gate.
     pub cluster: &'a ClusterState,
-    pub templates: &'a [Result<TemplateNode, String>],
+    pub templates: &'a [Result<TemplateNode, super::template::TemplateError>],
     pub settings: &'a Settings,
     pub priorities: Option<&'a Priorities>,
     pub now: jiff::Timestamp,

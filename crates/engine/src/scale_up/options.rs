@@ -22,7 +22,7 @@ impl<'a> Pass<'a> {
         let g = &self.input.groups.groups[gi];
         let template = match &self.input.templates[gi] {
             Ok(t) => t,
-            Err(message) => return Some(Unfit::new(ReasonCode::NoTemplate, message.clone())),
+            Err(e) => return Some(Unfit::new(ReasonCode::NoTemplate, e.to_string())),
         };
         if let Some(block) = &self.input.cluster.groups[gi].block {
             return Some(block.clone());
@@ -61,7 +61,7 @@ impl<'a> Pass<'a> {
     ) -> Result<(), Unfit> {
         let template = match &self.input.templates[gi] {
             Ok(t) => t,
-            Err(message) => return Err(Unfit::new(ReasonCode::NoTemplate, message.clone())),
+            Err(e) => return Err(Unfit::new(ReasonCode::NoTemplate, e.to_string())),
         };
         let mark = self.sim.mark();
         let name: Arc<str> = format!("{}-template", self.group_name(gi)).into();

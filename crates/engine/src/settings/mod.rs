@@ -4,7 +4,10 @@
 
 mod patch;
 
-pub use patch::{SETTING_KEYS, SettingWarning, SettingsPatch, parse_priorities_map};
+pub use patch::{
+    PrioritiesError, SETTING_KEYS, SettingError, SettingWarning, SettingsPatch,
+    parse_priorities_map,
+};
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -50,34 +53,59 @@ pub struct NodeGroupSpec {
     pub max: u64,
 }
 
+/// What is wrong with a `node_groups` entry; the key it is under is told beside it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum NodeGroupSpecError {
+    #[error("kind {0:?} is not {names}", names = ScalableKind::names())]
+    Kind(String),
+    #[error("api_group {0:?} is not machine.openshift.io or cluster.x-k8s.io")]
+    ApiGroup(String),
+    #[error("namespace and name must not be empty")]
+    Unnamed,
+    #[error("{namespace}/{name}: min {min} and max {max} are not a valid range (max at least 1)")]
+    Range {
+        namespace: String,
+        name: String,
+        min: u64,
+        max: u64,
+    },
+}
+
 impl NodeGroupSpec {
     /// Checks the entry; the reason names what is wrong.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), NodeGroupSpecError> {
         if ScalableKind::parse(&self.kind).is_none() {
-            return Err(format!(
-                "kind {:?} is not {}",
-                self.kind,
-                ScalableKind::names()
-            ));
+            return Err(NodeGroupSpecError::Kind(self.kind.clone()));
         }
         if let Some(g) = self.api_group.as_deref()
             && !matches!(g, "machine.openshift.io" | "cluster.x-k8s.io")
         {
-            return Err(format!(
-                "api_group {g:?} is not machine.openshift.io or cluster.x-k8s.io"
-            ));
+            return Err(NodeGroupSpecError::ApiGroup(g.to_string()));
         }
         if self.name.is_empty() || self.namespace.is_empty() {
-            return Err("namespace and name must not be empty".into());
+            return Err(NodeGroupSpecError::Unnamed);
         }
         if self.max == 0 || self.min > self.max {
-            return Err(format!(
-                "{}/{}: min {} and max {} are not a valid range (max at least 1)",
-                self.namespace, self.name, self.min, self.max
-            ));
+            return Err(NodeGroupSpecError::Range {
+                namespace: self.namespace.clone(),
+                name: self.name.clone(),
+                min: self.min,
+                max: self.max,
+            });
         }
         Ok(())
     }
+}
+
+/// Why a chain of expanders is refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExpanderError {
+    #[error("unknown expander {0:?} (least-waste, most-pods, least-nodes, random, priority)")]
+    Unknown(String),
+    #[error("expander {0} is listed twice")]
+    Twice(ExpanderKind),
+    #[error("the expander list is empty")]
+    Empty,
 }
 
 /// How the scale-up option is chosen when several node groups could help.
@@ -114,22 +142,18 @@ impl ExpanderKind {
     }
 
     /// Parses a chain such as `priority,least-waste`; duplicates are rejected, as upstream does.
-    pub fn parse_chain(text: &str) -> Result<Vec<ExpanderKind>, String> {
+    pub fn parse_chain(text: &str) -> Result<Vec<ExpanderKind>, ExpanderError> {
         let mut chain = Vec::new();
         for part in text.split(',').filter(|p| !p.trim().is_empty()) {
-            let kind = ExpanderKind::parse(part).ok_or_else(|| {
-                format!(
-                    "unknown expander {:?} (least-waste, most-pods, least-nodes, random, priority)",
-                    part.trim()
-                )
-            })?;
+            let kind = ExpanderKind::parse(part)
+                .ok_or_else(|| ExpanderError::Unknown(part.trim().to_string()))?;
             if chain.contains(&kind) {
-                return Err(format!("expander {} is listed twice", kind.as_str()));
+                return Err(ExpanderError::Twice(kind));
             }
             chain.push(kind);
         }
         if chain.is_empty() {
-            return Err("the expander list is empty".to_string());
+            return Err(ExpanderError::Empty);
         }
         Ok(chain)
     }

@@ -9,7 +9,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ExpanderKind, GpuLimit, NodeGroupSpec, Range, Settings, opt_duration_serde};
+use super::{
+    ExpanderError, ExpanderKind, GpuLimit, NodeGroupSpec, NodeGroupSpecError, Range, Settings,
+    opt_duration_serde,
+};
 use fleetscaler_model::autoscaler::{ClusterAutoscalerSpec, RangeSpec, ResourceLimitsSpec};
 use fleetscaler_model::duration::parse_go_duration;
 
@@ -37,6 +40,55 @@ impl fmt::Display for SettingWarning {
     }
 }
 
+/// Why a setting's value is refused; the warning names the key beside it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SettingError {
+    #[error("must be at least 1")]
+    Zero,
+    #[error("{0} is not between 0 and 1")]
+    NotAFraction(f64),
+    #[error("{0} is not a percentage")]
+    NotAPercentage(f64),
+    #[error("must be longer than 0s")]
+    NoDuration,
+    #[error("min is negative")]
+    NegativeMin,
+    #[error("max is negative")]
+    NegativeMax,
+    #[error("min {min} is greater than max {max}")]
+    MinAboveMax { min: u64, max: u64 },
+    #[error("gpu type {0:?} has no max")]
+    GpuWithoutMax(String),
+    #[error("a GPU limit has an empty type")]
+    GpuWithoutType,
+    #[error("GPU type {gpu_type}: min {min} is greater than max {max}")]
+    GpuMinAboveMax {
+        gpu_type: String,
+        min: u64,
+        max: u64,
+    },
+    #[error(transparent)]
+    Expanders(#[from] ExpanderError),
+    #[error(transparent)]
+    Priorities(#[from] PrioritiesError),
+    #[error(transparent)]
+    NodeGroup(#[from] NodeGroupSpecError),
+}
+
+/// Why the priority expander's map is refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PrioritiesError {
+    #[error("priority {0:?} is not an integer")]
+    NotAnInteger(String),
+    #[error("priority {priority}: regex {pattern:?} is invalid: {source}")]
+    Regex {
+        priority: String,
+        pattern: String,
+        #[source]
+        source: regex::Error,
+    },
+}
+
 macro_rules! settings_patch {
     ($( $(#[$attr:meta])* $field:ident : $ty:ty => $check:expr ),* $(,)?) => {
         /// A partial set of settings: what one configuration layer says. Unset fields leave the
@@ -58,15 +110,15 @@ macro_rules! settings_patch {
                 let mut warnings = Vec::new();
                 $(
                     if let Some(v) = &self.$field {
-                        let check: fn(&$ty) -> Result<_, String> = $check;
+                        let check: fn(&$ty) -> Result<_, SettingError> = $check;
                         match check(v) {
                             Ok(value) => {
                                 s.$field = value;
                                 set.push(stringify!($field));
                             }
-                            Err(message) => warnings.push(SettingWarning {
+                            Err(e) => warnings.push(SettingWarning {
                                 key: stringify!($field).to_string(),
-                                message,
+                                message: e.to_string(),
                             }),
                         }
                     }
@@ -91,23 +143,23 @@ macro_rules! settings_patch {
     };
 }
 
-fn any<T: Clone>(v: &T) -> Result<T, String> {
+fn any<T: Clone>(v: &T) -> Result<T, SettingError> {
     Ok(v.clone())
 }
 
-fn at_least_one(v: &u64) -> Result<u64, String> {
+fn at_least_one(v: &u64) -> Result<u64, SettingError> {
     if *v == 0 {
-        Err("must be at least 1".into())
+        Err(SettingError::Zero)
     } else {
         Ok(*v)
     }
 }
 
-fn fraction(v: &f64) -> Result<f64, String> {
+fn fraction(v: &f64) -> Result<f64, SettingError> {
     if (0.0..=1.0).contains(v) {
         Ok(*v)
     } else {
-        Err(format!("{v} is not between 0 and 1"))
+        Err(SettingError::NotAFraction(*v))
     }
 }
 
@@ -121,10 +173,10 @@ settings_patch! {
     max_nodes_per_scaleup: u64 => at_least_one,
     expanders: Vec<ExpanderKind> => |v| check_expanders(v),
     /// Priority expander map; keys are priorities written as strings (TOML keys are strings).
-    priorities: BTreeMap<String, Vec<String>> => |v| parse_priorities_map(v).map(Some),
+    priorities: BTreeMap<String, Vec<String>> => |v| Ok(Some(parse_priorities_map(v)?)),
     balance_similar_node_groups: bool => any,
     balancing_ignored_labels: Vec<String> => any,
-    node_groups: Vec<NodeGroupSpec> => |v| v.iter().try_for_each(NodeGroupSpec::check).map(|()| v.clone()),
+    node_groups: Vec<NodeGroupSpec> => |v| { v.iter().try_for_each(NodeGroupSpec::check)?; Ok(v.clone()) },
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     new_pod_scale_up_delay: Duration => any,
     scale_down_enabled: bool => any,
@@ -161,9 +213,9 @@ settings_patch! {
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     max_node_startup_time: Duration => any,
     ok_total_unready_count: u64 => any,
-    max_total_unready_percentage: f64 => |v| if (0.0..=100.0).contains(v) { Ok(*v) } else { Err(format!("{v} is not a percentage")) },
+    max_total_unready_percentage: f64 => |v| if (0.0..=100.0).contains(v) { Ok(*v) } else { Err(SettingError::NotAPercentage(*v)) },
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
-    initial_node_group_backoff: Duration => |v| if v.is_zero() { Err("must be longer than 0s".into()) } else { Ok(*v) },
+    initial_node_group_backoff: Duration => |v| if v.is_zero() { Err(SettingError::NoDuration) } else { Ok(*v) },
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     max_node_group_backoff: Duration => any,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
@@ -273,7 +325,7 @@ impl SettingsPatch {
         if !spec.expanders.is_empty() {
             match ExpanderKind::parse_chain(&spec.expanders.join(",")) {
                 Ok(chain) => patch.expanders = Some(chain),
-                Err(e) => warn("expanders", e),
+                Err(e) => warn("expanders", e.to_string()),
             }
         }
         (patch, warnings)
@@ -309,29 +361,29 @@ fn resource_limits_patch(
             Err(_) => warn("resourceLimits.maxNodesTotal", format!("{n} is negative")),
         }
     }
-    let range = |r: &RangeSpec| -> Result<Range, String> {
-        let min = u64::try_from(r.min.unwrap_or(0)).map_err(|_| "min is negative".to_string())?;
+    let range = |r: &RangeSpec| -> Result<Range, SettingError> {
+        let min = u64::try_from(r.min.unwrap_or(0)).map_err(|_| SettingError::NegativeMin)?;
         let max = r
             .max
             .map(u64::try_from)
             .transpose()
-            .map_err(|_| "max is negative".to_string())?;
+            .map_err(|_| SettingError::NegativeMax)?;
         check_range(&Range { min, max })
     };
     if let Some(c) = &limits.cores {
         match range(c) {
             Ok(r) => patch.cores = Some(r),
-            Err(e) => warn("resourceLimits.cores", e),
+            Err(e) => warn("resourceLimits.cores", e.to_string()),
         }
     }
     if let Some(m) = &limits.memory {
         match range(m) {
             Ok(r) => patch.memory_gib = Some(r),
-            Err(e) => warn("resourceLimits.memory", e),
+            Err(e) => warn("resourceLimits.memory", e.to_string()),
         }
     }
     if !limits.gpus.is_empty() {
-        let gpus: Result<Vec<GpuLimit>, String> = limits
+        let gpus: Result<Vec<GpuLimit>, SettingError> = limits
             .gpus
             .iter()
             .map(|g| {
@@ -344,59 +396,64 @@ fn resource_limits_patch(
                     min: r.min,
                     max: r
                         .max
-                        .ok_or_else(|| format!("gpu type {:?} has no max", g.type_))?,
+                        .ok_or_else(|| SettingError::GpuWithoutMax(g.type_.clone()))?,
                 })
             })
             .collect();
         match gpus.and_then(|g| check_gpus(&g)) {
             Ok(g) => patch.gpus = Some(g),
-            Err(e) => warn("resourceLimits.gpus", e),
+            Err(e) => warn("resourceLimits.gpus", e.to_string()),
         }
     }
 }
 
-fn check_range(r: &Range) -> Result<Range, String> {
+fn check_range(r: &Range) -> Result<Range, SettingError> {
     match r.max {
-        Some(max) if max < r.min => Err(format!("min {} is greater than max {max}", r.min)),
+        Some(max) if max < r.min => Err(SettingError::MinAboveMax { min: r.min, max }),
         _ => Ok(*r),
     }
 }
 
-fn check_gpus(gpus: &[GpuLimit]) -> Result<Vec<GpuLimit>, String> {
+fn check_gpus(gpus: &[GpuLimit]) -> Result<Vec<GpuLimit>, SettingError> {
     for g in gpus {
         if g.gpu_type.is_empty() {
-            return Err("a GPU limit has an empty type".to_string());
+            return Err(SettingError::GpuWithoutType);
         }
         if g.max < g.min {
-            return Err(format!(
-                "GPU type {}: min {} is greater than max {}",
-                g.gpu_type, g.min, g.max
-            ));
+            return Err(SettingError::GpuMinAboveMax {
+                gpu_type: g.gpu_type.to_string(),
+                min: g.min,
+                max: g.max,
+            });
         }
     }
     Ok(gpus.to_vec())
 }
 
-fn check_expanders(chain: &[ExpanderKind]) -> Result<Vec<ExpanderKind>, String> {
+fn check_expanders(chain: &[ExpanderKind]) -> Result<Vec<ExpanderKind>, SettingError> {
     let names: Vec<&str> = chain.iter().map(|e| e.as_str()).collect();
-    ExpanderKind::parse_chain(&names.join(","))
+    Ok(ExpanderKind::parse_chain(&names.join(","))?)
 }
 
 /// Reads a priority map whose keys are integers written as strings.
 pub fn parse_priorities_map(
     map: &BTreeMap<String, Vec<String>>,
-) -> Result<BTreeMap<i32, Vec<String>>, String> {
+) -> Result<BTreeMap<i32, Vec<String>>, PrioritiesError> {
     map.iter()
         .map(|(k, v)| {
             let p = k
                 .trim()
                 .parse::<i32>()
-                .map_err(|_| format!("priority {k:?} is not an integer"))?;
+                .map_err(|_| PrioritiesError::NotAnInteger(k.clone()))?;
             if let Some((pat, e)) = v
                 .iter()
                 .find_map(|pat| regex::Regex::new(pat).err().map(|e| (pat, e)))
             {
-                return Err(format!("priority {k}: regex {pat:?} is invalid: {e}"));
+                return Err(PrioritiesError::Regex {
+                    priority: k.clone(),
+                    pattern: pat.clone(),
+                    source: e,
+                });
             }
             Ok((p, v.clone()))
         })
@@ -404,165 +461,5 @@ pub fn parse_priorities_map(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use fleetscaler_model::autoscaler::ClusterAutoscaler;
-
-    #[test]
-    fn defaults_match_upstream() {
-        let s = Settings::default();
-        assert_eq!(s.pod_priority_threshold, -10);
-        assert_eq!(s.max_nodes_per_scaleup, 1000);
-        assert_eq!(s.expanders, vec![ExpanderKind::LeastWaste]);
-        assert_eq!(s.max_node_provision_time, Duration::from_secs(900));
-        assert_eq!(s.cores.max, Some(320_000));
-        assert_eq!(s.scale_down_unneeded_time, Duration::from_secs(600));
-        assert_eq!(s.scale_down_delay_after_failure, Duration::from_secs(180));
-        assert_eq!(
-            (s.max_scale_down_parallelism, s.max_drain_parallelism),
-            (10, 1)
-        );
-        assert_eq!(s.node_group_backoff_reset, Duration::from_secs(3 * 3600));
-    }
-
-    #[test]
-    fn a_layer_over_another_wins_where_it_says_something() {
-        let base = SettingsPatch {
-            max_nodes_total: Some(10),
-            seed: Some(1),
-            ..Default::default()
-        };
-        let top = SettingsPatch {
-            max_nodes_total: Some(3),
-            ..Default::default()
-        };
-        let merged = top.over(&base);
-        assert_eq!((merged.max_nodes_total, merged.seed), (Some(3), Some(1)));
-        assert_eq!(merged.keys(), ["max_nodes_total", "seed"]);
-        assert!(SettingsPatch::default().keys().is_empty());
-    }
-
-    #[test]
-    fn expander_chains() {
-        assert_eq!(
-            ExpanderKind::parse_chain("priority,least-waste").unwrap(),
-            vec![ExpanderKind::Priority, ExpanderKind::LeastWaste]
-        );
-        assert!(ExpanderKind::parse_chain("random,random").is_err());
-        assert!(
-            ExpanderKind::parse_chain("cheapest")
-                .unwrap_err()
-                .contains("cheapest")
-        );
-    }
-
-    #[test]
-    fn cluster_autoscaler_patch_keeps_good_fields_and_reports_bad_ones() {
-        let ca = ClusterAutoscaler::from_json(serde_json::json!({"metadata": {"name": "default"}, "spec": {
-            "podPriorityThreshold": -5,
-            "maxNodeProvisionTime": "ten minutes",
-            "maxPodGracePeriod": 120,
-            "resourceLimits": {"maxNodesTotal": 24, "cores": {"min": 64, "max": 8}, "memory": {"max": 256}},
-            "scaleDown": {"enabled": true, "delayAfterAdd": "5m", "unneededTime": "soon", "utilizationThreshold": "0.4"},
-            "expanders": ["Priority", "LeastWaste"]
-        }}))
-        .unwrap();
-        let (patch, warnings) = SettingsPatch::from_cluster_autoscaler(&ca.spec);
-        let mut s = Settings::default();
-        let (set, apply_warnings) = patch.apply_to(&mut s);
-        assert!(apply_warnings.is_empty());
-        assert_eq!(s.pod_priority_threshold, -5);
-        assert_eq!(s.max_nodes_total, Some(24));
-        assert_eq!(
-            s.memory_gib,
-            Range {
-                min: 0,
-                max: Some(256)
-            }
-        );
-        assert_eq!(s.cores.max, Some(320_000), "invalid range left out");
-        assert_eq!(
-            s.expanders,
-            vec![ExpanderKind::Priority, ExpanderKind::LeastWaste]
-        );
-        assert_eq!(s.scale_down_delay_after_add, Duration::from_secs(300));
-        assert_eq!(s.scale_down_utilization_threshold, 0.4);
-        assert_eq!(s.max_pod_grace_period, Duration::from_secs(120));
-        let keys: Vec<&str> = warnings.iter().map(|w| w.key.as_str()).collect();
-        assert_eq!(
-            keys,
-            vec![
-                "ClusterAutoscaler.spec.maxNodeProvisionTime",
-                "ClusterAutoscaler.spec.resourceLimits.cores",
-                "ClusterAutoscaler.spec.scaleDown.unneededTime"
-            ]
-        );
-        assert!(set.contains(&"max_nodes_total") && !set.contains(&"cores"));
-    }
-
-    #[test]
-    fn bad_thresholds_are_reported() {
-        let ca = ClusterAutoscaler::from_json(
-            serde_json::json!({"spec": {"scaleDown": {"enabled": false, "utilizationThreshold": "1.5"}}}),
-        )
-        .unwrap();
-        let (patch, warnings) = SettingsPatch::from_cluster_autoscaler(&ca.spec);
-        assert_eq!(
-            warnings[0].key,
-            "ClusterAutoscaler.spec.scaleDown.utilizationThreshold"
-        );
-        assert_eq!(patch.scale_down_enabled, Some(false));
-        let patch = SettingsPatch {
-            scale_down_utilization_threshold: Some(-0.1),
-            max_drain_parallelism: Some(0),
-            ..Default::default()
-        };
-        let (_, warnings) = patch.apply_to(&mut Settings::default());
-        assert_eq!(warnings.len(), 2);
-    }
-
-    #[test]
-    fn setting_keys_cover_every_patch_field() {
-        let json: serde_json::Value = serde_json::json!({
-            "pod_priority_threshold": 0, "max_nodes_total": 1, "cores": {"max": 2}, "memory_gib": {"max": 2},
-            "gpus": [], "max_nodes_per_scaleup": 5, "expanders": ["random"], "priorities": {"1": ["x"]},
-            "balance_similar_node_groups": true, "balancing_ignored_labels": [], "node_groups": [], "new_pod_scale_up_delay": "30s",
-            "scale_down_enabled": false, "scale_down_delay_after_add": "1m", "scale_down_delay_after_delete": "1m",
-            "scale_down_delay_after_failure": "1m", "scale_down_unneeded_time": "1m", "scale_down_unready_time": "1m",
-            "scale_down_utilization_threshold": 0.3, "scale_down_gpu_utilization_threshold": 0.3,
-            "ignore_daemonsets_utilization": true, "skip_nodes_with_local_storage": false,
-            "skip_nodes_with_system_pods": false, "max_pod_grace_period": "30s", "max_scale_down_parallelism": 3,
-            "max_pod_eviction_time": "1m", "node_delete_delay_after_taint": "1s", "cordon_node_before_terminating": false,
-            "enforce_node_group_min_size": true, "startup_taints": ["node.cilium.io/agent-not-ready"],
-            "max_drain_parallelism": 2, "max_node_provision_time": "1m", "max_node_startup_time": "1m",
-            "ok_total_unready_count": 1, "max_total_unready_percentage": 10.0, "initial_node_group_backoff": "1m",
-            "max_node_group_backoff": "2m", "node_group_backoff_reset": "1h", "seed": 3
-        });
-        assert_eq!(
-            json.as_object().unwrap().len(),
-            SETTING_KEYS.len(),
-            "the test lists every key"
-        );
-        let full: SettingsPatch = serde_json::from_value(json).unwrap();
-        let (mut set, warnings) = full.apply_to(&mut Settings::default());
-        assert!(warnings.is_empty(), "{warnings:?}");
-        set.sort();
-        let mut keys = SETTING_KEYS.to_vec();
-        keys.sort();
-        assert_eq!(set, keys);
-    }
-
-    #[test]
-    fn zero_max_nodes_total_means_unlimited() {
-        let mut s = Settings {
-            max_nodes_total: Some(5),
-            ..Settings::default()
-        };
-        let patch = SettingsPatch {
-            max_nodes_total: Some(0),
-            ..Default::default()
-        };
-        patch.apply_to(&mut s);
-        assert_eq!(s.max_nodes_total, None);
-    }
-}
+#[path = "patch_tests.rs"]
+mod tests;

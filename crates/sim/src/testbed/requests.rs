@@ -72,23 +72,27 @@ impl Target {
     }
 
     /// Every object, in all namespaces.
-    pub fn list(&self) -> Result<http::Request<Vec<u8>>, String> {
-        Request::new(self.url_path(None))
-            .list(&ListParams::default())
-            .map_err(|e| e.to_string())
+    pub fn list(&self) -> Result<http::Request<Vec<u8>>, BuildError> {
+        Ok(Request::new(self.url_path(None)).list(&ListParams::default())?)
     }
 
-    pub fn create(&self, namespace: &str, body: &Value) -> Result<http::Request<Vec<u8>>, String> {
-        self.request(namespace)
-            .create(&post_params(), bytes(body)?)
-            .map_err(|e| e.to_string())
+    pub fn create(
+        &self,
+        namespace: &str,
+        body: &Value,
+    ) -> Result<http::Request<Vec<u8>>, BuildError> {
+        Ok(self
+            .request(namespace)
+            .create(&post_params(), serde_json::to_vec(body)?)?)
     }
 
     /// A PUT of the object; its `metadata.resourceVersion` makes it conditional.
-    pub fn replace(&self, key: &Key, body: &Value) -> Result<http::Request<Vec<u8>>, String> {
-        self.request(&key.namespace)
-            .replace(&key.name, &post_params(), bytes(body)?)
-            .map_err(|e| e.to_string())
+    pub fn replace(&self, key: &Key, body: &Value) -> Result<http::Request<Vec<u8>>, BuildError> {
+        Ok(self.request(&key.namespace).replace(
+            &key.name,
+            &post_params(),
+            serde_json::to_vec(body)?,
+        )?)
     }
 
     /// A PUT of the object's `status` subresource, conditional like `replace`.
@@ -96,17 +100,29 @@ impl Target {
         &self,
         key: &Key,
         body: &Value,
-    ) -> Result<http::Request<Vec<u8>>, String> {
-        self.request(&key.namespace)
-            .replace_subresource("status", &key.name, &post_params(), bytes(body)?)
-            .map_err(|e| e.to_string())
+    ) -> Result<http::Request<Vec<u8>>, BuildError> {
+        Ok(self.request(&key.namespace).replace_subresource(
+            "status",
+            &key.name,
+            &post_params(),
+            serde_json::to_vec(body)?,
+        )?)
     }
 
-    pub fn delete(&self, key: &Key) -> Result<http::Request<Vec<u8>>, String> {
-        self.request(&key.namespace)
-            .delete(&key.name, &DeleteParams::default())
-            .map_err(|e| e.to_string())
+    pub fn delete(&self, key: &Key) -> Result<http::Request<Vec<u8>>, BuildError> {
+        Ok(self
+            .request(&key.namespace)
+            .delete(&key.name, &DeleteParams::default())?)
     }
+}
+
+/// Why a request could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Body(#[from] serde_json::Error),
+    #[error(transparent)]
+    Request(#[from] kube::core::request::Error),
 }
 
 fn post_params() -> PostParams {
@@ -114,10 +130,6 @@ fn post_params() -> PostParams {
         field_manager: Some(FIELD_MANAGER.to_string()),
         ..PostParams::default()
     }
-}
-
-fn bytes(body: &Value) -> Result<Vec<u8>, String> {
-    serde_json::to_vec(body).map_err(|e| e.to_string())
 }
 
 /// Which writes a change from `old` to `new` takes.

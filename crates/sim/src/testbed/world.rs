@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use tokio::runtime::Handle;
 
 use super::KWOK_NODE_ANNOTATION;
-use super::requests::{Target, status_dropped_on_create, writes};
+use super::requests::{BuildError, Target, status_dropped_on_create, writes};
 use crate::api::resources::Resource;
 use crate::api::status::ApiError;
 use crate::controllers::machines::MachineWorld;
@@ -39,8 +39,12 @@ pub enum WorldError {
         #[source]
         source: kube::Error,
     },
-    #[error("{op}: cannot build the request: {message}")]
-    Request { op: String, message: String },
+    #[error("{op}: cannot build the request: {source}")]
+    Request {
+        op: String,
+        #[source]
+        source: BuildError,
+    },
     #[error("{op}: not sent, shutting down")]
     Stopped { op: String },
     /// Refused before any request: the object is not in the snapshot, or the logic found it
@@ -168,11 +172,11 @@ impl KubeWorld {
     fn send(
         &self,
         op: &str,
-        build: Result<http::Request<Vec<u8>>, String>,
+        build: Result<http::Request<Vec<u8>>, BuildError>,
     ) -> Result<Value, WorldError> {
-        let request = build.map_err(|message| WorldError::Request {
+        let request = build.map_err(|source| WorldError::Request {
             op: op.to_string(),
-            message,
+            source,
         })?;
         self.call(|| op.to_string(), self.client.request::<Value>(request))
     }

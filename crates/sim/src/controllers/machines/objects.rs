@@ -128,7 +128,7 @@ pub fn provision<W: MachineWorld>(
         .unwrap_or(Value::Null);
     let template = infrastructure_template(world, &set, &key.namespace);
     let profile = Profile::of(&set, api, template.as_ref())
-        .map_err(|e| ApiError::invalid("MachineSet", &owner, e))?;
+        .map_err(|e| ApiError::invalid("MachineSet", &owner, e.to_string()))?;
     let infra = api.cluster_of(&set);
     provision_as(world, api, &infra, key, mode, capacity, &profile)
 }
