@@ -88,14 +88,30 @@ fn main() -> ExitCode {
         // The reader went away (`| head`): nothing more to say.
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) if json_errors => {
-            fleetscaler::telemetry::log_json::line(tracing::Level::ERROR, &format!("{e:#}"));
+            fleetscaler::telemetry::log_json::line(tracing::Level::ERROR, &message(&e));
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", message(&e));
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes, each said once: many of our errors already end with their
+/// cause's words (`cannot read F: No such file...`), which `{:#}` would repeat.
+fn message(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let said = cause.to_string();
+        if text.is_empty() {
+            text = said;
+        } else if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+    }
+    text
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

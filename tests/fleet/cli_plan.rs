@@ -197,6 +197,9 @@ fn bad_input_is_a_clear_error_never_a_panic() {
         &["plan", "-s", "no/such/file.yaml"],
         &["cannot read no/such/file.yaml"],
     );
+    // The cause is said once, not once by the error and again as its source.
+    let err = stderr(&fleetscaler(&["plan", "-s", "no/such/file.yaml"]));
+    assert_eq!(err.matches("os error 2").count(), 1, "{err}");
     let garbage = dir.join("garbage.yaml");
     std::fs::write(&garbage, "{{{{ not yaml").unwrap();
     fails_with(
