@@ -83,10 +83,23 @@ impl<'a> DrainRules<'a> {
             }
             _ => {}
         }
-        if pod.owner.is_none() {
+        let Some(owner) = &pod.owner else {
             return Drain::Block(
                 ReasonCode::NotReplicated,
                 format!("pod {id} has no controller: nothing would recreate it elsewhere"),
+            );
+        };
+        // As upstream's replicated rule: only the built-in controllers are known to recreate
+        // a pod elsewhere; an operator's own kind may not (or may lose state doing it).
+        if self.settings.skip_nodes_with_custom_controller_pods
+            && !REPLICATED_KINDS.contains(&&*owner.kind)
+        {
+            return Drain::Block(
+                ReasonCode::NotReplicated,
+                format!(
+                    "pod {id} is controlled by {} {}, not a ReplicaSet, ReplicationController, Job or StatefulSet (skip_nodes_with_custom_controller_pods)",
+                    owner.kind, owner.name
+                ),
             );
         }
         if self.settings.skip_nodes_with_system_pods
@@ -121,6 +134,10 @@ impl<'a> DrainRules<'a> {
         Drain::Move
     }
 }
+
+/// The controllers upstream counts on to recreate a pod elsewhere
+/// (`simulator/drainability/rules/replicated`).
+const REPLICATED_KINDS: [&str; 4] = ["ReplicationController", "Job", "ReplicaSet", "StatefulSet"];
 
 /// The DaemonSets of a snapshot (uids), when it has any.
 fn daemonset_uids(snapshot: &ClusterSnapshot) -> Option<HashSet<Arc<str>>> {
@@ -237,6 +254,51 @@ mod tests {
         );
         local["metadata"]["annotations"] = serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes": "scratch"});
         assert_eq!(rule(local, vec![]), Drain::Move);
+    }
+
+    fn rule_with(json: serde_json::Value, settings: &Settings) -> Drain {
+        let s = snapshot(vec![json]);
+        DrainRules::new(&s, settings).classify(&s.pods[0])
+    }
+
+    /// Upstream's replicated rule (`simulator/drainability/rules/replicated/rule_test.go`):
+    /// with `skip_nodes_with_custom_controller_pods`, only the built-in controllers count;
+    /// without it, any controller does; safe-to-evict "true" moves the pod either way.
+    #[test]
+    fn pods_of_custom_controllers_keep_their_node_unless_allowed() {
+        let on = Settings::default();
+        assert!(
+            on.skip_nodes_with_custom_controller_pods,
+            "upstream's default"
+        );
+        let off = Settings {
+            skip_nodes_with_custom_controller_pods: false,
+            ..Settings::default()
+        };
+        for kind in ["ReplicaSet", "ReplicationController", "Job", "StatefulSet"] {
+            let p = pod("p").owner(kind, "c").on("n").json();
+            assert_eq!(rule_with(p, &on), Drain::Move, "{kind}");
+        }
+        for kind in ["TaskRun", "VirtualMachineInstance", "CronJob", "Deployment"] {
+            let p = pod("p").owner(kind, "c").on("n").json();
+            let Drain::Block(code, why) = rule_with(p.clone(), &on) else {
+                panic!("{kind}: a custom controller's pod keeps its node");
+            };
+            assert_eq!(code, ReasonCode::NotReplicated, "{kind}");
+            assert!(
+                why.contains(kind) && why.contains("skip_nodes_with_custom_controller_pods"),
+                "{why}"
+            );
+            assert_eq!(
+                rule_with(p.clone(), &off),
+                Drain::Move,
+                "{kind}, setting off"
+            );
+            let mut safe = p;
+            safe["metadata"]["annotations"] =
+                serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"});
+            assert_eq!(rule_with(safe, &on), Drain::Move, "{kind}, safe-to-evict");
+        }
     }
 
     #[test]

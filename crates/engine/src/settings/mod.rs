@@ -223,6 +223,11 @@ pub struct Settings {
     pub skip_nodes_with_local_storage: bool,
     /// kube-system pods without a PodDisruptionBudget keep their node.
     pub skip_nodes_with_system_pods: bool,
+    /// Pods whose controller is not a ReplicaSet, ReplicationController, Job or StatefulSet
+    /// (an operator's own kind, a TaskRun, a VirtualMachineInstance) keep their node unless
+    /// annotated safe to evict: nothing known would recreate them elsewhere (upstream's
+    /// `--skip-nodes-with-custom-controller-pods`).
+    pub skip_nodes_with_custom_controller_pods: bool,
     /// Longest termination grace given to a pod evicted for a scale-down.
     #[serde(with = "duration_serde")]
     pub max_pod_grace_period: Duration,
@@ -319,6 +324,7 @@ impl Default for Settings {
             ignore_daemonsets_utilization: false,
             skip_nodes_with_local_storage: true,
             skip_nodes_with_system_pods: true,
+            skip_nodes_with_custom_controller_pods: true,
             max_pod_grace_period: Duration::from_secs(600),
             max_pod_eviction_time: Duration::from_secs(2 * MINUTE),
             node_delete_delay_after_taint: Duration::from_secs(5),
