@@ -113,6 +113,10 @@ pub enum ReasonCode {
     UnmovableKubeSystemPod,
     /// A PodDisruptionBudget allows no more disruptions.
     NotEnoughPdb,
+    /// Something about a pod leaves in doubt whether it may be evicted (an annotation with a
+    /// value that means neither yes nor no): its node stays (upstream's `UnexpectedError`
+    /// blocking reason).
+    UnexpectedError,
     /// The node's group is at its min size.
     NodeGroupMinSizeReached,
     /// Removing the node would take the cluster below a min limit (cores, memory, GPUs).
@@ -168,6 +172,7 @@ impl ReasonCode {
             ReasonCode::NotSafeToEvictAnnotation => "NotSafeToEvictAnnotation",
             ReasonCode::UnmovableKubeSystemPod => "UnmovableKubeSystemPod",
             ReasonCode::NotEnoughPdb => "NotEnoughPdb",
+            ReasonCode::UnexpectedError => "UnexpectedError",
             ReasonCode::NodeGroupMinSizeReached => "NodeGroupMinSizeReached",
             ReasonCode::MinimalResourceLimitExceeded => "MinimalResourceLimitExceeded",
             ReasonCode::DeletionBudgetReached => "DeletionBudgetReached",
@@ -179,7 +184,7 @@ impl ReasonCode {
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 42] = [
+    pub const ALL: [ReasonCode; 43] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -222,6 +227,7 @@ impl ReasonCode {
         ReasonCode::DaemonSetPod,
         ReasonCode::PodTooNew,
         ReasonCode::NotSimulated,
+        ReasonCode::UnexpectedError,
     ];
 }
 
@@ -343,6 +349,7 @@ mod tests {
             DaemonSetPod => 39,
             PodTooNew => 40,
             NotSimulated => 41,
+            UnexpectedError => 42,
         }
     }
 

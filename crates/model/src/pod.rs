@@ -21,6 +21,9 @@ pub const SAFE_TO_EVICT_LOCAL_VOLUMES: &str =
     "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes";
 pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 pub const POD_SCALE_UP_DELAY: &str = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay";
+/// Marks a pod that is a DaemonSet's in all but its owner (a custom DaemonSet kind), as
+/// upstream's `pod_util.IsDaemonSetPod` reads it: `"true"` only.
+pub const DAEMONSET_POD: &str = "cluster-autoscaler.kubernetes.io/daemonset-pod";
 
 /// `namespace/name` of a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -161,14 +164,28 @@ pub struct Pod {
     pub mirror: bool,
     pub safe_to_evict: Option<SafeToEvict>,
     pub safe_to_evict_local_volumes: Vec<Arc<str>>,
+    /// The `daemonset-pod` annotation's value, as written.
+    pub daemonset_pod_annotation: Option<Arc<str>>,
     /// The `pod-scale-up-delay` annotation: the pod waits this long before triggering a
     /// scale-up. `Err` holds an unreadable value, reported in the pod's explanation.
     pub scale_up_delay: Option<Result<std::time::Duration, Arc<str>>>,
 }
 
 impl Pod {
+    /// Owned by a DaemonSet, or annotated `daemonset-pod: "true"` (upstream's
+    /// `IsDaemonSetPod`): never moved, and left out of utilization with
+    /// `ignore_daemonsets_utilization`.
     pub fn is_daemonset(&self) -> bool {
         self.owner.as_ref().is_some_and(|o| &*o.kind == "DaemonSet")
+            || self.daemonset_pod_annotation.as_deref() == Some("true")
+    }
+
+    /// A `daemonset-pod` annotation that is neither `"true"` nor absent: its value, which
+    /// leaves in doubt whether the pod may simply go with its node.
+    pub fn odd_daemonset_annotation(&self) -> Option<&str> {
+        self.daemonset_pod_annotation
+            .as_deref()
+            .filter(|v| *v != "true")
     }
 
     /// Below the priority cutoff: never causes a scale-up, never blocks a scale-down, and its
@@ -250,6 +267,7 @@ impl Pod {
                         .collect()
                 })
                 .unwrap_or_default(),
+            daemonset_pod_annotation: annotation(meta, DAEMONSET_POD).map(|v| p.str(v)),
             scale_up_delay: annotation(meta, POD_SCALE_UP_DELAY)
                 .map(|v| crate::duration::parse_go_duration(v.trim()).map_err(|_| p.str(v))),
         })
@@ -285,6 +303,7 @@ impl Pod {
             mirror: annotation(meta, MIRROR_POD).is_some(),
             safe_to_evict: Some(SafeToEvict::False),
             safe_to_evict_local_volumes: Vec::new(),
+            daemonset_pod_annotation: None,
             scale_up_delay: None,
         }
     }

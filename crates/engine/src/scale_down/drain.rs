@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::reason::ReasonCode;
 use crate::settings::Settings;
 use fleetscaler_model::ClusterSnapshot;
-use fleetscaler_model::pod::{Pod, SafeToEvict};
+use fleetscaler_model::pod::{DAEMONSET_POD, Pod, SafeToEvict};
 use fleetscaler_model::workload::PodDisruptionBudget;
 
 /// What removing a pod's node means for the pod.
@@ -57,9 +57,23 @@ impl<'a> DrainRules<'a> {
         if pod.is_expendable(self.settings.pod_priority_threshold) {
             return Drain::Skip;
         }
+        // Upstream reads any other value as "not a DaemonSet pod" and may move the pod;
+        // a value that says something else was meant leaves that in doubt: keep the node.
+        if let Some(value) = pod.odd_daemonset_annotation() {
+            return Drain::Block(
+                ReasonCode::UnexpectedError,
+                format!(
+                    "pod {id}: annotation {DAEMONSET_POD}={value:?} is neither \"true\" nor absent; the node stays until it is one or the other"
+                ),
+            );
+        }
         if pod.is_daemonset() {
+            // Only a DaemonSet of the apps group can be looked up (upstream's replicacount
+            // rule); a pod marked by the annotation under another owner simply goes.
             let lost = match (&self.daemonsets, &pod.owner) {
-                (Some(known), Some(owner)) => !known.contains(&owner.uid),
+                (Some(known), Some(owner)) if &*owner.kind == "DaemonSet" => {
+                    !known.contains(&owner.uid)
+                }
                 _ => false,
             };
             return if lost {
@@ -298,6 +312,46 @@ mod tests {
             safe["metadata"]["annotations"] =
                 serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"});
             assert_eq!(rule_with(safe, &on), Drain::Move, "{kind}, safe-to-evict");
+        }
+    }
+
+    /// Upstream's `IsDaemonSetPod` (`utils/pod`) and its daemonset and replicacount rules:
+    /// `daemonset-pod: "true"` makes any pod a DaemonSet pod, which simply goes with its node
+    /// (only a real DaemonSet owner is looked up). Another value is not a mark upstream
+    /// honours; the hub keeps the node rather than guess.
+    #[test]
+    fn the_daemonset_pod_annotation_marks_a_daemonset_pod() {
+        let marked = |value: &str, kind: &str| {
+            let mut p = pod("agent").owner(kind, "agent").on("n").json();
+            p["metadata"]["annotations"] =
+                serde_json::json!({"cluster-autoscaler.kubernetes.io/daemonset-pod": value});
+            p
+        };
+        let some_daemonset = serde_json::json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "other", "namespace": "default", "uid": "other-uid"},
+            "spec": {"selector": {}, "template": {"spec": {"containers": []}}}});
+        let settings = Settings::default();
+        for kind in ["ReplicaSet", "CustomDaemonSet"] {
+            let s = snapshot(vec![marked("true", kind), some_daemonset.clone()]);
+            assert!(s.pods[0].is_daemonset(), "{kind}");
+            assert_eq!(
+                DrainRules::new(&s, &settings).classify(&s.pods[0]),
+                Drain::Skip,
+                "{kind}: goes with its node, its owner not looked up as a DaemonSet"
+            );
+        }
+        for odd in ["yes", "True", ""] {
+            let p = marked(odd, "ReplicaSet");
+            let s = snapshot(vec![p.clone()]);
+            assert!(!s.pods[0].is_daemonset(), "{odd:?} is not upstream's mark");
+            let Drain::Block(code, why) = rule_with(p, &settings) else {
+                panic!("{odd:?}: in doubt, the node stays");
+            };
+            assert_eq!(code, ReasonCode::UnexpectedError);
+            assert!(
+                why.contains("daemonset-pod") && why.contains("default/agent"),
+                "{why}"
+            );
         }
     }
 

@@ -235,4 +235,20 @@ mod tests {
         let s = snapshot([node("empty").cpu("0").json()]);
         assert!(utilization(&s.nodes[0], &[], false, -10).is_err());
     }
+
+    /// Upstream's `utilization.Calculate` leaves DaemonSet pods out with
+    /// --ignore-daemonsets-utilization, whatever makes them DaemonSet pods: the owner or
+    /// the `daemonset-pod: "true"` annotation.
+    #[test]
+    fn a_pod_marked_as_a_daemonset_pod_is_left_out_with_ignore_daemonsets() {
+        let mut marked = pod("agent").cpu("2").on("n").json();
+        marked["metadata"]["annotations"] =
+            serde_json::json!({"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"});
+        let s = snapshot(vec![node("n").cpu("8").json(), marked]);
+        let pods: Vec<&Pod> = s.pods.iter().collect();
+        let (counted, _) = utilization(&s.nodes[0], &pods, false, 0).unwrap();
+        let (ignored, _) = utilization(&s.nodes[0], &pods, true, 0).unwrap();
+        assert!((counted - 0.25).abs() < 1e-9, "{counted}");
+        assert_eq!(ignored, 0.0);
+    }
 }
