@@ -23,6 +23,8 @@ pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 pub const POD_SCALE_UP_DELAY: &str = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay";
 /// Marks a pod that is a DaemonSet's in all but its owner (a custom DaemonSet kind), as
 /// upstream's `pod_util.IsDaemonSetPod` reads it: `"true"` only.
+/// Upstream's `PodLongTerminatingExtraThreshold`.
+const LONG_TERMINATING_EXTRA_SECONDS: i64 = 30;
 pub const DAEMONSET_POD: &str = "cluster-autoscaler.kubernetes.io/daemonset-pod";
 
 /// `namespace/name` of a pod.
@@ -192,6 +194,19 @@ impl Pod {
     /// space counts as free (a pending pod may preempt it). A pod without a priority is not.
     pub fn is_expendable(&self, priority_threshold: i32) -> bool {
         self.priority.is_some_and(|p| p < priority_threshold)
+    }
+
+    /// Terminating for longer than its grace period (30 s when it has none, as the API
+    /// defaults it) and upstream's extra 30 s (`drain.IsPodLongTerminating`): a pod the
+    /// kubelet should have stopped, counted as gone.
+    pub fn is_long_terminating(&self, now: Timestamp) -> bool {
+        let Some(deleted) = self.deleting else {
+            return false;
+        };
+        let grace = self.spec.termination_grace_seconds.unwrap_or(30).max(0);
+        let past =
+            jiff::SignedDuration::from_secs(grace.saturating_add(LONG_TERMINATING_EXTRA_SECONDS));
+        deleted.checked_add(past).is_ok_and(|t| t < now)
     }
 
     pub fn is_terminal(&self) -> bool {

@@ -25,7 +25,7 @@ use super::failure::{Failure, Stop, brief};
 use crate::cluster::error::{CallError, Category, Write};
 use crate::engine::scale_down::DrainCheck;
 use crate::model::meta::Projector;
-use crate::model::pod::{MIRROR_POD, Pod as ModelPod, PodId};
+use crate::model::pod::{DAEMONSET_POD, MIRROR_POD, Pod as ModelPod, PodId};
 
 /// Kubernetes' default termination grace period.
 const DEFAULT_GRACE_SECONDS: i64 = 30;
@@ -42,15 +42,16 @@ pub(super) struct Evictee {
 /// Whether a pod on a node being removed must be evicted from it.
 pub(super) fn needs_eviction(pod: &Pod) -> bool {
     let meta = &pod.metadata;
-    let mirror = meta
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(MIRROR_POD));
+    let annotations = meta.annotations.as_ref();
+    let mirror = annotations.is_some_and(|a| a.contains_key(MIRROR_POD));
     let daemonset = meta
         .owner_references
         .iter()
         .flatten()
-        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet");
+        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet")
+        || annotations
+            .and_then(|a| a.get(DAEMONSET_POD))
+            .is_some_and(|v| v == "true");
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     let finished = matches!(phase, Some("Succeeded" | "Failed"));
     let terminating = meta.deletion_timestamp.is_some();
@@ -100,7 +101,7 @@ pub(super) fn blocker(pods: &[Pod], check: &DrainCheck) -> Option<String> {
             }
         }
     }
-    check.blocker(&projected)
+    check.blocker(&projected, jiff::Timestamp::now())
 }
 
 /// The pods bound to `node`, listed fresh.

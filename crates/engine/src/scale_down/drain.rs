@@ -4,6 +4,8 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use jiff::Timestamp;
+
 use crate::reason::ReasonCode;
 use crate::settings::Settings;
 use fleetscaler_model::ClusterSnapshot;
@@ -23,15 +25,18 @@ pub(super) enum Drain {
 
 pub(super) struct DrainRules<'a> {
     settings: &'a Settings,
+    /// Long-terminating pods are measured against it.
+    now: Timestamp,
     pdbs: &'a [PodDisruptionBudget],
     /// DaemonSets in the snapshot (uids), when it has any: pods of others have lost theirs.
     daemonsets: Option<HashSet<Arc<str>>>,
 }
 
 impl<'a> DrainRules<'a> {
-    pub fn new(snapshot: &'a ClusterSnapshot, settings: &'a Settings) -> Self {
+    pub fn new(snapshot: &'a ClusterSnapshot, settings: &'a Settings, now: Timestamp) -> Self {
         DrainRules {
             settings,
+            now,
             pdbs: &snapshot.pdbs,
             daemonsets: daemonset_uids(snapshot),
         }
@@ -50,7 +55,9 @@ impl<'a> DrainRules<'a> {
 
     pub fn classify(&self, pod: &Pod) -> Drain {
         let id = &pod.id;
-        if pod.mirror || pod.is_terminal() || pod.deleting.is_some() {
+        // Upstream's mirror, long-terminating and terminal rules. A pod terminating within
+        // its grace period is not gone yet: it must find a place like any other.
+        if pod.mirror || pod.is_terminal() || pod.is_long_terminating(self.now) {
             return Drain::Skip;
         }
         // Pods below the priority cutoff never block a scale-down: they are just evicted.
@@ -178,10 +185,15 @@ impl DrainCheck {
         }
     }
 
-    /// Why the first pod that must keep its node does, if one does.
-    pub fn blocker<'p>(&self, pods: impl IntoIterator<Item = &'p Pod>) -> Option<String> {
+    /// Why the first pod that must keep its node does, if one does, at `now`.
+    pub fn blocker<'p>(
+        &self,
+        pods: impl IntoIterator<Item = &'p Pod>,
+        now: Timestamp,
+    ) -> Option<String> {
         let rules = DrainRules {
             settings: &self.settings,
+            now,
             pdbs: &self.pdbs,
             daemonsets: self.daemonsets.clone(),
         };
@@ -204,8 +216,8 @@ mod tests {
             serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"});
         let s = snapshot(vec![pod("web").on("n").json(), unsafe_pod]);
         let check = DrainCheck::new(&s, &Settings::default());
-        assert_eq!(check.blocker(&s.pods[..1]), None);
-        let why = check.blocker(&s.pods).unwrap();
+        assert_eq!(check.blocker(&s.pods[..1], Timestamp::UNIX_EPOCH), None);
+        let why = check.blocker(&s.pods, Timestamp::UNIX_EPOCH).unwrap();
         assert!(why.contains("db") && why.contains("safe-to-evict"), "{why}");
     }
 
@@ -214,7 +226,7 @@ mod tests {
         items.extend(extra);
         let s = snapshot(items);
         let settings = Settings::default();
-        DrainRules::new(&s, &settings).classify(&s.pods[0])
+        DrainRules::new(&s, &settings, Timestamp::UNIX_EPOCH).classify(&s.pods[0])
     }
 
     fn code(d: Drain) -> Option<ReasonCode> {
@@ -272,7 +284,7 @@ mod tests {
 
     fn rule_with(json: serde_json::Value, settings: &Settings) -> Drain {
         let s = snapshot(vec![json]);
-        DrainRules::new(&s, settings).classify(&s.pods[0])
+        DrainRules::new(&s, settings, Timestamp::UNIX_EPOCH).classify(&s.pods[0])
     }
 
     /// Upstream's replicated rule (`simulator/drainability/rules/replicated/rule_test.go`):
@@ -335,7 +347,7 @@ mod tests {
             let s = snapshot(vec![marked("true", kind), some_daemonset.clone()]);
             assert!(s.pods[0].is_daemonset(), "{kind}");
             assert_eq!(
-                DrainRules::new(&s, &settings).classify(&s.pods[0]),
+                DrainRules::new(&s, &settings, Timestamp::UNIX_EPOCH).classify(&s.pods[0]),
                 Drain::Skip,
                 "{kind}: goes with its node, its owner not looked up as a DaemonSet"
             );
@@ -353,6 +365,48 @@ mod tests {
                 "{why}"
             );
         }
+    }
+
+    /// Upstream's longterminating rule and its tests (`rules/longterminating/rule_test.go`):
+    /// deleted longer ago than the pod's grace period (30 s by default) plus 30 s, the pod is
+    /// as good as gone; before that it must still find a place (or block, as any pod).
+    #[test]
+    fn long_terminating_pods_are_gone_and_terminating_ones_still_move() {
+        let deleted = |grace: Option<i64>, owner: bool| {
+            let mut p = pod("p").on("n").json();
+            p["metadata"]["deletionTimestamp"] = serde_json::json!("2026-11-22T10:00:00Z");
+            if let Some(g) = grace {
+                p["spec"]["terminationGracePeriodSeconds"] = serde_json::json!(g);
+            }
+            if !owner {
+                p["metadata"]["ownerReferences"] = serde_json::json!([]);
+            }
+            p
+        };
+        let at = |secs: i64| {
+            "2026-11-22T10:00:00Z".parse::<Timestamp>().unwrap()
+                + jiff::SignedDuration::from_secs(secs)
+        };
+        let settings = Settings::default();
+        let classify = |p: serde_json::Value, now: Timestamp| {
+            let s = snapshot(vec![p]);
+            DrainRules::new(&s, &settings, now).classify(&s.pods[0])
+        };
+        // Grace 0: gone 30 s after deletion.
+        assert_eq!(classify(deleted(Some(0), true), at(29)), Drain::Move);
+        assert_eq!(classify(deleted(Some(0), true), at(31)), Drain::Skip);
+        // No grace period given: the API's 30 s, then 30 s more.
+        assert_eq!(classify(deleted(None, true), at(59)), Drain::Move);
+        assert_eq!(classify(deleted(None, true), at(61)), Drain::Skip);
+        // An extended grace period.
+        assert_eq!(classify(deleted(Some(600), true), at(600)), Drain::Move);
+        assert_eq!(classify(deleted(Some(600), true), at(631)), Drain::Skip);
+        // Still terminating, the other rules apply: a pod without a controller blocks.
+        assert_eq!(
+            code(classify(deleted(Some(0), false), at(10))),
+            Some(ReasonCode::NotReplicated)
+        );
+        assert_eq!(classify(deleted(Some(0), false), at(31)), Drain::Skip);
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use std::sync::Arc;
 
+use jiff::Timestamp;
+
 use super::ScaleDownInput;
 use crate::cluster_state::NodeReadiness;
 use crate::plan::NotRemovable;
@@ -40,10 +42,15 @@ pub(super) fn utilization(
     pods: &[&Pod],
     ignore_daemonsets: bool,
     priority_threshold: i32,
+    now: Timestamp,
 ) -> Result<(f64, &'static str), NoAllocatable> {
     let mut requested = Resources::default();
     let mut daemons = Resources::default();
-    for p in pods.iter().filter(|p| !p.is_expendable(priority_threshold)) {
+    // As upstream's utilization.Calculate: a long-terminating pod is as good as gone.
+    for p in pods
+        .iter()
+        .filter(|p| !p.is_expendable(priority_threshold) && !p.is_long_terminating(now))
+    {
         if p.is_daemonset() && ignore_daemonsets {
             daemons.add(p.requests());
         } else {
@@ -146,6 +153,7 @@ fn check(
         pods,
         g.options.ignore_daemonsets_utilization(settings),
         settings.pod_priority_threshold,
+        input.now,
     )
     .map_err(|e| (ReasonCode::UtilizationUnknown, e.to_string()))?;
     let threshold = if on == "GPU" {
@@ -187,9 +195,11 @@ mod tests {
                 .json(),
         ]);
         let pods: Vec<&Pod> = s.pods.iter().collect();
-        let (ignoring, _) = utilization(&s.nodes[0], &pods, true, -10).unwrap();
+        let (ignoring, _) =
+            utilization(&s.nodes[0], &pods, true, -10, Timestamp::UNIX_EPOCH).unwrap();
         assert!((ignoring - 0.2).abs() < 1e-9, "100/(1000-500)");
-        let (counting, on) = utilization(&s.nodes[0], &pods, false, -10).unwrap();
+        let (counting, on) =
+            utilization(&s.nodes[0], &pods, false, -10, Timestamp::UNIX_EPOCH).unwrap();
         assert!((counting - 0.6).abs() < 1e-9);
         assert_eq!(on, "cpu");
     }
@@ -201,9 +211,16 @@ mod tests {
             pod("batch").cpu("3").priority(-100).on("n").json(),
         ]);
         let pods: Vec<&Pod> = s.pods.iter().collect();
-        assert_eq!(utilization(&s.nodes[0], &pods, false, -10).unwrap().0, 0.0);
         assert_eq!(
-            utilization(&s.nodes[0], &pods, false, -200).unwrap().0,
+            utilization(&s.nodes[0], &pods, false, -10, Timestamp::UNIX_EPOCH)
+                .unwrap()
+                .0,
+            0.0
+        );
+        assert_eq!(
+            utilization(&s.nodes[0], &pods, false, -200, Timestamp::UNIX_EPOCH)
+                .unwrap()
+                .0,
             0.75
         );
     }
@@ -220,7 +237,7 @@ mod tests {
         ]);
         let pods: Vec<&Pod> = s.pods.iter().collect();
         assert_eq!(
-            utilization(&s.nodes[0], &pods, false, -10).unwrap(),
+            utilization(&s.nodes[0], &pods, false, -10, Timestamp::UNIX_EPOCH).unwrap(),
             (0.25, "GPU")
         );
         let s = snapshot([
@@ -229,11 +246,11 @@ mod tests {
         ]);
         let pods: Vec<&Pod> = s.pods.iter().collect();
         assert_eq!(
-            utilization(&s.nodes[0], &pods, false, -10).unwrap(),
+            utilization(&s.nodes[0], &pods, false, -10, Timestamp::UNIX_EPOCH).unwrap(),
             (0.75, "memory")
         );
         let s = snapshot([node("empty").cpu("0").json()]);
-        assert!(utilization(&s.nodes[0], &[], false, -10).is_err());
+        assert!(utilization(&s.nodes[0], &[], false, -10, Timestamp::UNIX_EPOCH).is_err());
     }
 
     /// Upstream's `utilization.Calculate` leaves DaemonSet pods out with
@@ -246,9 +263,27 @@ mod tests {
             serde_json::json!({"cluster-autoscaler.kubernetes.io/daemonset-pod": "true"});
         let s = snapshot(vec![node("n").cpu("8").json(), marked]);
         let pods: Vec<&Pod> = s.pods.iter().collect();
-        let (counted, _) = utilization(&s.nodes[0], &pods, false, 0).unwrap();
-        let (ignored, _) = utilization(&s.nodes[0], &pods, true, 0).unwrap();
+        let (counted, _) =
+            utilization(&s.nodes[0], &pods, false, 0, Timestamp::UNIX_EPOCH).unwrap();
+        let (ignored, _) = utilization(&s.nodes[0], &pods, true, 0, Timestamp::UNIX_EPOCH).unwrap();
         assert!((counted - 0.25).abs() < 1e-9, "{counted}");
         assert_eq!(ignored, 0.0);
+    }
+
+    /// Upstream's utilization.Calculate skips long-terminating pods.
+    #[test]
+    fn a_long_terminating_pod_does_not_count() {
+        let mut going = pod("going").cpu("4").on("n").json();
+        going["metadata"]["deletionTimestamp"] = serde_json::json!("2026-11-22T10:00:00Z");
+        going["spec"]["terminationGracePeriodSeconds"] = serde_json::json!(0);
+        let s = snapshot(vec![node("n").cpu("8").json(), going]);
+        let pods: Vec<&Pod> = s.pods.iter().collect();
+        let at = |t: &str| t.parse::<Timestamp>().unwrap();
+        let (soon, _) =
+            utilization(&s.nodes[0], &pods, false, 0, at("2026-11-22T10:00:20Z")).unwrap();
+        let (late, _) =
+            utilization(&s.nodes[0], &pods, false, 0, at("2026-11-22T10:00:40Z")).unwrap();
+        assert!((soon - 0.5).abs() < 1e-9, "{soon}");
+        assert_eq!(late, 0.0);
     }
 }

@@ -117,7 +117,7 @@ pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
 impl ScaleDownInput<'_> {
     /// Whether a node still runs pods that must move elsewhere (a drain under way).
     fn drain_rules_moving(&self, node: usize) -> bool {
-        let rules = drain::DrainRules::new(self.snapshot, self.settings);
+        let rules = drain::DrainRules::new(self.snapshot, self.settings, self.now);
         let name = &self.snapshot.nodes[node].name;
         self.snapshot
             .pods

@@ -51,7 +51,7 @@ impl<'a> Removal<'a> {
                 sim_of[i] = Some(sim.add_node(SimNode::existing(i, node)));
             }
         }
-        let rules = DrainRules::new(s, input.settings);
+        let rules = DrainRules::new(s, input.settings, input.now);
         // Every pod holds its space except those below the priority cutoff (preemptible).
         let cutoff = input.settings.pod_priority_threshold;
         for (i, pods) in pods_on.iter().enumerate() {
