@@ -42,6 +42,19 @@ impl<'a> DrainRules<'a> {
         }
     }
 
+    /// A kube-system pod without a PodDisruptionBudget older than upstream's
+    /// blocking-system-pod disruption timeout may be evicted after all. One whose creation
+    /// time is unknown never is.
+    fn old_enough_to_disrupt(&self, pod: &Pod) -> bool {
+        let timeout = self.settings.blocking_system_pod_disruption_timeout;
+        pod.created.is_some_and(|created| {
+            jiff::SignedDuration::try_from(timeout)
+                .ok()
+                .and_then(|d| created.checked_add(d).ok())
+                .is_some_and(|at| at <= self.now)
+        })
+    }
+
     /// The PodDisruptionBudgets (indices) that cover a pod.
     pub fn pdbs_of(&self, pod: &Pod) -> Vec<usize> {
         (0..self.pdbs.len())
@@ -126,10 +139,16 @@ impl<'a> DrainRules<'a> {
         if self.settings.skip_nodes_with_system_pods
             && &*id.namespace == "kube-system"
             && self.pdbs_of(pod).is_empty()
+            && !self.old_enough_to_disrupt(pod)
         {
             return Drain::Block(
                 ReasonCode::UnmovableKubeSystemPod,
-                format!("pod {id} runs in kube-system without a PodDisruptionBudget"),
+                format!(
+                    "pod {id} runs in kube-system without a PodDisruptionBudget and is younger than {} (blocking_system_pod_disruption_timeout)",
+                    fleetscaler_model::duration::format_go_duration(
+                        self.settings.blocking_system_pod_disruption_timeout
+                    )
+                ),
             );
         }
         if pod.safe_to_evict == Some(SafeToEvict::False) {
@@ -407,6 +426,52 @@ mod tests {
             Some(ReasonCode::NotReplicated)
         );
         assert_eq!(classify(deleted(Some(0), false), at(31)), Drain::Skip);
+    }
+
+    /// Upstream's system rule with `--blocking-system-pod-distruption-timeout` (1 h): a
+    /// kube-system pod without a PodDisruptionBudget keeps its node while it is younger than
+    /// the timeout, since its creation; older, it moves like any other.
+    #[test]
+    fn kube_system_pods_without_a_pdb_move_once_old_enough() {
+        let mut p = pod("metrics").ns("kube-system").on("n").json();
+        p["metadata"]["creationTimestamp"] = serde_json::json!("2026-11-22T09:00:00Z");
+        let at = |t: &str| t.parse::<Timestamp>().unwrap();
+        let s = snapshot(vec![p.clone()]);
+        let settings = Settings::default();
+        let young = DrainRules::new(&s, &settings, at("2026-11-22T09:59:00Z")).classify(&s.pods[0]);
+        let Drain::Block(blocked, why) = young else {
+            panic!("younger than an hour: blocks");
+        };
+        assert_eq!(blocked, ReasonCode::UnmovableKubeSystemPod);
+        assert!(why.contains("1h0m0s"), "{why}");
+        let old = DrainRules::new(&s, &settings, at("2026-11-22T10:00:00Z")).classify(&s.pods[0]);
+        assert_eq!(old, Drain::Move);
+        let patient = Settings {
+            blocking_system_pod_disruption_timeout: std::time::Duration::from_secs(7200),
+            ..Settings::default()
+        };
+        assert_eq!(
+            code(DrainRules::new(&s, &patient, at("2026-11-22T10:00:00Z")).classify(&s.pods[0])),
+            Some(ReasonCode::UnmovableKubeSystemPod)
+        );
+        let off = Settings {
+            skip_nodes_with_system_pods: false,
+            ..Settings::default()
+        };
+        assert_eq!(
+            DrainRules::new(&s, &off, at("2026-11-22T09:01:00Z")).classify(&s.pods[0]),
+            Drain::Move
+        );
+        // Without a creation time, the pod's age is unknown: it blocks.
+        p["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("creationTimestamp");
+        let s = snapshot(vec![p]);
+        assert_eq!(
+            code(DrainRules::new(&s, &settings, at("2030-01-01T00:00:00Z")).classify(&s.pods[0])),
+            Some(ReasonCode::UnmovableKubeSystemPod)
+        );
     }
 
     #[test]

@@ -221,8 +221,14 @@ pub struct Settings {
     pub ignore_daemonsets_utilization: bool,
     /// Pods with local storage (emptyDir on disk, hostPath) keep their node.
     pub skip_nodes_with_local_storage: bool,
-    /// kube-system pods without a PodDisruptionBudget keep their node.
+    /// kube-system pods without a PodDisruptionBudget keep their node, until they are
+    /// older than `blocking_system_pod_disruption_timeout`.
     pub skip_nodes_with_system_pods: bool,
+    /// How old (since its creation) a kube-system pod without a PodDisruptionBudget must be
+    /// before it may be evicted after all (upstream's
+    /// `--blocking-system-pod-distruption-timeout`, sic).
+    #[serde(with = "duration_serde")]
+    pub blocking_system_pod_disruption_timeout: Duration,
     /// Pods whose controller is not a ReplicaSet, ReplicationController, Job or StatefulSet
     /// (an operator's own kind, a TaskRun, a VirtualMachineInstance) keep their node unless
     /// annotated safe to evict: nothing known would recreate them elsewhere (upstream's
@@ -324,6 +330,7 @@ impl Default for Settings {
             ignore_daemonsets_utilization: false,
             skip_nodes_with_local_storage: true,
             skip_nodes_with_system_pods: true,
+            blocking_system_pod_disruption_timeout: Duration::from_secs(3600),
             skip_nodes_with_custom_controller_pods: true,
             max_pod_grace_period: Duration::from_secs(600),
             max_pod_eviction_time: Duration::from_secs(2 * MINUTE),

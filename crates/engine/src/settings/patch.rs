@@ -195,6 +195,8 @@ settings_patch! {
     ignore_daemonsets_utilization: bool => any,
     skip_nodes_with_local_storage: bool => any,
     skip_nodes_with_system_pods: bool => any,
+    #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
+    blocking_system_pod_disruption_timeout: Duration => any,
     skip_nodes_with_custom_controller_pods: bool => any,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     max_pod_grace_period: Duration => any,

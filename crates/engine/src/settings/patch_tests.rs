@@ -126,6 +126,7 @@ fn setting_keys_cover_every_patch_field() {
         "scale_down_utilization_threshold": 0.3, "scale_down_gpu_utilization_threshold": 0.3,
         "ignore_daemonsets_utilization": true, "skip_nodes_with_local_storage": false,
         "skip_nodes_with_system_pods": false, "skip_nodes_with_custom_controller_pods": false,
+        "blocking_system_pod_disruption_timeout": "30m",
         "max_pod_grace_period": "30s", "max_scale_down_parallelism": 3,
         "max_pod_eviction_time": "1m", "node_delete_delay_after_taint": "1s", "cordon_node_before_terminating": false,
         "enforce_node_group_min_size": true, "startup_taints": ["node.cilium.io/agent-not-ready"],
