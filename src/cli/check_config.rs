@@ -83,7 +83,7 @@ pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConf
                 flags: None,
             });
             ClusterReport {
-                name: c.name.clone(),
+                name: c.name.to_string(),
                 context: c.context().to_string(),
                 kubeconfig: c.kubeconfig.as_ref().map(|p| p.display().to_string()),
                 enabled: c.enabled,

@@ -3,6 +3,7 @@
 //! reported at once with its key path. How a cluster's settings are layered from it (and
 //! from its ClusterAutoscaler) is `cluster::layering`'s.
 
+use crate::model::ClusterName;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -45,7 +46,7 @@ pub struct FleetConfig {
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterConfig {
-    pub name: String,
+    pub name: ClusterName,
     /// The kubeconfig context; the cluster's name when absent.
     pub context: Option<String>,
     /// A kubeconfig file for this cluster, instead of the hub's.
@@ -72,7 +73,7 @@ impl ClusterConfig {
     /// A cluster reached through the context of its name, with every default.
     pub fn named(name: &str) -> Self {
         ClusterConfig {
-            name: name.to_string(),
+            name: ClusterName::new(name),
             context: None,
             kubeconfig: None,
             enabled: true,

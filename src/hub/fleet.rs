@@ -156,7 +156,7 @@ impl Fleet {
     fn assign(&mut self, config: &FleetConfig) -> Option<ShardStatus> {
         let shards = self.shards.as_ref()?;
         let peers = shards.peers().borrow().clone();
-        let names: Vec<String> = config.clusters.iter().map(|c| c.name.clone()).collect();
+        let names: Vec<String> = config.clusters.iter().map(|c| c.name.to_string()).collect();
         let status = shard::assign(shards.identity(), &peers, &names);
         let others = peers.iter().filter(|p| !p.this);
         self.inputs
@@ -189,7 +189,7 @@ impl Fleet {
         let wanted: BTreeMap<&str, &ClusterConfig> = config
             .clusters
             .iter()
-            .filter(|c| mine.as_ref().is_none_or(|m| m.contains(&c.name)))
+            .filter(|c| mine.as_ref().is_none_or(|m| m.contains(&*c.name)))
             .map(|c| (c.name.as_str(), c))
             .collect();
         let gone: Vec<String> = self
@@ -212,7 +212,7 @@ impl Fleet {
     async fn apply_one(&mut self, config: &FleetConfig, c: &ClusterConfig, changes: &mut Changes) {
         let connection = connection_of(config, c);
         let spec = Arc::new(RunnerSpec::of(config, c));
-        let existing = self.slots.get(&c.name);
+        let existing = self.slots.get(&*c.name);
         let was_running = existing.is_some_and(|s| s.task.is_some());
         let keep = existing.is_some_and(|s| {
             was_running == c.enabled && (!c.enabled || s.connection == connection)
@@ -222,21 +222,21 @@ impl Fleet {
                 .spec
                 .send_if_modified(|old| replace_if_changed(old, &spec))
             {
-                changes.updated.push(c.name.clone());
+                changes.updated.push(c.name.to_string());
             }
             return;
         }
-        if let Some(slot) = self.slots.remove(&c.name) {
+        if let Some(slot) = self.slots.remove(&*c.name) {
             stop(slot).await;
         }
         match (was_running, c.enabled) {
-            (true, true) => changes.restarted.push(c.name.clone()),
-            (false, true) => changes.started.push(c.name.clone()),
-            (true, false) => changes.stopped.push(c.name.clone()),
+            (true, true) => changes.restarted.push(c.name.to_string()),
+            (false, true) => changes.started.push(c.name.to_string()),
+            (true, false) => changes.stopped.push(c.name.to_string()),
             (false, false) => {}
         }
         let slot = self.start(c, connection, spec);
-        self.slots.insert(c.name.clone(), slot);
+        self.slots.insert(c.name.to_string(), slot);
     }
 
     fn start(&self, c: &ClusterConfig, connection: Connection, spec: Arc<RunnerSpec>) -> Slot {

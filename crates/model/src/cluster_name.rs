@@ -55,3 +55,31 @@ impl From<&str> for ClusterName {
         ClusterName::new(name)
     }
 }
+
+/// A name is read as the text it is (comparisons, lookups in maps keyed by text, formatting).
+impl std::ops::Deref for ClusterName {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Maps keyed by name are looked up by its text (names order as their text does).
+impl std::borrow::Borrow<str> for ClusterName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for ClusterName {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<String> for ClusterName {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}

@@ -63,7 +63,7 @@ pub(super) fn combine<'a>(
     let mut taken: BTreeMap<String, String> = BTreeMap::new();
     let mut problems = Vec::new();
     for (object, cluster) in sources.into_iter().flatten() {
-        if let Some(first) = taken.get(&cluster.name) {
+        if let Some(first) = taken.get(&*cluster.name) {
             problems.push(Problem {
                 object: object.clone(),
                 message: format!(
@@ -83,7 +83,7 @@ pub(super) fn combine<'a>(
             });
             continue;
         }
-        taken.insert(cluster.name.clone(), object.clone());
+        taken.insert(cluster.name.to_string(), object.clone());
         clusters.push(cluster.clone());
     }
     (clusters, problems)
