@@ -3,13 +3,12 @@
 //! commands that decide nothing on their own (`fleetscaler what-if`). Lists only: nothing is
 //! written, and the watches end when the look is taken.
 
-use crate::model::{Warning, WarningCode};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use super::cache::{Cache, Change, discovery, watch};
-use crate::model::ClusterSnapshot;
+use crate::model::{ClusterSnapshot, Warning, WarningCode};
 
 /// A cluster as read, and what could not be read.
 pub struct Look {
@@ -75,12 +74,8 @@ pub async fn look(
     let (templates, problems) =
         super::runner::infra::read_once(client.clone(), request_timeout, scalables.iter()).await;
     cache.set_infrastructure_templates(templates);
-    warnings.extend(
-        problems
-            .iter()
-            .chain(&cache.problems().collect::<Vec<_>>())
-            .map(|p| super::cache::unreadable(p)),
-    );
+    let unread = problems.into_iter().chain(cache.problems());
+    warnings.extend(unread.map(|p| super::cache::unreadable(&p)));
     Ok(Look {
         snapshot: cache.snapshot().clone(),
         warnings,

@@ -23,9 +23,9 @@ pub const MIRROR_POD: &str = "kubernetes.io/config.mirror";
 pub const POD_SCALE_UP_DELAY: &str = "cluster-autoscaler.kubernetes.io/pod-scale-up-delay";
 /// Marks a pod that is a DaemonSet's in all but its owner (a custom DaemonSet kind), as
 /// upstream's `pod_util.IsDaemonSetPod` reads it: `"true"` only.
+pub const DAEMONSET_POD: &str = "cluster-autoscaler.kubernetes.io/daemonset-pod";
 /// Upstream's `PodLongTerminatingExtraThreshold`.
 const LONG_TERMINATING_EXTRA_SECONDS: i64 = 30;
-pub const DAEMONSET_POD: &str = "cluster-autoscaler.kubernetes.io/daemonset-pod";
 
 /// `namespace/name` of a pod.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

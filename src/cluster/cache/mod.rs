@@ -553,9 +553,6 @@ fn describe(kind: Kind, object: &Object) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests;
-
 /// An object left out of the snapshot because it could not be read (one of
 /// [`Cache::problems`], or an infrastructure template), as a warning of the plan.
 pub fn unreadable(problem: &str) -> crate::model::Warning {
@@ -565,3 +562,6 @@ pub fn unreadable(problem: &str) -> crate::model::Warning {
         problem,
     )
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,6 @@
 //! One pass of a runner: effective settings, the engine on the cached snapshot, the plan
 //! carried out, what did not happen fed back into the engine's memory, status and events.
 
-use crate::engine::settings::SettingWarning;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ use crate::cluster::report::{PassSummary, Phase};
 use crate::engine::FleetPolicy;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
 use crate::engine::policy::{SharedFailure, TraceRef};
-use crate::engine::settings::Settings;
+use crate::engine::settings::{SettingWarning, Settings};
 use crate::engine::state::EngineState;
 use crate::model::ClusterSnapshot;
 use crate::telemetry::export::SpanRef;

@@ -47,12 +47,15 @@ impl<'a> DrainRules<'a> {
     /// time is unknown never is.
     fn old_enough_to_disrupt(&self, pod: &Pod) -> bool {
         let timeout = self.settings.blocking_system_pod_disruption_timeout;
-        pod.created.is_some_and(|created| {
-            jiff::SignedDuration::try_from(timeout)
-                .ok()
-                .and_then(|d| created.checked_add(d).ok())
-                .is_some_and(|at| at <= self.now)
-        })
+        pod.created
+            .is_some_and(|created| crate::state::add(created, timeout) <= self.now)
+    }
+
+    /// Whether any PodDisruptionBudget covers the pod (without collecting which).
+    fn covered(&self, pod: &Pod) -> bool {
+        self.pdbs
+            .iter()
+            .any(|b| b.covers(&pod.id.namespace, &pod.labels))
     }
 
     /// The PodDisruptionBudgets (indices) that cover a pod.
@@ -138,8 +141,8 @@ impl<'a> DrainRules<'a> {
         }
         if self.settings.skip_nodes_with_system_pods
             && &*id.namespace == "kube-system"
-            && self.pdbs_of(pod).is_empty()
             && !self.old_enough_to_disrupt(pod)
+            && !self.covered(pod)
         {
             return Drain::Block(
                 ReasonCode::UnmovableKubeSystemPod,
