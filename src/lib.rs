@@ -12,6 +12,7 @@ pub use fleetscaler_sim as sim;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod files;
 pub mod hub;
 pub mod server;
 pub mod telemetry;

@@ -87,13 +87,13 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // The reader went away (`| head`): nothing more to say.
         Err(e) if broken_pipe(&e) => ExitCode::SUCCESS,
-        Err(e) if json_errors => {
-            fleetscaler::telemetry::log_json::line(tracing::Level::ERROR, &message(&e));
-            ExitCode::from(2)
-        }
         Err(e) => {
-            eprintln!("error: {}", message(&e));
-            ExitCode::from(2)
+            if json_errors {
+                fleetscaler::telemetry::log_json::line(tracing::Level::ERROR, &message(&e));
+            } else {
+                eprintln!("error: {}", message(&e));
+            }
+            ExitCode::from(exit_status(&e))
         }
     }
 }
@@ -118,6 +118,12 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)
+}
+
+/// 2 for an error, 1 for an answer printed with parts missing (`what-if`).
+fn exit_status(e: &anyhow::Error) -> u8 {
+    e.downcast_ref::<fleetscaler::cli::what_if::WhatIfError>()
+        .map_or(2, |w| w.exit_status())
 }
 
 fn broken_pipe(e: &anyhow::Error) -> bool {

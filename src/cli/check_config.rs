@@ -64,11 +64,7 @@ pub fn run(args: &CheckConfigArgs, out: &mut impl Write) -> Result<(), CheckConf
     if !args.offline {
         let issues = super::kubeconfigs::check(&cfg);
         if !issues.is_empty() {
-            return Err(ConfigError {
-                source_name: args.config.display().to_string(),
-                issues,
-            }
-            .into());
+            return Err(ConfigError::new(&args.config.display().to_string(), issues).into());
         }
     }
     let clusters = cfg

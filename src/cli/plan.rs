@@ -64,11 +64,8 @@ pub enum OutputFormat {
 
 #[derive(Debug, thiserror::Error)]
 pub enum PlanError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] crate::files::FileError),
     #[error(transparent)]
     Dump(#[from] crate::model::dump::DumpError),
     #[error(transparent)]
@@ -200,10 +197,7 @@ fn read_policy(path: Option<&std::path::Path>) -> Result<FleetPolicy, PlanError>
         return Ok(FleetPolicy::none());
     };
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
-        path: name.clone(),
-        source,
-    })?;
+    let text = crate::files::read_text(path, crate::files::DOCUMENT)?;
     FleetPolicy::from_json(&text).map_err(|e| PlanError::Flag {
         flag: format!("--fleet-policy {name}"),
         message: e.to_string(),
@@ -215,12 +209,12 @@ fn read_state(path: Option<&std::path::Path>) -> Result<EngineState, PlanError> 
         return Ok(EngineState::default());
     };
     let name = path.display().to_string();
-    match std::fs::read_to_string(path) {
+    match crate::files::read_text(path, crate::files::STATE) {
         Ok(text) => {
             EngineState::from_json(&text).map_err(|source| PlanError::State { path: name, source })
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(EngineState::default()),
-        Err(source) => Err(PlanError::Read { path: name, source }),
+        Err(e) if e.is_not_found() => Ok(EngineState::default()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -230,10 +224,7 @@ fn read_snapshots(
     let mut builder = SnapshotBuilder::default();
     for path in paths {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Read {
-            path: name.clone(),
-            source,
-        })?;
+        let text = crate::files::read_text(path, crate::files::DUMP)?;
         builder.add_text(&text, &name)?;
     }
     Ok(builder.finish())

@@ -77,6 +77,19 @@ pub enum WhatIfError {
     },
     #[error("cannot write: {0}")]
     Write(#[from] std::io::Error),
+    /// The answer was printed, but some clusters are missing from it.
+    #[error("not evaluated: {} (each with its error in the answer)", .0.join(", "))]
+    NotEvaluated(Vec<String>),
+}
+
+impl WhatIfError {
+    /// The exit status: 1 for an answer that left clusters out, 2 for no answer at all.
+    pub fn exit_status(&self) -> u8 {
+        match self {
+            WhatIfError::NotEvaluated(_) => 1,
+            _ => 2,
+        }
+    }
 }
 
 /// Why a what-if from outside the hub differs from one the hub answers.
@@ -91,7 +104,17 @@ pub async fn run(args: &WhatIfArgs, out: &mut impl Write) -> Result<(), WhatIfEr
         }
         OutputFormat::Text => super::what_if_text::render(&answer, out)?,
     }
-    Ok(())
+    let missing: Vec<String> = answer
+        .clusters
+        .iter()
+        .filter(|c| c.error.is_some())
+        .map(|c| c.name.clone())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(WhatIfError::NotEvaluated(missing))
+    }
 }
 
 /// Everything `what-if` does but printing.
@@ -123,8 +146,8 @@ fn read_ca_file(
     path: &std::path::Path,
 ) -> Result<crate::model::autoscaler::ClusterAutoscalerSpec, WhatIfError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| WhatIfError::ClusterAutoscaler(format!("cannot read {name}: {e}")))?;
+    let text = crate::files::read_text(path, crate::files::DOCUMENT)
+        .map_err(|e| WhatIfError::ClusterAutoscaler(e.to_string()))?;
     read_cluster_autoscaler(&text, &name).map_err(WhatIfError::ClusterAutoscaler)
 }
 

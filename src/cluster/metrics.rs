@@ -8,6 +8,7 @@ use jiff::Timestamp;
 
 use super::error::Category;
 use super::outcome::{Action, Entry, MachineDeletionKind, Outcome};
+use crate::engine::plan::Plan;
 
 /// Upper bounds (seconds) of the duration buckets: a pass takes milliseconds on a small
 /// cluster and seconds on a large one; writes bounded by the request timeout.
@@ -64,17 +65,38 @@ impl Histogram {
     }
 }
 
+/// Upstream's `errors_total{type}` values (`utils/errors`), each served from the start.
+pub const ERROR_TYPES: [&str; 7] = [
+    "cloudProviderError",
+    "apiCallError",
+    "internalError",
+    "transientError",
+    "configurationError",
+    "nodeGroupDoesNotExistError",
+    "unexpectedScaleDownStateError",
+];
+/// Upstream's `failed_scale_ups_total{reason}` values.
+pub const FAILED_SCALE_UP_REASONS: [&str; 3] = ["cloudProviderError", "apiCallError", "timeout"];
+/// Upstream's `scaled_down_nodes_total{reason}` values.
+pub const SCALE_DOWN_REASONS: [&str; 3] = ["underutilized", "empty", "unready"];
+
 /// What the runner did since the hub started watching this cluster.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Counters {
     /// Nodes asked for by scale-ups that were written.
     pub scaled_up_nodes: u64,
-    /// Nodes removed, by why: `empty` or `underutilized`.
+    /// Nodes removed, by upstream's reason: `underutilized`, `empty` or `unready`.
     pub scaled_down_nodes: BTreeMap<&'static str, u64>,
-    /// Scale-ups that failed, by the error's category.
+    /// Scale-ups that failed, by upstream's reason: `cloudProviderError` (the Machine API,
+    /// upstream's cloud provider, refused the new size) or `timeout` (nodes never came).
     pub failed_scale_ups: BTreeMap<&'static str, u64>,
     /// Pods evicted from nodes being removed.
     pub evicted_pods: u64,
+    /// Pods whose eviction was refused for good or until the drain gave up.
+    pub failed_evictions: u64,
+    /// Scale events a cores or memory limit held back, by `(direction, reason)` as upstream's
+    /// `skipped_scale_events_count` labels them.
+    pub skipped_scale_events: BTreeMap<(&'static str, &'static str), u64>,
     /// Machines deleted because they failed or never registered.
     pub deleted_machines: BTreeMap<&'static str, u64>,
     /// Failed calls and actions, by upstream's error type.
@@ -95,6 +117,8 @@ impl Default for Counters {
             scaled_down_nodes: BTreeMap::new(),
             failed_scale_ups: BTreeMap::new(),
             evicted_pods: 0,
+            failed_evictions: 0,
+            skipped_scale_events: BTreeMap::new(),
             deleted_machines: BTreeMap::new(),
             errors: BTreeMap::new(),
             durations: BTreeMap::new(),
@@ -113,6 +137,28 @@ impl Counters {
             .observe(seconds);
     }
 
+    /// Counts what a pass's plan says happened: scale-ups found timed out (upstream's
+    /// `failed_scale_ups_total{reason="timeout"}`) and scale events a limit held back.
+    pub fn record_plan(&mut self, plan: &Plan) {
+        if !plan.timed_out.is_empty() {
+            *self.failed_scale_ups.entry("timeout").or_default() += plan.timed_out.len() as u64;
+        }
+        let s = &plan.skipped_scale_events;
+        for (direction, by) in [("up", s.up), ("down", s.down)] {
+            for (reason, n) in [
+                ("CpuResourceLimit", by.cpu),
+                ("MemoryResourceLimit", by.memory),
+            ] {
+                if n > 0 {
+                    *self
+                        .skipped_scale_events
+                        .entry((direction, reason))
+                        .or_default() += n;
+                }
+            }
+        }
+    }
+
     pub fn record_error(&mut self, category: Category) {
         *self.errors.entry(error_type(category)).or_default() += 1;
     }
@@ -124,13 +170,31 @@ impl Counters {
                 self.scaled_up_nodes += to.saturating_sub(*from);
                 self.last_activity.insert("scaleUp", now);
             }
-            (Action::ScaleUp { .. }, Outcome::Failed { category, .. }) => {
-                *self.failed_scale_ups.entry(category.as_str()).or_default() += 1;
+            (Action::ScaleUp { .. }, Outcome::Failed { .. }) => {
+                *self
+                    .failed_scale_ups
+                    .entry("cloudProviderError")
+                    .or_default() += 1;
             }
-            (Action::RemoveNode { empty, evicted, .. }, outcome) => {
+            (
+                Action::RemoveNode {
+                    empty,
+                    unready,
+                    evicted,
+                    not_evicted,
+                    ..
+                },
+                outcome,
+            ) => {
                 self.evicted_pods += evicted.len() as u64;
+                self.failed_evictions += not_evicted.len() as u64;
                 if matches!(outcome, Outcome::Done { .. }) {
-                    let why = if *empty { "empty" } else { "underutilized" };
+                    // Upstream's `nodeScaleDownReason`: readiness first, then a drain.
+                    let why = match (*unready, *empty) {
+                        (true, _) => "unready",
+                        (false, true) => "empty",
+                        (false, false) => "underutilized",
+                    };
                     *self.scaled_down_nodes.entry(why).or_default() += 1;
                     self.last_activity.insert("scaleDown", now);
                 }
@@ -202,7 +266,8 @@ mod tests {
         );
         c.record_entry(&Entry::skipped(up, "dry run"), Timestamp::UNIX_EPOCH);
         assert_eq!(c.scaled_up_nodes, 3);
-        assert_eq!(c.failed_scale_ups.get("timeout"), Some(&1));
+        // A size the Machine API refused is upstream's cloud provider failing.
+        assert_eq!(c.failed_scale_ups.get("cloudProviderError"), Some(&1));
         assert_eq!(c.errors.get("transientError"), Some(&1));
         assert!(c.last_activity.contains_key("scaleUp"));
     }
@@ -218,7 +283,9 @@ mod tests {
             group: group(),
             node: "n1".into(),
             empty,
+            unready: false,
             evicted: vec![pod.clone(), pod.clone()],
+            not_evicted: Vec::new(),
         };
         c.record_entry(&Entry::done(remove(false), "gone"), Timestamp::UNIX_EPOCH);
         c.record_entry(
@@ -228,5 +295,53 @@ mod tests {
         assert_eq!(c.evicted_pods, 4);
         assert_eq!(c.scaled_down_nodes.get("underutilized"), Some(&1));
         assert_eq!(c.scaled_down_nodes.get("empty"), None);
+        let unready = Action::RemoveNode {
+            group: group(),
+            node: "n2".into(),
+            empty: true,
+            unready: true,
+            evicted: Vec::new(),
+            not_evicted: vec![pod.clone()],
+        };
+        c.record_entry(&Entry::done(unready, "gone"), Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            c.scaled_down_nodes.get("unready"),
+            Some(&1),
+            "readiness first"
+        );
+        assert_eq!(c.failed_evictions, 1);
+    }
+
+    #[test]
+    fn a_plan_counts_timed_out_scale_ups_and_events_a_limit_held_back() {
+        use crate::engine::limits::SkippedByLimit;
+        use crate::engine::plan::SkippedScaleEvents;
+        let mut c = Counters::default();
+        let snapshot = crate::engine::fixtures::snapshot(Vec::new());
+        let mut plan = crate::engine::run_once(
+            &snapshot,
+            &mut crate::engine::EngineState::default(),
+            &crate::engine::Settings::default(),
+            Timestamp::UNIX_EPOCH,
+        );
+        plan.skipped_scale_events = SkippedScaleEvents {
+            up: SkippedByLimit { cpu: 2, memory: 0 },
+            down: SkippedByLimit { cpu: 0, memory: 1 },
+        };
+        c.record_plan(&plan);
+        c.record_plan(&plan);
+        assert_eq!(
+            c.skipped_scale_events.get(&("up", "CpuResourceLimit")),
+            Some(&4)
+        );
+        assert_eq!(
+            c.skipped_scale_events.get(&("down", "MemoryResourceLimit")),
+            Some(&2)
+        );
+        assert_eq!(
+            c.skipped_scale_events.get(&("up", "MemoryResourceLimit")),
+            None
+        );
+        assert_eq!(c.failed_scale_ups.get("timeout"), None);
     }
 }

@@ -57,8 +57,14 @@ pub enum Action {
         group: NodeGroupId,
         node: Arc<str>,
         empty: bool,
+        /// The node was unready when chosen (upstream counts its removal as `unready`).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        unready: bool,
         /// Pods evicted (or already gone) before the machine was marked.
         evicted: Vec<PodId>,
+        /// Pods whose eviction was refused for good or until the drain gave up.
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        not_evicted: Vec<PodId>,
     },
     /// Start-up: a `ToBeDeletedByClusterAutoscaler` taint left by an earlier run, removed.
     ClearStaleTaint { node: Arc<str> },

@@ -227,6 +227,7 @@ impl ClusterReport {
             .count();
         self.node_groups = plan.node_groups.iter().filter(|g| g.eligible).count();
         self.groups = group_summaries(&plan);
+        self.counters.record_plan(&plan);
         if self.history.len() == HISTORY {
             self.history.pop_front();
         }

@@ -40,6 +40,12 @@ pub(super) fn override_variables(
     .collect()
 }
 
+/// The environment variable that overrides `key` (a dotted fleet.toml key).
+pub(super) fn variable_of(key: &str) -> String {
+    let parts: Vec<String> = key.split('.').map(str::to_ascii_uppercase).collect();
+    format!("FLEETSCALER_{}", parts.join("__"))
+}
+
 fn parse_value(text: &str) -> toml::Value {
     format!("v = {text}")
         .parse::<toml::Table>()
@@ -66,6 +72,18 @@ fn convert(v: toml::Value) -> config::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_names_its_variable_back() {
+        assert_eq!(
+            variable_of("hub.scan_interval"),
+            "FLEETSCALER_HUB__SCAN_INTERVAL"
+        );
+        // `FLEETSCALER___` reads as the key "." (two empty parts): named as it was written.
+        let o = overrides([("FLEETSCALER___".to_string(), "1".to_string())].into_iter());
+        assert_eq!(o[0].0, ".");
+        assert_eq!(variable_of(&o[0].0), "FLEETSCALER___");
+    }
 
     #[test]
     fn only_table_variables_override_the_file() {

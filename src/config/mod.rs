@@ -117,6 +117,38 @@ pub struct ConfigError {
     pub issues: Vec<ConfigIssue>,
 }
 
+/// The longest key and message an issue keeps: fleet.toml may hold a key or a value of any
+/// size, and parsers quote what they refuse; the error lands in logs and `hub.lastReload`.
+const MAX_ISSUE_KEY_BYTES: usize = 256;
+const MAX_ISSUE_MESSAGE_BYTES: usize = 512;
+
+impl ConfigIssue {
+    /// The issue with its key and message bounded.
+    fn bounded(self) -> Self {
+        let cut = |s: String, max| {
+            if s.len() <= max {
+                s
+            } else {
+                crate::model::bounded(&s, max).into_owned()
+            }
+        };
+        ConfigIssue {
+            key: cut(self.key, MAX_ISSUE_KEY_BYTES),
+            message: cut(self.message, MAX_ISSUE_MESSAGE_BYTES),
+        }
+    }
+}
+
+impl ConfigError {
+    /// Every issue bounded (see [`ConfigIssue::bounded`]).
+    pub fn new(source_name: &str, issues: Vec<ConfigIssue>) -> Self {
+        ConfigError {
+            source_name: source_name.to_string(),
+            issues: issues.into_iter().map(ConfigIssue::bounded).collect(),
+        }
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {} problem(s)", self.source_name, self.issues.len())?;
@@ -131,13 +163,14 @@ impl FleetConfig {
     /// Reads a fleet.toml file, with environment overrides, and validates it.
     pub fn load(path: &Path) -> Result<FleetConfig, ConfigError> {
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            source_name: name.clone(),
-            issues: vec![ConfigIssue {
-                key: "<file>".into(),
-                message: format!("cannot read it: {e}"),
-            }],
-        })?;
+        let text =
+            crate::files::read_text(path, crate::files::CONFIG).map_err(|e| ConfigError {
+                source_name: name.clone(),
+                issues: vec![ConfigIssue {
+                    key: "<file>".into(),
+                    message: format!("cannot read it: {e}"),
+                }],
+            })?;
         FleetConfig::parse(&text, &name)
     }
 
@@ -152,15 +185,21 @@ impl FleetConfig {
         builder: config::ConfigBuilder<config::builder::DefaultState>,
         name: &str,
     ) -> Result<FleetConfig, ConfigError> {
-        let fail = |key: String, message: String| ConfigError {
-            source_name: name.to_string(),
-            issues: vec![ConfigIssue { key, message }],
+        let fail = |key: String, message: String| {
+            ConfigError::new(name, vec![ConfigIssue { key, message }])
         };
         let mut builder = builder;
         for (key, value) in env::overrides(std::env::vars()) {
+            let variable = env::variable_of(&key);
+            if key.split('.').any(str::is_empty) {
+                return Err(fail(
+                    variable,
+                    "does not name a fleet.toml key: write FLEETSCALER_<TABLE>__<KEY> (e.g. FLEETSCALER_HUB__SCAN_INTERVAL=5s)".into(),
+                ));
+            }
             builder = builder
                 .set_override(&key, value)
-                .map_err(|e| fail(key.clone(), format!("environment override: {e}")))?;
+                .map_err(|e| fail(variable, format!("cannot override {key}: {e}")))?;
         }
         let built = builder
             .build()
@@ -176,10 +215,7 @@ impl FleetConfig {
         if issues.is_empty() {
             Ok(parsed)
         } else {
-            Err(ConfigError {
-                source_name: name.to_string(),
-                issues,
-            })
+            Err(ConfigError::new(name, issues))
         }
     }
 
@@ -231,13 +267,13 @@ fn strict_types(text: &str, name: &str) -> Result<(), ConfigError> {
     };
     let issue = |key: String, message: String, line: Option<usize>| {
         let at = line.map_or(String::new(), |l| format!(" (line {l})"));
-        Err(ConfigError {
-            source_name: name.to_string(),
-            issues: vec![ConfigIssue {
+        Err(ConfigError::new(
+            name,
+            vec![ConfigIssue {
                 key,
                 message: format!("{message}{at}"),
             }],
-        })
+        ))
     };
     let de = match toml::Deserializer::parse(text) {
         Ok(de) => de,

@@ -187,7 +187,7 @@ impl ServingConfig {
             bad(
                 "request_timeout",
                 format!(
-                    "{} is not within 0s..{}",
+                    "{} must be more than 0s and at most {}",
                     format_go_duration(self.request_timeout),
                     format_go_duration(MAX_REQUEST_TIMEOUT)
                 ),

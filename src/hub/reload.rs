@@ -37,7 +37,7 @@ impl FileWatch {
 }
 
 fn fingerprint(path: &Path) -> Option<u64> {
-    let bytes = std::fs::read(path).ok()?;
+    let bytes = crate::files::read(path, crate::files::CONFIG).ok()?;
     let mut h = DefaultHasher::new();
     bytes.hash(&mut h);
     Some(h.finish())

@@ -21,12 +21,8 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    #[error("cannot read {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] crate::files::FileError),
     #[error("{}: {message}", path.display())]
     Pem { path: PathBuf, message: String },
     #[error("the key {} and the certificate {}: {message}", key.display(), cert.display())]
@@ -99,9 +95,11 @@ impl CertStore {
     fn load(cert: &Path, key: &Path, provider: Arc<CryptoProvider>) -> Result<CertStore, TlsError> {
         // Read first: its errors name the file.
         let loaded = load_pair(cert, key, &provider)?;
-        let stamp = Stamp::of(&[cert, key]).map_err(|source| TlsError::Read {
-            path: cert.to_path_buf(),
-            source,
+        let stamp = Stamp::of(&[cert, key]).map_err(|source| {
+            TlsError::Read(crate::files::FileError::Io {
+                path: cert.display().to_string(),
+                source,
+            })
         })?;
         Ok(CertStore {
             cert: cert.to_path_buf(),
@@ -158,12 +156,7 @@ impl ResolvesServerCert for CertStore {
 }
 
 fn load_pair(cert: &Path, key: &Path, provider: &CryptoProvider) -> Result<CertifiedKey, TlsError> {
-    let read = |path: &Path| {
-        std::fs::read(path).map_err(|source| TlsError::Read {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
+    let read = |path: &Path| crate::files::read(path, crate::files::PEM);
     let pem = |path: &Path, message: String| TlsError::Pem {
         path: path.to_path_buf(),
         message,

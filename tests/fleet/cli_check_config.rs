@@ -204,6 +204,42 @@ fn values_that_would_hurt_are_refused() {
     }
 }
 
+/// A huge value is quoted as a short prefix with its length, in the error as in the log
+/// and the hub's `lastReload`; a variable that names no key says so; an exclusive bound says
+/// it is exclusive.
+#[test]
+fn errors_quote_a_short_prefix_and_name_what_is_wrong() {
+    let cluster = "[[clusters]]\nname = \"a\"\n";
+    let huge = "9".repeat(100_000);
+    let err = refused("huge", &format!("[hub]\nlisten = \"{huge}\"\n{cluster}"));
+    assert!(err.len() < 2_000, "{} bytes of error", err.len());
+    assert!(err.contains("hub.listen") && err.contains("bytes"), "{err}");
+    let err = refused("huge-key", &format!("[hub]\n{huge} = 1\n{cluster}"));
+    assert!(err.len() < 2_000, "{} bytes of error", err.len());
+
+    let dir = std::env::temp_dir().join(format!("fleetscaler-envkey-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("fleet.toml");
+    std::fs::write(&file, cluster).unwrap();
+    let o = check_config(
+        &["-c", &file.display().to_string()],
+        &[("FLEETSCALER___", "1")],
+    );
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("FLEETSCALER___: does not name a fleet.toml key"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let err = refused(
+        "zero-timeout",
+        &format!("[hub.serving]\nrequest_timeout = \"0s\"\n{cluster}"),
+    );
+    assert!(err.contains("0s must be more than 0s and at most"), "{err}");
+}
+
 /// Without `--offline`, the kubeconfig files and contexts fleet.toml names are checked too.
 #[test]
 fn kubeconfig_files_and_contexts_that_do_not_exist_are_refused() {

@@ -268,6 +268,47 @@ fn bad_input_is_a_clear_error_never_a_panic() {
 }
 
 /// A name past the formatter's width limit (65,535) once panicked the text plan.
+/// Every file the program reads has a maximum (docs/hub.md): special files are refused at
+/// once, and a file over its kind's limit is named with the limit and how to raise it.
+#[test]
+fn input_files_are_bounded_and_special_files_refused() {
+    fails_with(
+        &["plan", "-s", "/dev/zero"],
+        &["/dev/zero is a device, not a regular file"],
+    );
+    let dir = tempdir("bounded");
+    let fifo = dir.join("pipe");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let fifo = fifo.display().to_string();
+    fails_with(&["check-config", "--config", &fifo], &[&fifo, "is a FIFO"]);
+    fails_with(
+        &["plan", "-s", EXAMPLE, "--state", "/dev/zero"],
+        &["/dev/zero is a device"],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+        .args(["plan", "-s", EXAMPLE, "--now", NOW])
+        .env("FLEETSCALER_MAX_DUMP_BYTES", "1000")
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    for want in [
+        EXAMPLE,
+        "1000 bytes",
+        "cluster dump",
+        "FLEETSCALER_MAX_DUMP_BYTES",
+    ] {
+        assert!(err.contains(want), "{want:?} not in {err}");
+    }
+}
+
 #[test]
 fn a_huge_group_name_is_printed_not_a_panic() {
     let dir = tempdir("huge-name");

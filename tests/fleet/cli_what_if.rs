@@ -182,7 +182,13 @@ async fn an_unreachable_cluster_is_named_and_the_others_still_answer() {
     // sim-2 is in fleet.toml, not in the kubeconfig.
     fleet_toml(dir.path(), &kubeconfig);
     let out = what_if(dir.path(), &["--set", "max_nodes_total=3", "-o", "json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    // The answer is printed, and the exit status says it is not whole.
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not evaluated: sim-2"),
+        "{}",
+        stderr(&out)
+    );
     let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(answer["summary"]["errors"], 1, "{answer:#}");
     let down = &answer["clusters"][1];

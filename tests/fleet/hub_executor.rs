@@ -95,6 +95,7 @@ fn scale_down(group: &NodeGroupId, node: &str, empty: bool) -> ScaleDownAction {
         node: node.into(),
         node_group: group.clone(),
         empty,
+        unready: false,
         pods: vec![],
         reason: "test".into(),
     }

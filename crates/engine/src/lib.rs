@@ -6,6 +6,8 @@
 //! [`run_once_with`]: a snapshot, the engine's memory, settings, the fleet's policy and the
 //! time in, a [`Plan`] out, every action and every pending pod with its reasons
 //! ([`run_once`] for a cluster on its own).
+// The settings test spells every key in one `json!` literal, deeper than the default limit.
+#![cfg_attr(test, recursion_limit = "256")]
 
 pub mod balance;
 pub mod cluster_state;
@@ -27,6 +29,8 @@ pub mod state;
 pub mod template;
 pub mod trace;
 pub mod what_if;
+
+use std::sync::Arc;
 
 use fleetscaler_model::{Warning, WarningCode};
 use jiff::Timestamp;
@@ -76,7 +80,7 @@ pub fn run_once_with(
     fleet_backoff::apply(&mut cluster, &groups, &templates, policy, now);
     let capacity_failures = fleet_backoff::found(&groups, &templates, state, now);
     warnings.extend(cluster.warnings.iter().cloned());
-    let priorities = priorities(snapshot, settings, &mut warnings);
+    let priorities = priorities(snapshot, settings, state, &mut warnings);
     let mut rng = SeededRng::new(settings.seed);
     let input = scale_up::ScaleUpInput {
         snapshot,
@@ -84,7 +88,7 @@ pub fn run_once_with(
         cluster: &cluster,
         templates: &templates,
         settings,
-        priorities: priorities.as_ref(),
+        priorities: priorities.as_deref(),
         now,
     };
     let scale_up = trace::scale_up(|| scale_up::plan(&input, &mut rng));
@@ -116,6 +120,10 @@ pub fn run_once_with(
         scale_up: scale_up.actions,
         pending_pods: scale_up.pods,
         limits: scale_up.limits,
+        skipped_scale_events: plan::SkippedScaleEvents {
+            up: scale_up.skipped,
+            down: scale_down.skipped,
+        },
         health: cluster.health,
         fix_target_size: cluster.fix_target_size,
         delete_failed_machines: cluster.delete_failed,
@@ -212,32 +220,35 @@ fn remember(
 
 /// The priority expander's configuration: from the settings (fleet.toml), else from the
 /// cluster's `cluster-autoscaler-priority-expander` ConfigMap.
+/// The priority expander's configuration, compiled once per change (`state` keeps it).
 fn priorities(
     snapshot: &ClusterSnapshot,
     settings: &Settings,
+    state: &mut EngineState,
     warnings: &mut Vec<Warning>,
-) -> Option<Priorities> {
+) -> Option<Arc<Priorities>> {
     if !settings
         .expanders
         .contains(&settings::ExpanderKind::Priority)
     {
         return None;
     }
+    let cache = &mut state.priority_cache;
     if let Some(map) = &settings.priorities {
-        return Some(Priorities::compile(map, warnings));
+        return cache.from_settings(map, warnings);
     }
     let text = snapshot
         .priority_expander
         .as_ref()
         .and_then(|c| c.priorities.as_deref());
-    let parsed = text.and_then(|t| Priorities::parse_configmap(t, warnings));
-    if parsed.is_none() && text.is_none() {
+    let Some(text) = text else {
         warnings.push(Warning::general(
             WarningCode::PriorityExpander,
             "the priority expander has no configuration (no `priorities` setting and no cluster-autoscaler-priority-expander ConfigMap): it keeps every option",
         ));
-    }
-    parsed
+        return None;
+    };
+    cache.from_configmap(text, warnings)
 }
 
 fn node_group_statuses(

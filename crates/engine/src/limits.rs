@@ -106,6 +106,8 @@ pub struct Limits {
     /// The limits that held a scale-up back in this pass (kept through `room`, which options
     /// ask without committing: a limit that stopped any option is reached for its pods).
     reached: RefCell<BTreeSet<LimitName>>,
+    /// Groups a cores or memory max left no room for a single node, with that limit.
+    starved: RefCell<BTreeSet<(usize, LimitName)>>,
 }
 
 /// Which cluster-wide limit.
@@ -133,6 +135,7 @@ impl Limits {
             used_memory: 0,
             used_gpus: BTreeMap::new(),
             reached: RefCell::default(),
+            starved: RefCell::default(),
         }
     }
 
@@ -220,6 +223,37 @@ impl Limits {
         (allowed, binding)
     }
 
+    /// `room` for one more node of group `gi`. A group that a cores or memory max leaves no
+    /// room at all is remembered, as upstream's `IsNodeGroupResourceExceeded` counts it in
+    /// `skipped_scale_events_count{direction="up"}`, once per group and pass.
+    pub fn room_for_one(&self, gi: usize, usage: &NodeUsage) -> (u64, Option<Unfit>) {
+        let (room, binding) = self.room(usage, 1);
+        if room == 0 {
+            let mut starved = self.starved.borrow_mut();
+            if let Some(max) = self.cores.1
+                && usage.cores > max.saturating_sub(self.used_cores)
+            {
+                starved.insert((gi, LimitName::Cores));
+            }
+            if let Some(max) = self.memory_gib.1
+                && usage.memory > i128::from(max) * GIB - self.used_memory
+            {
+                starved.insert((gi, LimitName::Memory));
+            }
+        }
+        (room, binding)
+    }
+
+    /// The groups a cores or memory max starved in this pass, per limit.
+    pub fn skipped(&self) -> SkippedByLimit {
+        let starved = self.starved.borrow();
+        let count = |name: LimitName| starved.iter().filter(|(_, n)| *n == name).count() as u64;
+        SkippedByLimit {
+            cpu: count(LimitName::Cores),
+            memory: count(LimitName::Memory),
+        }
+    }
+
     pub fn report(&self) -> LimitsReport {
         let reached = self.reached.borrow();
         let hit = |name: LimitName| reached.contains(&name);
@@ -259,6 +293,14 @@ impl Limits {
 
 fn gib(bytes: i128) -> f64 {
     bytes as f64 / GIB as f64
+}
+
+/// Scale events a cores or memory limit held back in one pass, as upstream counts them in
+/// `cluster_autoscaler_skipped_scale_events_count{reason="CpuResourceLimit" | "MemoryResourceLimit"}`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SkippedByLimit {
+    pub cpu: u64,
+    pub memory: u64,
 }
 
 /// Usage against each limit, for the plan. Memory is in GiB, as in the ClusterAutoscaler.

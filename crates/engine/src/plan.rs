@@ -57,6 +57,10 @@ pub struct Plan {
     /// (`fixTargetSize`, `deleteUnregistered`) already say it in the JSON.
     #[serde(skip)]
     pub timed_out: Vec<TimedOut>,
+    /// Scale events a cores or memory limit held back in this pass, for upstream's
+    /// `skipped_scale_events_count` (the reasons themselves are in the plan).
+    #[serde(skip)]
+    pub skipped_scale_events: SkippedScaleEvents,
 }
 
 /// A scale-up that timed out: `nodes` asked for since `since` did not register within
@@ -269,6 +273,15 @@ pub struct UnneededNode {
     pub removable_at: Timestamp,
 }
 
+/// Scale events cores and memory limits held back in one pass: up, node groups a max left
+/// no room for a single node (upstream's `IsNodeGroupResourceExceeded`); down, nodes due
+/// for removal a min kept (upstream's `MinimalResourceLimitExceeded`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SkippedScaleEvents {
+    pub up: crate::limits::SkippedByLimit,
+    pub down: crate::limits::SkippedByLimit,
+}
+
 /// Remove a node: taint and cordon it, evict its pods, then delete its machine.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -277,6 +290,10 @@ pub struct ScaleDownAction {
     pub node_group: NodeGroupId,
     /// No pod needs to move (DaemonSet, mirror and expendable pods aside).
     pub empty: bool,
+    /// The node is unready (removed after `scale_down_unready_time`, upstream's `unready`
+    /// scale-down reason).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unready: bool,
     pub pods: Vec<PodMove>,
     pub reason: String,
 }

@@ -42,6 +42,9 @@ pub struct EngineState {
     pub last_scale_down_delete: Option<Timestamp>,
     #[serde(default)]
     pub last_scale_down_failure: Option<Timestamp>,
+    /// The priority expander's configuration as last compiled (never saved).
+    #[serde(skip)]
+    pub priority_cache: crate::expander::PriorityCache,
 }
 
 impl Default for EngineState {
@@ -55,6 +58,7 @@ impl Default for EngineState {
             last_scale_up: None,
             last_scale_down_delete: None,
             last_scale_down_failure: None,
+            priority_cache: Default::default(),
         }
     }
 }

@@ -6,11 +6,13 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
     #[error(
-        "{0:?} is not a duration (examples: 30s, 10m, 1h30m, 1.5h, 300ms; units ns, us, ms, s, m, h)"
+        "{} is not a duration (examples: 30s, 10m, 1h30m, 1.5h, 300ms; units ns, us, ms, s, m, h)",
+        crate::quote::quote(.0)
     )]
     Syntax(String),
     #[error(
-        "{0:?} is longer than any duration Go (and so the autoscaler) can hold: at most 2562047h"
+        "{} is longer than any duration Go (and so the autoscaler) can hold: at most 2562047h",
+        crate::quote::quote(.0)
     )]
     TooLong(String),
 }

@@ -24,11 +24,18 @@ pub struct FieldError {
     pub message: String,
 }
 
+/// The longest path and message a [`FieldError`] keeps: an object from outside may hold a
+/// key or value of any size, and its error must not.
+const MAX_PATH_BYTES: usize = 256;
+const MAX_MESSAGE_BYTES: usize = 512;
+
 impl FieldError {
     pub fn new(path: impl Into<String>, message: impl fmt::Display) -> Self {
+        let path = path.into();
+        let message = message.to_string();
         FieldError {
-            path: path.into(),
-            message: message.to_string(),
+            path: crate::quote::bounded(&path, MAX_PATH_BYTES).into_owned(),
+            message: crate::quote::bounded(&message, MAX_MESSAGE_BYTES).into_owned(),
         }
     }
 }

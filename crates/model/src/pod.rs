@@ -24,6 +24,9 @@ pub const POD_SCALE_UP_DELAY: &str = "cluster-autoscaler.kubernetes.io/pod-scale
 /// Marks a pod that is a DaemonSet's in all but its owner (a custom DaemonSet kind), as
 /// upstream's `pod_util.IsDaemonSetPod` reads it: `"true"` only.
 pub const DAEMONSET_POD: &str = "cluster-autoscaler.kubernetes.io/daemonset-pod";
+/// Whether a DaemonSet pod is evicted when its node is removed (`"true"` / anything else),
+/// over the cluster's setting (upstream's `daemonset.EnableDsEvictionKey`).
+pub const ENABLE_DS_EVICTION: &str = "cluster-autoscaler.kubernetes.io/enable-ds-eviction";
 /// Upstream's `PodLongTerminatingExtraThreshold`.
 const LONG_TERMINATING_EXTRA_SECONDS: i64 = 30;
 

@@ -22,15 +22,15 @@ pub struct Quantity {
 pub enum QuantityError {
     #[error("empty quantity")]
     Empty,
-    #[error("quantity {0:?} is not a number followed by an optional suffix (e.g. 500m, 2Gi, 1e3)")]
+    #[error("quantity {} is not a number followed by an optional suffix (e.g. 500m, 2Gi, 1e3)", crate::quote::quote(.0))]
     Malformed(String),
     #[error(
-        "quantity {0:?} has an unknown suffix {1:?} (known: n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, e<N>)"
+        "quantity {} has an unknown suffix {} (known: n, u, m, k, M, G, T, P, E, Ki, Mi, Gi, Ti, Pi, Ei, e<N>)", crate::quote::quote(.0), crate::quote::quote(.1)
     )]
     UnknownSuffix(String, String),
-    #[error("quantity {0:?} is out of range (more than 2^63-1 units)")]
+    #[error("quantity {} is out of range (more than 2^63-1 units)", crate::quote::quote(.0))]
     OutOfRange(String),
-    #[error("quantity {0:?} is negative")]
+    #[error("quantity {} is negative", crate::quote::quote(.0))]
     Negative(String),
 }
 

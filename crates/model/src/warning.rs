@@ -93,10 +93,11 @@ impl Warning {
         subject: impl fmt::Display,
         message: impl Into<String>,
     ) -> Self {
+        let subject = subject.to_string();
         Warning {
             code,
-            subject: Some(subject.to_string()),
-            message: message.into(),
+            subject: Some(crate::quote::bounded(&subject, MAX_SUBJECT_BYTES).into_owned()),
+            message: bound_message(message.into()),
         }
     }
 
@@ -105,8 +106,21 @@ impl Warning {
         Warning {
             code,
             subject: None,
-            message: message.into(),
+            message: bound_message(message.into()),
         }
+    }
+}
+
+/// The longest subject and message a warning keeps: warnings name objects from outside and
+/// reach the plan, the API and the status ConfigMap.
+const MAX_SUBJECT_BYTES: usize = 256;
+const MAX_MESSAGE_BYTES: usize = 1024;
+
+fn bound_message(message: String) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        message
+    } else {
+        crate::quote::bounded(&message, MAX_MESSAGE_BYTES).into_owned()
     }
 }
 

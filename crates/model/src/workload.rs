@@ -18,6 +18,9 @@ pub struct PodDisruptionBudget {
     /// `None`: the budget selects no pods.
     pub selector: Option<LabelSelector>,
     pub disruptions_allowed: i32,
+    /// Why the budget could not be read (its selector), when it could not: whether it
+    /// covers a pod of its namespace is then unknown, and such pods keep their node.
+    pub unreadable: Option<Arc<str>>,
 }
 
 impl PodDisruptionBudget {
@@ -33,7 +36,19 @@ impl PodDisruptionBudget {
             key: key_of(&pdb.metadata, p),
             selector,
             disruptions_allowed: pdb.status.as_ref().map_or(0, |s| s.disruptions_allowed),
+            unreadable: None,
         })
+    }
+
+    /// A budget whose selector cannot be read (`why`), kept so that the pods of its
+    /// namespace keep their nodes rather than lose their protection.
+    pub fn unreadable(pdb: &policyv1::PodDisruptionBudget, why: &str, p: &mut Projector) -> Self {
+        PodDisruptionBudget {
+            key: key_of(&pdb.metadata, p),
+            selector: None,
+            disruptions_allowed: 0,
+            unreadable: Some(why.into()),
+        }
     }
 
     pub fn covers(&self, namespace: &str, labels: &Labels) -> bool {

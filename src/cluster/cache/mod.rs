@@ -363,9 +363,15 @@ impl Cache {
                 Ok(false)
             }
             (Kind::PodDisruptionBudget, Object::PodDisruptionBudget(pdb)) => {
-                let pdb = PodDisruptionBudget::from_k8s(&pdb, p)?;
-                self.pdbs.upsert(&mut s.pdbs, pdb.key.clone(), pdb);
-                Ok(false)
+                let (budget, problem) = match PodDisruptionBudget::from_k8s(&pdb, p) {
+                    Ok(budget) => (budget, None),
+                    Err(e) => (
+                        PodDisruptionBudget::unreadable(&pdb, &e.to_string(), p),
+                        Some(e),
+                    ),
+                };
+                self.pdbs.upsert(&mut s.pdbs, budget.key.clone(), budget);
+                problem.map_or(Ok(false), Err)
             }
             (Kind::DaemonSet, Object::DaemonSet(ds)) => {
                 let ds = DaemonSet::from_k8s(&ds, p)?;

@@ -1,8 +1,11 @@
 //! Draining a node: evicting the pods that must move, through the Eviction API (`policy/v1
 //! Eviction`), so PodDisruptionBudgets are honoured, then waiting for them to go.
 //!
-//! Mirror pods (the kubelet's own), DaemonSet pods (they would come straight back) and pods
-//! that finished or are already terminating stay. Each eviction asks for a grace period of
+//! Mirror pods (the kubelet's own) and pods that finished or are already terminating stay.
+//! DaemonSet pods are not part of the drain: once the others have gone they are evicted best
+//! effort (`daemonset_eviction_for_occupied_nodes` / `_for_empty_nodes`, or the pod's
+//! `enable-ds-eviction` annotation), so node agents stop gracefully; a refusal is logged and
+//! the removal goes on, as upstream's. Each eviction asks for a grace period of
 //! the pod's own, capped at `max_pod_grace_period`, and carries the pod's uid as a
 //! precondition, so a new pod that took the name is never evicted. A budget that refuses
 //! (429) is asked again every `eviction_retry` until `max_pod_eviction_time`; a pod already
@@ -25,7 +28,7 @@ use super::failure::{Failure, Stop, brief};
 use crate::cluster::error::{CallError, Category, Write};
 use crate::engine::scale_down::DrainCheck;
 use crate::model::meta::Projector;
-use crate::model::pod::{DAEMONSET_POD, MIRROR_POD, Pod as ModelPod, PodId};
+use crate::model::pod::{DAEMONSET_POD, ENABLE_DS_EVICTION, MIRROR_POD, Pod as ModelPod, PodId};
 
 /// Kubernetes' default termination grace period.
 const DEFAULT_GRACE_SECONDS: i64 = 30;
@@ -39,11 +42,26 @@ pub(super) struct Evictee {
     pub grace: i64,
 }
 
-/// Whether a pod on a node being removed must be evicted from it.
-pub(super) fn needs_eviction(pod: &Pod) -> bool {
+/// What a pod on a node being removed is to the drain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Role {
+    /// Stays where it is: a mirror pod, or one finished or already terminating.
+    Left,
+    /// Must be evicted, and gone, before the machine is marked.
+    Drained,
+    /// A DaemonSet pod: evicted best effort, after the others, if its eviction is on.
+    DaemonSet,
+}
+
+pub(super) fn role(pod: &Pod) -> Role {
     let meta = &pod.metadata;
     let annotations = meta.annotations.as_ref();
     let mirror = annotations.is_some_and(|a| a.contains_key(MIRROR_POD));
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let finished = matches!(phase, Some("Succeeded" | "Failed"));
+    if mirror || finished || meta.deletion_timestamp.is_some() {
+        return Role::Left;
+    }
     let daemonset = meta
         .owner_references
         .iter()
@@ -52,10 +70,30 @@ pub(super) fn needs_eviction(pod: &Pod) -> bool {
         || annotations
             .and_then(|a| a.get(DAEMONSET_POD))
             .is_some_and(|v| v == "true");
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    let finished = matches!(phase, Some("Succeeded" | "Failed"));
-    let terminating = meta.deletion_timestamp.is_some();
-    !(mirror || daemonset || finished || terminating)
+    if daemonset {
+        Role::DaemonSet
+    } else {
+        Role::Drained
+    }
+}
+
+/// Whether a pod on a node being removed must be evicted from it before the machine goes.
+pub(super) fn needs_eviction(pod: &Pod) -> bool {
+    role(pod) == Role::Drained
+}
+
+/// Whether a DaemonSet pod is evicted: its annotation decides when it has one (`"true"`
+/// only means yes), else the cluster's setting (upstream's `daemonset.PodsToEvict`).
+pub(super) fn daemonset_eviction(pod: &Pod, by_default: bool) -> bool {
+    match pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ENABLE_DS_EVICTION))
+    {
+        Some(value) => value == "true",
+        None => by_default,
+    }
 }
 
 /// The pod's own grace period, capped at `max`.
@@ -71,17 +109,31 @@ pub(super) fn grace_seconds(pod: &Pod, max: Duration) -> i64 {
 
 /// The pods of a node that must be evicted, with their grace periods.
 pub(super) fn to_evict(pods: &[Pod], max_grace: Duration) -> Vec<Evictee> {
-    pods.iter()
-        .filter(|p| needs_eviction(p))
-        .map(|p| Evictee {
-            id: PodId {
-                namespace: p.metadata.namespace.as_deref().unwrap_or_default().into(),
-                name: p.metadata.name.as_deref().unwrap_or_default().into(),
-            },
-            uid: p.metadata.uid.clone().unwrap_or_default(),
-            grace: grace_seconds(p, max_grace),
-        })
-        .collect()
+    evictees(pods.iter().filter(|p| needs_eviction(p)), max_grace)
+}
+
+/// The DaemonSet pods of a node to evict best effort, with their grace periods.
+pub(super) fn daemonsets_to_evict(
+    pods: &[Pod],
+    by_default: bool,
+    max_grace: Duration,
+) -> Vec<Evictee> {
+    let chosen = pods
+        .iter()
+        .filter(|p| role(p) == Role::DaemonSet && daemonset_eviction(p, by_default));
+    evictees(chosen, max_grace)
+}
+
+fn evictees<'p>(pods: impl Iterator<Item = &'p Pod>, max_grace: Duration) -> Vec<Evictee> {
+    pods.map(|p| Evictee {
+        id: PodId {
+            namespace: p.metadata.namespace.as_deref().unwrap_or_default().into(),
+            name: p.metadata.name.as_deref().unwrap_or_default().into(),
+        },
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        grace: grace_seconds(p, max_grace),
+    })
+    .collect()
 }
 
 /// Why one of the pods that would be evicted must keep its node after all (the engine's
@@ -187,14 +239,23 @@ fn refused_for_good(e: &CallError) -> bool {
     }
 }
 
-/// Evicts `pods`, retrying refusals every `retry` until `limit` has passed. Pods evicted
-/// (or found gone) are appended to `done` as they go, also when it fails.
+/// What one drain's evictions came to, kept as they go (also when the drain fails), for the
+/// removal's outcome and upstream's `evicted_pods_total{eviction_result}`.
+#[derive(Debug, Default)]
+pub(super) struct Evictions {
+    /// Evicted, or found gone.
+    pub done: Vec<Evictee>,
+    /// Refused for good, or still refused when the drain gave up.
+    pub refused: Vec<Evictee>,
+}
+
+/// Evicts `pods`, retrying refusals every `retry` until `limit` has passed.
 pub(super) async fn evict_all(
     ctx: &Context,
     node: &str,
     pods: Vec<Evictee>,
     limit: Duration,
-    done: &mut Vec<Evictee>,
+    out: &mut Evictions,
 ) -> Result<(), Stop> {
     let deadline = Instant::now() + limit;
     let retry = ctx.timing.eviction_retry.min(limit);
@@ -203,11 +264,15 @@ pub(super) async fn evict_all(
         let mut refused = Vec::new();
         let mut last = None;
         for p in pending {
-            match evict(ctx, &p).await? {
-                Evicted::Yes => done.push(p),
-                Evicted::NotYet(e) => {
+            match evict(ctx, &p).await {
+                Ok(Evicted::Yes) => out.done.push(p),
+                Ok(Evicted::NotYet(e)) => {
                     last = Some(e);
                     refused.push(p);
+                }
+                Err(stop) => {
+                    out.refused.push(p);
+                    return Err(stop);
                 }
             }
         }
@@ -215,13 +280,14 @@ pub(super) async fn evict_all(
         let now = Instant::now();
         if now >= deadline {
             tracing::warn!(k8s.node.name = node, error = %brief(&last), "evictions still refused");
-            return Err(Failure::EvictionTimedOut {
+            let stop = Failure::EvictionTimedOut {
                 node: node.to_string(),
                 after: limit,
                 pods: refused.iter().map(|p| p.id.to_string()).collect(),
                 last: brief(&last),
-            }
-            .into());
+            };
+            out.refused.extend(refused);
+            return Err(stop.into());
         }
         let wait = retry.min(deadline - now);
         // Once a round, with the server's answer: a drain held by a budget says so.
@@ -230,6 +296,26 @@ pub(super) async fn evict_all(
         tokio::time::sleep(wait).await;
         pending = refused;
     }
+}
+
+/// Evicts DaemonSet pods best effort, as upstream's best-effort eviction group: refusals
+/// are retried as the others' until `limit`, then logged; they are not waited for, and
+/// nothing here stops the removal. Returns how many were evicted.
+pub(super) async fn evict_best_effort(
+    ctx: &Context,
+    node: &str,
+    pods: Vec<Evictee>,
+    limit: Duration,
+) -> usize {
+    if pods.is_empty() {
+        return 0;
+    }
+    let mut out = Evictions::default();
+    if let Err(stop) = evict_all(ctx, node, pods, limit, &mut out).await {
+        tracing::warn!(k8s.node.name = node, reason = %stop,
+            "DaemonSet pods not all evicted; the node is removed all the same");
+    }
+    out.done.len()
 }
 
 /// Waits until the evicted pods have left the node: their longest grace period plus the
@@ -319,6 +405,48 @@ mod tests {
         assert!(needs_eviction(&pod(
             json!({"status": {"phase": "Pending"}})
         )));
+    }
+
+    /// Upstream's `daemonset.PodsToEvict` (utils/daemonset): the pod's enable-ds-eviction
+    /// annotation decides when present ("true" only means yes), else the setting.
+    #[test]
+    fn daemonset_pods_are_evicted_as_their_annotation_or_the_setting_says() {
+        let ds = |annotation: Option<&str>| {
+            let mut extra = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1",
+                "kind": "DaemonSet", "name": "agent", "uid": "d", "controller": true}]}});
+            if let Some(v) = annotation {
+                extra["metadata"]["annotations"] = json!({ ENABLE_DS_EVICTION: v });
+            }
+            pod(extra)
+        };
+        let plain = pod(json!({}));
+        let marked = pod(json!({"metadata": {"annotations": {DAEMONSET_POD: "true"}}}));
+        assert_eq!(role(&ds(None)), Role::DaemonSet);
+        assert_eq!(role(&marked), Role::DaemonSet);
+        assert_eq!(role(&plain), Role::Drained);
+        for (annotation, by_default, evicted) in [
+            (None, true, true),
+            (None, false, false),
+            (Some("true"), false, true),
+            (Some("false"), true, false),
+            (Some("yes"), true, false),
+        ] {
+            assert_eq!(
+                daemonset_eviction(&ds(annotation), by_default),
+                evicted,
+                "{annotation:?} with the setting {by_default}"
+            );
+        }
+        let pods = [plain, ds(None), ds(Some("false")), marked];
+        let chosen = daemonsets_to_evict(&pods, true, Duration::from_secs(600));
+        assert_eq!(chosen.len(), 2, "the DaemonSet's pod and the annotated one");
+        assert!(daemonsets_to_evict(&pods, false, Duration::from_secs(600)).is_empty());
+        // A terminating DaemonSet pod is already going.
+        let going = pod(json!({"metadata": {
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": {DAEMONSET_POD: "true", ENABLE_DS_EVICTION: "true"},
+        }}));
+        assert_eq!(role(&going), Role::Left);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use super::Context;
-use super::drain::{self, Evictee};
+use super::drain::{self, Evictions};
 use super::failure::{Failure, Stop, entry_of};
 use super::machines::{MachineDeletion, MachineRef};
 use super::nodes;
@@ -31,6 +31,9 @@ pub(super) struct Limits {
     delay_after_taint: Duration,
     max_grace: Duration,
     max_eviction_time: Duration,
+    /// Whether DaemonSet pods are evicted from a node with other pods, and from an empty one.
+    daemonsets_occupied: bool,
+    daemonsets_empty: bool,
 }
 
 impl Limits {
@@ -39,6 +42,8 @@ impl Limits {
             delay_after_taint: settings.node_delete_delay_after_taint,
             max_grace: settings.max_pod_grace_period,
             max_eviction_time: settings.max_pod_eviction_time,
+            daemonsets_occupied: settings.daemonset_eviction_for_occupied_nodes,
+            daemonsets_empty: settings.daemonset_eviction_for_empty_nodes,
         }
     }
 }
@@ -49,6 +54,7 @@ pub struct NodeRemoval {
     node: Arc<str>,
     group: NodeGroupId,
     empty: bool,
+    unready: bool,
     target: ScaleTarget,
     machine: MachineRef,
     limits: Limits,
@@ -84,6 +90,7 @@ impl NodeRemoval {
             node: down.node.clone(),
             group: down.node_group.clone(),
             empty: down.empty,
+            unready: down.unready,
             target,
             machine,
             limits,
@@ -114,8 +121,8 @@ impl NodeRemoval {
             node_group.id = %self.group
         );
         async move {
-            let mut evicted = Vec::new();
-            let result = match self.carry_out(&mut evicted).await {
+            let mut evictions = Evictions::default();
+            let result = match self.carry_out(&mut evictions).await {
                 Ok(detail) => Ok(detail),
                 Err(stopped) => Err(self.roll_back(stopped).await),
             };
@@ -123,7 +130,9 @@ impl NodeRemoval {
                 group: self.group.clone(),
                 node: self.node.clone(),
                 empty: self.empty,
-                evicted: evicted.into_iter().map(|p| p.id).collect(),
+                unready: self.unready,
+                evicted: evictions.done.into_iter().map(|p| p.id).collect(),
+                not_evicted: evictions.refused.into_iter().map(|p| p.id).collect(),
             };
             entry_of(action, result)
         }
@@ -131,9 +140,9 @@ impl NodeRemoval {
         .await
     }
 
-    async fn carry_out(&self, evicted: &mut Vec<Evictee>) -> Result<String, Stopped> {
+    async fn carry_out(&self, evictions: &mut Evictions) -> Result<String, Stopped> {
         tokio::time::sleep(self.limits.delay_after_taint).await;
-        self.drain(evicted).await?;
+        let daemonsets = self.drain(evictions).await?;
         let lock = self.ctx.locks.of(&self.group);
         let _held = lock.lock().await;
         let deletion = MachineDeletion {
@@ -142,9 +151,13 @@ impl NodeRemoval {
         };
         match deletion.mark_and_lower(&self.ctx).await {
             Ok(lowered) => Ok(format!(
-                "node {} drained ({} pods evicted); {}",
+                "node {} drained ({} pods evicted{}); {}",
                 self.node,
-                evicted.len(),
+                evictions.done.len(),
+                match daemonsets {
+                    0 => String::new(),
+                    n => format!(", then {n} DaemonSet pods"),
+                },
                 lowered.detail(&self.machine)
             )),
             Err(u) => Err(Stopped {
@@ -154,9 +167,10 @@ impl NodeRemoval {
         }
     }
 
-    /// Evicts the pods that must move and waits for them to go; an empty node that gained
-    /// such pods since the plan is not drained at all.
-    async fn drain(&self, evicted: &mut Vec<Evictee>) -> Result<(), Stop> {
+    /// Evicts the pods that must move and waits for them to go, then its DaemonSet pods
+    /// (how many of those were evicted is returned); an empty node that gained pods that must
+    /// move since the plan is not drained at all.
+    async fn drain(&self, evictions: &mut Evictions) -> Result<usize, Stop> {
         let pods = drain::list_pods(&self.ctx, &self.node).await?;
         if let Some(why) = drain::blocker(&pods, &self.check) {
             return Err(
@@ -174,8 +188,15 @@ impl NodeRemoval {
             .into());
         }
         let limit = self.limits.max_eviction_time;
-        drain::evict_all(&self.ctx, &self.node, to_evict, limit, evicted).await?;
-        drain::wait_gone(&self.ctx, &self.node, evicted).await
+        drain::evict_all(&self.ctx, &self.node, to_evict, limit, evictions).await?;
+        drain::wait_gone(&self.ctx, &self.node, &evictions.done).await?;
+        let by_default = if self.empty {
+            self.limits.daemonsets_empty
+        } else {
+            self.limits.daemonsets_occupied
+        };
+        let daemonsets = drain::daemonsets_to_evict(&pods, by_default, self.limits.max_grace);
+        Ok(drain::evict_best_effort(&self.ctx, &self.node, daemonsets, limit).await)
     }
 
     /// Takes the taint and cordon off after a failure, unless the node should stay marked.
@@ -240,5 +261,9 @@ mod tests {
         assert_eq!(l.delay_after_taint, Duration::from_secs(7));
         assert_eq!(l.max_eviction_time, settings.max_pod_eviction_time);
         assert_eq!(l.max_grace, settings.max_pod_grace_period);
+        assert!(
+            l.daemonsets_occupied && !l.daemonsets_empty,
+            "upstream's defaults"
+        );
     }
 }

@@ -177,7 +177,9 @@ impl Runner {
                 group,
                 node,
                 empty: false,
+                unready: false,
                 evicted: Vec::new(),
+                not_evicted: Vec::new(),
             };
             Entry::failed(action, format!("the removal stopped: {e}"), Category::Other)
         });

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::cluster::metrics::{ERROR_TYPES, FAILED_SCALE_UP_REASONS, SCALE_DOWN_REASONS};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::engine::plan::Plan;
 use crate::telemetry::metrics::{MetricsBuilder, Type};
@@ -260,65 +261,111 @@ fn counters(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
             r.counters.scaled_up_nodes as f64,
         );
     }
-    labelled(
-        e,
-        reports,
-        "scaled_down_nodes_total",
-        "Number of nodes removed by the autoscaler.",
-        "reason",
-        |r| &r.counters.scaled_down_nodes,
-    );
-    labelled(
-        e,
-        reports,
-        "failed_scale_ups_total",
-        "Number of times a scale-up failed.",
-        "reason",
-        |r| &r.counters.failed_scale_ups,
-    );
-    labelled(
-        e,
-        reports,
-        "errors_total",
-        "The number of errors the autoscaler ran into.",
-        "type",
-        |r| &r.counters.errors,
-    );
-    labelled(
-        e,
-        reports,
-        "old_unregistered_nodes_removed_count",
-        "Number of machines removed because they failed or never registered.",
-        "reason",
-        |r| &r.counters.deleted_machines,
-    );
+    let labelled_counters: [Labelled; 4] = [
+        Labelled {
+            name: "scaled_down_nodes_total",
+            help: "Number of nodes removed by the autoscaler.",
+            label: "reason",
+            known: &SCALE_DOWN_REASONS,
+            pick: |r| &r.counters.scaled_down_nodes,
+        },
+        Labelled {
+            name: "failed_scale_ups_total",
+            help: "Number of times a scale-up failed.",
+            label: "reason",
+            known: &FAILED_SCALE_UP_REASONS,
+            pick: |r| &r.counters.failed_scale_ups,
+        },
+        Labelled {
+            name: "errors_total",
+            help: "The number of errors the autoscaler ran into.",
+            label: "type",
+            known: &ERROR_TYPES,
+            pick: |r| &r.counters.errors,
+        },
+        Labelled {
+            name: "old_unregistered_nodes_removed_count",
+            help: "Number of machines removed because they failed or never registered.",
+            label: "reason",
+            known: &["failed", "unregistered"],
+            pick: |r| &r.counters.deleted_machines,
+        },
+    ];
+    for l in labelled_counters {
+        l.write(e, reports);
+    }
     family(
         e,
         "evicted_pods_total",
         Type::Counter,
-        "Number of pods evicted by the autoscaler.",
+        "Number of pods evicted by the autoscaler, by whether the eviction succeeded.",
     );
     for r in reports {
-        let labels = [
-            ("cluster", r.name.as_str()),
-            ("eviction_result", "succeeded"),
-        ];
-        e.sample(&labels, r.counters.evicted_pods as f64);
+        let c = &r.counters;
+        for (result, n) in [
+            ("succeeded", c.evicted_pods),
+            ("failed", c.failed_evictions),
+        ] {
+            let labels = [("cluster", r.name.as_str()), ("eviction_result", result)];
+            e.sample(&labels, n as f64);
+        }
+    }
+    skipped_scale_events(e, reports);
+}
+
+/// Upstream's `skipped_scale_events_count{direction, reason}`, every pair from the start
+/// (the OpenShift operator's `ClusterAutoscalerUnableToScale*LimitReached` alerts read it).
+fn skipped_scale_events(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
+    family(
+        e,
+        "skipped_scale_events_count",
+        Type::Counter,
+        "Count of scaling events held back by a cores or memory limit: node groups a max left no room for one node (up), nodes a min kept (down).",
+    );
+    for r in reports {
+        for direction in ["up", "down"] {
+            for reason in ["CpuResourceLimit", "MemoryResourceLimit"] {
+                let n = r
+                    .counters
+                    .skipped_scale_events
+                    .get(&(direction, reason))
+                    .copied()
+                    .unwrap_or(0);
+                let labels = [
+                    ("cluster", r.name.as_str()),
+                    ("direction", direction),
+                    ("reason", reason),
+                ];
+                e.sample(&labels, n as f64);
+            }
+        }
     }
 }
 
-fn labelled(
-    e: &mut MetricsBuilder,
-    reports: &[ClusterReport],
-    name: &str,
-    help: &str,
-    label: &str,
+/// A counter labelled by one value, each of its `known` values served from the start (as
+/// upstream's `InitMetrics` does), so that dashboards and alerts have data before anything
+/// happened; values met beside them follow.
+struct Labelled {
+    name: &'static str,
+    help: &'static str,
+    label: &'static str,
+    known: &'static [&'static str],
     pick: fn(&ClusterReport) -> &BTreeMap<&'static str, u64>,
-) {
-    family(e, name, Type::Counter, help);
-    for r in reports {
-        for (value, n) in pick(r) {
-            e.sample(&[("cluster", r.name.as_str()), (label, value)], *n as f64);
+}
+
+impl Labelled {
+    fn write(&self, e: &mut MetricsBuilder, reports: &[ClusterReport]) {
+        family(e, self.name, Type::Counter, self.help);
+        for r in reports {
+            let counts = (self.pick)(r);
+            let extra = counts.keys().filter(|k| !self.known.contains(*k));
+            for value in self.known.iter().chain(extra) {
+                let n = counts.get(value).copied().unwrap_or(0);
+                e.sample(
+                    &[("cluster", r.name.as_str()), (self.label, value)],
+                    n as f64,
+                );
+            }
         }
     }
 }

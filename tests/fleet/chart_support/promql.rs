@@ -193,6 +193,18 @@ pub fn promtool_check_queries(queries: &[Query]) -> Result<String, String> {
 
 /// The names a Prometheus text exposition serves: each family of a `# TYPE` line, and for
 /// a histogram its `_bucket`, `_sum` and `_count` series.
+/// The metric names that have at least one sample in `exposition` (a histogram's by its
+/// `_bucket`, `_sum` and `_count` series): what a query finds data for.
+pub fn sampled_names(exposition: &str) -> BTreeSet<String> {
+    exposition
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .filter(|name| !name.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
 pub fn served_names(exposition: &str) -> BTreeSet<String> {
     let mut names = BTreeSet::new();
     for line in exposition.lines() {

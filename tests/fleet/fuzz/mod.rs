@@ -309,7 +309,9 @@ fn dump_mutants_plan_in_bounded_time_or_name_where() {
                 Ok(Ok(_)) => Ok(()),
                 Ok(Err(PlanError::Dump(e))) => check_dump_error(&e, &path.display().to_string()),
                 // Invalid UTF-8 (a flipped byte): refused naming the file.
-                Ok(Err(PlanError::Read { path: p, .. })) if p == path.display().to_string() => {
+                Ok(Err(PlanError::Read(fleetscaler::files::FileError::NotText { path: p })))
+                    if p == path.display().to_string() =>
+                {
                     Ok(())
                 }
                 Ok(Err(other)) => Err(format!("unexpected error: {other}")),

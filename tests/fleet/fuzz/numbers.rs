@@ -54,7 +54,8 @@ fn check_quantity(text: &str) -> Result<(), String> {
             Ok(())
         }
         Err(QuantityError::Empty) if text.is_empty() => Ok(()),
-        Err(e) if e.to_string().contains(&format!("{text:?}")) => Ok(()),
+        // Named by the text itself, or its first characters and length when long.
+        Err(e) if e.to_string().contains(&fleetscaler::model::quote(text)) => Ok(()),
         Err(e) => Err(format!("error {e} does not name the text {text:?}")),
     }
 }
@@ -259,7 +260,8 @@ fn check_duration(text: &str) -> Result<(), String> {
         Ok(d) => Err(format!(
             "{text:?} accepted as {d:?}, longer than Go can hold"
         )),
-        Err(e) if e.to_string().contains(&format!("{text:?}")) => Ok(()),
+        // Named by the text itself, or its first characters and length when long.
+        Err(e) if e.to_string().contains(&fleetscaler::model::quote(text)) => Ok(()),
         Err(e) => Err(format!("error {e} does not name the text {text:?}")),
     }
 }

@@ -174,6 +174,22 @@ impl<'a> DrainRules<'a> {
                 format!("pod {id} has local storage (volume {volume}) that would be lost"),
             );
         }
+        // Upstream's pdb rule blocks every pod when a budget's selector cannot be read; a
+        // budget only ever covers pods of its own namespace, so those keep their nodes.
+        if let Some(pdb) = self
+            .pdbs
+            .iter()
+            .find(|b| b.unreadable.is_some() && b.key.namespace == id.namespace)
+        {
+            let why = pdb.unreadable.as_deref().unwrap_or_default();
+            return Drain::Block(
+                ReasonCode::UnexpectedError,
+                format!(
+                    "PodDisruptionBudget {} cannot be read ({why}): whether it covers pod {id} is unknown",
+                    pdb.key
+                ),
+            );
+        }
         Drain::Move
     }
 }
@@ -506,5 +522,33 @@ mod tests {
             code(rule(orphan, vec![ds])),
             Some(ReasonCode::ControllerNotFound)
         );
+    }
+
+    /// A budget whose selector cannot be read leaves in doubt whether it covers the pods of
+    /// its namespace: they keep their nodes; other namespaces' pods are unaffected.
+    #[test]
+    fn an_unreadable_budget_keeps_the_nodes_of_its_namespaces_pods() {
+        let mut s = snapshot(vec![
+            pod("web").on("n").json(),
+            pod("api").ns("other").on("n").json(),
+        ]);
+        s.pdbs.push(PodDisruptionBudget {
+            key: fleetscaler_model::ObjectKey::new("default", "broken"),
+            selector: None,
+            disruptions_allowed: 0,
+            unreadable: Some("spec.selector.matchExpressions[0]: operator \"Near\" is not one of In, NotIn, Exists, DoesNotExist".into()),
+        });
+        let settings = Settings::default();
+        let rules = DrainRules::new(&s, &settings, Timestamp::UNIX_EPOCH);
+        match rules.classify(&s.pods[0]) {
+            Drain::Block(ReasonCode::UnexpectedError, why) => {
+                assert!(
+                    why.contains("default/broken") && why.contains("Near"),
+                    "{why}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(rules.classify(&s.pods[1]), Drain::Move);
     }
 }

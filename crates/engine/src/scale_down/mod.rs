@@ -20,6 +20,7 @@ use jiff::Timestamp;
 
 pub use self::drain::DrainCheck;
 use super::cluster_state::ClusterState;
+use super::limits::SkippedByLimit;
 use super::nodegroups::NodeGroups;
 use super::plan::{NotRemovable, ScaleDownAction, UnneededNode};
 use super::settings::Settings;
@@ -49,6 +50,8 @@ pub struct ScaleDownOutput {
     pub paused: Option<String>,
     /// The new unneeded-since times, for the engine's memory.
     pub unneeded_since: BTreeMap<String, Timestamp>,
+    /// Nodes due for removal that a cores or memory min kept.
+    pub skipped: SkippedByLimit,
 }
 
 pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
@@ -87,10 +90,12 @@ pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
         }
     }
     let paused = cooldown(input);
+    let mut skipped = SkippedByLimit::default();
     let actions = if paused.is_none() {
-        let (actions, stays) = select::select(input, &unneeded);
-        not_removable.extend(stays);
-        actions
+        let selection = select::select(input, &unneeded);
+        not_removable.extend(selection.stays);
+        skipped = selection.skipped;
+        selection.actions
     } else {
         Vec::new()
     };
@@ -111,6 +116,7 @@ pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
         actions,
         not_removable,
         paused,
+        skipped,
     }
 }
 

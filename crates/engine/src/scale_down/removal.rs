@@ -36,6 +36,9 @@ pub(super) struct Removal<'a> {
 pub(super) struct Removable {
     pub candidate: Candidate,
     pub moves: Vec<PodMove>,
+    /// Why its pods need more disruptions of a PodDisruptionBudget than the budget allows
+    /// at once (upstream's `IsRisky`), when they do: it drains alone, evictions retried.
+    pub at_risk: Option<String>,
 }
 
 impl<'a> Removal<'a> {
@@ -155,9 +158,10 @@ impl<'a> Removal<'a> {
         let receivers = self.receivers.clone();
         self.closed[n] = true;
         match self.move_all(n, &moving) {
-            Ok(moves) => Ok(Removable {
+            Ok((moves, at_risk)) => Ok(Removable {
                 candidate: c,
                 moves,
+                at_risk,
             }),
             Err((code, message)) => {
                 self.sim.revert(mark);
@@ -170,13 +174,14 @@ impl<'a> Removal<'a> {
         }
     }
 
+    /// The pods' new places, and whether the node is at risk.
     fn move_all(
         &mut self,
         from: usize,
         pods: &[&Pod],
-    ) -> Result<Vec<PodMove>, (ReasonCode, String)> {
+    ) -> Result<(Vec<PodMove>, Option<String>), (ReasonCode, String)> {
+        let at_risk = self.take_disruptions(pods)?;
         for p in pods {
-            self.take_disruption(p)?;
             self.sim.remove_pod(&PodShape::from(*p), from);
         }
         let mut moves = Vec::with_capacity(pods.len());
@@ -199,26 +204,59 @@ impl<'a> Removal<'a> {
                 destination: self.sim.node(dest).name.clone(),
             });
         }
-        Ok(moves)
+        Ok((moves, at_risk))
     }
 
-    /// Each covering PodDisruptionBudget must allow one more disruption.
-    fn take_disruption(&mut self, pod: &Pod) -> Result<(), (ReasonCode, String)> {
-        let covering = self.rules.pdbs_of(pod);
-        if let Some(&i) = covering.iter().find(|&&i| self.pdb_left[i] < 1) {
-            let pdb = self.rules.pdb(i);
-            return Err((
-                ReasonCode::NotEnoughPdb,
+    /// Upstream's remaining-budget tracker (`core/scaledown/pdb/basic.go`, `CanRemovePods`
+    /// then `RemovePods`): a pod covered by a PodDisruptionBudget with no disruption left keeps
+    /// its node; pods that need more disruptions of one budget than it has left make the node
+    /// at risk, not unremovable (the Eviction API lets them go one by one as replacements get
+    /// ready). Either way the budgets are charged for every pod, so later candidates see what
+    /// this one takes.
+    fn take_disruptions(&mut self, pods: &[&Pod]) -> Result<Option<String>, (ReasonCode, String)> {
+        let mut needed: Vec<(usize, i32)> = Vec::new();
+        for p in pods {
+            for i in self.rules.pdbs_of(p) {
+                if self.pdb_left[i] < 1 {
+                    return Err(self.no_disruption_left(p, i));
+                }
+                match needed.iter_mut().find(|(j, _)| *j == i) {
+                    Some((_, n)) => *n = n.saturating_add(1),
+                    None => needed.push((i, 1)),
+                }
+            }
+        }
+        let at_risk = needed
+            .iter()
+            .find(|&&(i, n)| n > self.pdb_left[i])
+            .map(|&(i, n)| {
                 format!(
-                    "pod {} is covered by PodDisruptionBudget {}, which allows no more disruptions ({} allowed in all)",
-                    pod.id, pdb.key, pdb.disruptions_allowed
-                ),
-            ));
+                    "its pods need {n} disruptions of PodDisruptionBudget {}, which allows {} now",
+                    self.rules.pdb(i).key,
+                    self.pdb_left[i]
+                )
+            });
+        for (i, n) in needed {
+            self.pdb_left[i] = self.pdb_left[i].saturating_sub(n);
         }
-        for i in covering {
-            self.pdb_left[i] -= 1;
-        }
-        Ok(())
+        Ok(at_risk)
+    }
+
+    fn no_disruption_left(&self, pod: &Pod, i: usize) -> (ReasonCode, String) {
+        let pdb = self.rules.pdb(i);
+        let allowed = pdb.disruptions_allowed;
+        let why = if self.pdb_left[i] < allowed {
+            format!("nodes found unneeded before this one take the {allowed} it allows")
+        } else {
+            format!("{allowed} allowed now")
+        };
+        (
+            ReasonCode::NotEnoughPdb,
+            format!(
+                "pod {} is covered by PodDisruptionBudget {}, which allows no more disruptions: {why}",
+                pod.id, pdb.key
+            ),
+        )
     }
 
     /// The first open, real node the pod fits. Classes whose failures cannot turn into

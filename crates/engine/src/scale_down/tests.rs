@@ -390,3 +390,100 @@ fn the_gpu_minimum_holds_across_removals() {
         kept.message
     );
 }
+
+/// Nodes `a` and `b` run two `web` pods each; a PodDisruptionBudget allows one disruption;
+/// `x` and `y` are busy but have room. `plain` runs one pod of its own.
+fn pdb_at_risk(allowed: i32) -> ClusterSnapshot {
+    let mut items = vec![machineset("w", 0, 10, 5).json()];
+    // The busy nodes first: moved pods go to the first node they fit.
+    for name in ["x", "y", "a", "b", "plain"] {
+        items.extend(group_node(name, "w", node(name)));
+    }
+    for (i, on) in ["a", "a", "b", "b"].iter().enumerate() {
+        let web = pod(&format!("web-{i}")).label("app", "web").cpu("100m");
+        items.push(web.on(on).json());
+    }
+    items.push(pod("solo").cpu("100m").on("plain").json());
+    items.push(pod("x-load").cpu("2500m").on("x").json());
+    items.push(pod("y-load").cpu("2500m").on("y").json());
+    items.push(
+        serde_json::json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}},
+        "status": {"disruptionsAllowed": allowed}}),
+    );
+    snapshot(items)
+}
+
+/// Upstream's remaining-budget tracker (`core/scaledown/pdb/basic.go`) and planner: a node
+/// whose pods need more disruptions than a budget allows, but at least one, is removable and
+/// at risk; the budget is charged for all its pods, so the next node it covers keeps its node.
+#[test]
+fn a_node_whose_pods_need_more_than_a_budget_allows_is_at_risk_not_kept() {
+    let s = pdb_at_risk(1);
+    let settings = Settings::default();
+    let mut state = EngineState::default();
+    let p = run(&s, &mut state, &settings, 0);
+    assert_eq!(unneeded(&p), vec!["plain", "a"]);
+    assert_eq!(stays(&p, "b"), Some(ReasonCode::NotEnoughPdb));
+    let why = &p
+        .not_removable
+        .iter()
+        .find(|n| &*n.node == "b")
+        .unwrap()
+        .message;
+    assert!(
+        why.contains("taken by nodes found unneeded before"),
+        "{why}"
+    );
+
+    // One drain at a time by default: the node not at risk goes first.
+    let p = run(&s, &mut state, &settings, 11);
+    assert_eq!(removed(&p), vec!["plain"]);
+
+    // With room for two drains the node at risk still drains alone.
+    let two = Settings {
+        max_drain_parallelism: 2,
+        ..Settings::default()
+    };
+    let p = run(&s, &mut EngineState::default(), &two, 0);
+    assert_eq!(unneeded(&p), vec!["plain", "a"]);
+    let mut state = EngineState::default();
+    run(&s, &mut state, &two, 0);
+    let p = run(&s, &mut state, &two, 11);
+    assert_eq!(removed(&p), vec!["plain"]);
+    assert_eq!(stays(&p, "a"), Some(ReasonCode::DeletionBudgetReached));
+    let why = &p
+        .not_removable
+        .iter()
+        .find(|n| &*n.node == "a")
+        .unwrap()
+        .message;
+    assert!(
+        why.contains("drains alone") && why.contains("PodDisruptionBudget default/web"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_node_at_risk_alone_is_removed_with_why_and_a_budget_of_none_blocks() {
+    let mut s = pdb_at_risk(1);
+    s.pods.retain(|p| &*p.id.name != "solo");
+    let settings = Settings::default();
+    let mut state = EngineState::default();
+    run(&s, &mut state, &settings, 0);
+    let p = run(&s, &mut state, &settings, 11);
+    // `plain` is empty now: empty nodes have no pods to disrupt and go beside it.
+    assert_eq!(removed(&p), vec!["plain", "a"]);
+    let a = p.scale_down.iter().find(|d| &*d.node == "a").unwrap();
+    assert!(
+        a.reason.contains("at risk") && a.reason.contains("max_pod_eviction_time"),
+        "{}",
+        a.reason
+    );
+
+    let none = pdb_at_risk(0);
+    let p = run(&none, &mut EngineState::default(), &settings, 0);
+    assert_eq!(stays(&p, "a"), Some(ReasonCode::NotEnoughPdb));
+    assert_eq!(stays(&p, "b"), Some(ReasonCode::NotEnoughPdb));
+}

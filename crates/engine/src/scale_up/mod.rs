@@ -21,7 +21,7 @@ use std::sync::Arc;
 use super::cluster_state::{ClusterState, NodeReadiness};
 use super::estimator::Estimate;
 use super::expander::{Priorities, SeededRng};
-use super::limits::{Limits, LimitsReport, NodeUsage};
+use super::limits::{Limits, LimitsReport, NodeUsage, SkippedByLimit};
 use super::nodegroups::NodeGroups;
 use super::plan::{Outcome, PodExplanation, ScaleUpAction};
 use super::reason::{Reason, ReasonCode, Unfit};
@@ -48,6 +48,8 @@ pub struct ScaleUpOutput {
     pub actions: Vec<ScaleUpAction>,
     pub pods: Vec<PodExplanation>,
     pub limits: LimitsReport,
+    /// Groups a cores or memory max left no room for a single node.
+    pub skipped: SkippedByLimit,
     /// Per group: nodes asked for that have not registered.
     pub upcoming: Vec<u64>,
     pub warnings: Vec<Warning>,
@@ -105,6 +107,7 @@ pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
         actions: pass.actions,
         pods: pass.explanations,
         limits: pass.limits.report(),
+        skipped: pass.limits.skipped(),
         upcoming: pass.upcoming,
         warnings: pass.warnings,
     }

@@ -45,7 +45,9 @@ impl<'a> Pass<'a> {
                 ),
             ));
         }
-        let (room, binding) = self.limits.room(&NodeUsage::of_template(template), 1);
+        let (room, binding) = self
+            .limits
+            .room_for_one(gi, &NodeUsage::of_template(template));
         if room == 0 {
             return binding;
         }

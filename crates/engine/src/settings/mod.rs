@@ -241,6 +241,11 @@ pub struct Settings {
     /// them) before its scale-down fails and is rolled back.
     #[serde(with = "duration_serde")]
     pub max_pod_eviction_time: Duration,
+    /// DaemonSet pods of a drained node are evicted too, best effort, after its other pods
+    /// (upstream's `--daemonset-eviction-for-occupied-nodes`), so node agents stop gracefully.
+    pub daemonset_eviction_for_occupied_nodes: bool,
+    /// The same for nodes removed empty (upstream's `--daemonset-eviction-for-empty-nodes`).
+    pub daemonset_eviction_for_empty_nodes: bool,
     /// Pause between tainting a node and draining it, so that pods the scheduler placed
     /// just before the taint are seen.
     #[serde(with = "duration_serde")]
@@ -334,6 +339,8 @@ impl Default for Settings {
             skip_nodes_with_custom_controller_pods: true,
             max_pod_grace_period: Duration::from_secs(600),
             max_pod_eviction_time: Duration::from_secs(2 * MINUTE),
+            daemonset_eviction_for_occupied_nodes: true,
+            daemonset_eviction_for_empty_nodes: false,
             node_delete_delay_after_taint: Duration::from_secs(5),
             cordon_node_before_terminating: true,
             enforce_node_group_min_size: false,

@@ -202,6 +202,8 @@ settings_patch! {
     max_pod_grace_period: Duration => any,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     max_pod_eviction_time: Duration => any,
+    daemonset_eviction_for_occupied_nodes: bool => any,
+    daemonset_eviction_for_empty_nodes: bool => any,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     node_delete_delay_after_taint: Duration => any,
     cordon_node_before_terminating: bool => any,

@@ -2,10 +2,9 @@
 //! A chain (`priority,least-waste`) narrows the options step by step, as upstream; what is
 //! left tied at the end is settled by a seeded random pick, so a plan can be reproduced.
 
-use fleetscaler_model::{Warning, WarningCode};
-use std::collections::BTreeMap;
+mod priorities;
 
-use regex::Regex;
+pub use priorities::{MAX_PRIORITY_REGEX_BYTES, MAX_PRIORITY_REGEXES, Priorities, PriorityCache};
 
 use super::nodegroups::NodeGroupId;
 use super::settings::ExpanderKind;
@@ -21,69 +20,6 @@ pub struct OptionView<'a> {
     pub requested: Resources,
     /// Capacity of one new node.
     pub node_capacity: &'a Resources,
-}
-
-/// A compiled priority expander configuration: `priority → [regex]` on node group ids. A
-/// regex matches a group when it matches its id or upstream's unqualified form of it
-/// (`MachineSet/ns/name`), so a ConfigMap written for upstream's autoscaler (or an earlier
-/// fleetscaler) means the same here.
-#[derive(Debug, Default)]
-pub struct Priorities {
-    tiers: Vec<(i32, Vec<Regex>)>,
-}
-
-impl Priorities {
-    /// Compiles the map; bad regexes are reported and skipped.
-    pub fn compile(map: &BTreeMap<i32, Vec<String>>, warnings: &mut Vec<Warning>) -> Self {
-        let mut tiers: Vec<(i32, Vec<Regex>)> = map
-            .iter()
-            .map(|(p, patterns)| {
-                let compiled = patterns
-                    .iter()
-                    .filter_map(|pat| {
-                        Regex::new(pat)
-                            .map_err(|e| {
-                                warnings.push(Warning::about(
-                                    WarningCode::PriorityExpander,
-                                    "priority expander",
-                                    format!("regex {pat:?} is invalid: {e}"),
-                                ))
-                            })
-                            .ok()
-                    })
-                    .collect();
-                (*p, compiled)
-            })
-            .collect();
-        tiers.sort_by_key(|t| std::cmp::Reverse(t.0));
-        Priorities { tiers }
-    }
-
-    /// Parses the `priorities` key of the `cluster-autoscaler-priority-expander` ConfigMap.
-    pub fn parse_configmap(text: &str, warnings: &mut Vec<Warning>) -> Option<Self> {
-        match serde_saphyr::from_str::<BTreeMap<i32, Vec<String>>>(text) {
-            Ok(map) => Some(Priorities::compile(&map, warnings)),
-            Err(e) => {
-                warnings.push(Warning::about(
-                    WarningCode::PriorityExpander,
-                    "priority expander ConfigMap",
-                    format!("`priorities` is not a map of integer priority to regex list: {e}"),
-                ));
-                None
-            }
-        }
-    }
-
-    fn priority_of(&self, id: &NodeGroupId) -> Option<i32> {
-        let unqualified = id.unqualified();
-        self.tiers
-            .iter()
-            .find(|(_, res)| {
-                res.iter()
-                    .any(|r| r.is_match(id.as_str()) || r.is_match(&unqualified))
-            })
-            .map(|(p, _)| *p)
-    }
 }
 
 /// A small deterministic generator (SplitMix64): reproducible random picks from a seed.
@@ -209,6 +145,7 @@ fn best_by(left: &[usize], score: impl Fn(usize) -> f64) -> Vec<usize> {
 mod tests {
     use super::*;
     use fleetscaler_model::{MachineApiGroup, ObjectKey, ScalableKind};
+    use std::collections::BTreeMap;
 
     fn id(name: &str) -> NodeGroupId {
         NodeGroupId::new(
