@@ -69,6 +69,7 @@ pub fn run_once_with(
     warnings.extend(state.adopt_unqualified_ids(&groups));
     let (templates, template_warnings) = template::build_all(snapshot, &groups.groups, settings);
     warnings.extend(template_warnings);
+    warnings.extend(limits::implausible_nodes(&snapshot.nodes));
     warnings.extend(limits::unmatched_gpu_limits(
         settings,
         &snapshot.nodes,

@@ -27,6 +27,14 @@ pub struct NodeUsage {
     pub gpu: Option<(Arc<str>, u64)>,
 }
 
+/// More than any machine has: the largest cloud instances have under 1,000 vCPUs, 32 TiB of
+/// memory and 16 GPUs. A node claiming more (a broken kubelet, a hostile object) counts as
+/// nothing against the cluster's limits, with a warning naming it, instead of making every
+/// limit "reached" (upstream sums whatever nodes report).
+pub const MAX_PLAUSIBLE_CORES: u64 = 16_384;
+pub const MAX_PLAUSIBLE_MEMORY: i128 = 1 << 48;
+pub const MAX_PLAUSIBLE_GPUS: u64 = 1_024;
+
 impl NodeUsage {
     fn of(capacity: &Resources, gpu_label: Option<&Arc<str>>) -> Self {
         // Cores count whole, rounded up, as upstream does.
@@ -44,13 +52,55 @@ impl NodeUsage {
         }
     }
 
+    /// What a node counts for: nothing when it claims more than any machine has.
     pub fn of_node(node: &Node) -> Self {
-        NodeUsage::of(&node.capacity, node.labels.get_arc(GPU_LABEL))
+        let usage = NodeUsage::of(&node.capacity, node.labels.get_arc(GPU_LABEL));
+        if usage.implausible().is_some() {
+            NodeUsage::default()
+        } else {
+            usage
+        }
+    }
+
+    /// What it claims beyond any machine, if anything.
+    fn implausible(&self) -> Option<String> {
+        if self.cores > MAX_PLAUSIBLE_CORES {
+            return Some(format!(
+                "{} cores (at most {MAX_PLAUSIBLE_CORES} are believed)",
+                self.cores
+            ));
+        }
+        if self.memory > MAX_PLAUSIBLE_MEMORY {
+            return Some(format!(
+                "{:.0} GiB of memory (at most {} GiB are believed)",
+                gib(self.memory),
+                MAX_PLAUSIBLE_MEMORY / GIB
+            ));
+        }
+        let (kind, n) = self.gpu.as_ref()?;
+        (*n > MAX_PLAUSIBLE_GPUS)
+            .then(|| format!("{n} {kind} GPUs (at most {MAX_PLAUSIBLE_GPUS} are believed)"))
     }
 
     pub fn of_template(t: &TemplateNode) -> Self {
         NodeUsage::of(&t.capacity, t.labels.get_arc(GPU_LABEL))
     }
+}
+
+/// A warning for each node that claims more than any machine has, which the limits count as
+/// nothing.
+pub fn implausible_nodes(nodes: &[Node]) -> Vec<Warning> {
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let claim = NodeUsage::of(&n.capacity, n.labels.get_arc(GPU_LABEL)).implausible()?;
+            Some(Warning::about(
+                WarningCode::ImplausibleCapacity,
+                format!("node {}", n.name),
+                format!("reports {claim}, more than any machine has: it counts as nothing against the cluster's limits"),
+            ))
+        })
+        .collect()
 }
 
 /// A warning for each GPU limit whose type no node and no group's template has: such a

@@ -45,6 +45,10 @@ pub enum WarningCode {
     MinSizeBlocked,
     /// The scale-up pass met something it could not do as simulated.
     ScaleUp,
+    /// A group whose replicas are above its max.
+    AboveMaxSize,
+    /// A node claiming more than any machine has: it counts as nothing against the limits.
+    ImplausibleCapacity,
 }
 
 impl WarningCode {
@@ -66,6 +70,8 @@ impl WarningCode {
             WarningCode::StateForgotten => "StateForgotten",
             WarningCode::MinSizeBlocked => "MinSizeBlocked",
             WarningCode::ScaleUp => "ScaleUp",
+            WarningCode::AboveMaxSize => "AboveMaxSize",
+            WarningCode::ImplausibleCapacity => "ImplausibleCapacity",
         }
     }
 }

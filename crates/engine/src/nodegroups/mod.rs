@@ -12,7 +12,7 @@ mod bounds;
 mod id;
 mod options;
 
-use fleetscaler_model::Warning;
+use fleetscaler_model::{Warning, WarningCode};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 
@@ -144,8 +144,24 @@ pub fn discover(snapshot: &ClusterSnapshot, explicit: &[NodeGroupSpec]) -> NodeG
     }
     out.groups.sort_by(|a, b| a.id.cmp(&b.id));
     out.ineligible.sort_by(|a, b| a.id.cmp(&b.id));
+    warn_above_max(&mut out);
     attach_machines_and_nodes(snapshot, &mut out);
     out
+}
+
+/// A group asked for more replicas than its max (someone scaled it by hand, or lowered the
+/// max): it gets no node until it is back within bounds, which the plan should say.
+fn warn_above_max(out: &mut NodeGroups) {
+    for g in out.groups.iter().filter(|g| g.target > g.max) {
+        out.warnings.push(Warning::about(
+            WarningCode::AboveMaxSize,
+            format!("node group {}", g.id),
+            format!(
+                "replicas {} are above its max {}: no node is added to it until it is back within its bounds; nodes it does not need may still go",
+                g.target, g.max
+            ),
+        ));
+    }
 }
 
 fn attach_machines_and_nodes(snapshot: &ClusterSnapshot, out: &mut NodeGroups) {

@@ -433,7 +433,7 @@ fn a_node_whose_pods_need_more_than_a_budget_allows_is_at_risk_not_kept() {
         .unwrap()
         .message;
     assert!(
-        why.contains("taken by nodes found unneeded before"),
+        why.contains("nodes found unneeded before this one take the 1"),
         "{why}"
     );
 

@@ -227,6 +227,64 @@ fn predicate_failures_on_templates_are_per_group() {
     );
 }
 
+/// Seed of issue 22: a node claiming 9.2e15 cores made every limit "reached" and blocked
+/// every scale-up. It now counts as nothing, named in a warning; the cluster goes on; and the
+/// skipped scale-up events upstream counts are counted for the groups a max starves.
+#[test]
+fn a_node_claiming_more_than_any_machine_counts_as_nothing_against_the_limits() {
+    let settings = Settings {
+        cores: Range {
+            min: 0,
+            max: Some(12),
+        },
+        ..Settings::default()
+    };
+    let mut items = full_cluster(2);
+    // Cordoned: the scheduler, real or simulated, would otherwise place the pods there.
+    let mut broken = node("broken").cpu("9200000000000000").json();
+    broken["spec"]["unschedulable"] = serde_json::json!(true);
+    items.push(broken);
+    let p = plan(&snapshot(items), &settings);
+    assert_eq!((p.scale_up[0].from, p.scale_up[0].to), (1, 2));
+    assert_eq!(p.limits.cores.used, 8.0, "4 for w1, 4 for the new node");
+    let warned: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.starts_with("node broken: reports 9200000000000000 cores")),
+        "{warned:?}"
+    );
+    assert_eq!(p.skipped_scale_events.up.cpu, 0);
+
+    // With the max already taken, the group is starved: one skipped event, for cores.
+    let tight = Settings {
+        cores: Range {
+            min: 0,
+            max: Some(4),
+        },
+        ..Settings::default()
+    };
+    let p = plan(&snapshot(full_cluster(2)), &tight);
+    assert!(p.scale_up.is_empty());
+    assert_eq!(p.skipped_scale_events.up.cpu, 1);
+    assert_eq!(p.skipped_scale_events.up.memory, 0);
+}
+
+/// A group scaled by hand above its max is named in a warning.
+#[test]
+fn replicas_above_the_max_are_warned_about() {
+    let mut items = vec![machineset("workers", 1, 2, 3).json()];
+    items.extend(group_node("w1", "workers", node("w1")));
+    let p = plan(&snapshot(items), &Settings::default());
+    let warned: Vec<String> = p.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        warned
+            .iter()
+            .any(|w| w.contains("replicas 3 are above its max 2")),
+        "{warned:?}"
+    );
+}
+
 #[test]
 fn cores_limit_caps_the_scale_up_and_names_the_limit() {
     let settings = Settings {
