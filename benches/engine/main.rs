@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod many_groups;
 mod synthetic;
 
 use std::time::{Duration, Instant};
@@ -82,6 +83,7 @@ fn main() {
     );
     if !benching {
         scale_down_pass(&snapshot, 1, None);
+        many_groups_passes(&[50], 1);
         return;
     }
     println!(
@@ -100,6 +102,44 @@ fn main() {
         if pct(0.5) <= goal { "met" } else { "NOT met" }
     );
     scale_down_pass(&snapshot, iterations, Some(goal));
+    many_groups_passes(&[500, 1000, 2000], iterations.min(5));
+}
+
+/// Passes over clusters of many similar node groups with balancing on: a quiet one, and one
+/// whose pending pods each need a node (so the chosen group is balanced over all the
+/// others). Goal: well under a second at 2,000 groups.
+fn many_groups_passes(sizes: &[usize], iterations: usize) {
+    let settings = Settings {
+        balance_similar_node_groups: true,
+        ..Settings::default()
+    };
+    let now = Timestamp::UNIX_EPOCH;
+    for &groups in sizes {
+        for pending in [0, 3] {
+            let snapshot = many_groups::build(groups, pending);
+            let mut best = Duration::MAX;
+            let mut plan = None;
+            for _ in 0..iterations.max(1) {
+                let t = Instant::now();
+                let p = run_once(&snapshot, &mut EngineState::default(), &settings, now);
+                best = best.min(t.elapsed());
+                plan = Some(p);
+            }
+            let plan = plan.unwrap();
+            let groups_grown = plan.scale_up.len();
+            let added: u64 = plan.scale_up.iter().map(|a| a.to - a.from).sum();
+            assert_eq!(plan.node_groups.len(), groups);
+            assert_eq!(
+                added as usize, pending,
+                "each pending pod needs a node of its own"
+            );
+            println!(
+                "many groups: {groups} similar groups, {pending} pending: best of {} passes {:.1} ms; {added} nodes over {groups_grown} groups",
+                iterations.max(1),
+                best.as_secs_f64() * 1000.0
+            );
+        }
+    }
 }
 
 /// The same cluster with no pending pods, remembering its unneeded nodes for 20 minutes:

@@ -216,7 +216,7 @@ fn pending_pods(items: &mut Vec<Value>, total: usize) {
     }
 }
 
-fn machineset(
+pub(crate) fn machineset(
     name: &str,
     replicas: usize,
     max: usize,
@@ -247,7 +247,7 @@ fn machineset(
             "providerSpec": {"value": {"instanceType": itype, "placement": {"availabilityZone": zone}}}}}}})
 }
 
-fn machine(node: &str, ms: &str, zone: &str) -> Value {
+pub(crate) fn machine(node: &str, ms: &str, zone: &str) -> Value {
     json!({"apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
         "metadata": {"name": format!("{node}-machine"), "namespace": NS,
             "ownerReferences": [{"apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet", "name": ms, "uid": format!("uid-{ms}"), "controller": true}]},
@@ -255,7 +255,14 @@ fn machine(node: &str, ms: &str, zone: &str) -> Value {
         "status": {"phase": "Running", "nodeRef": {"kind": "Node", "name": node}}})
 }
 
-fn node(name: &str, zone: &str, itype: &str, cores: u32, mem: u32, taint: Option<&str>) -> Value {
+pub(crate) fn node(
+    name: &str,
+    zone: &str,
+    itype: &str,
+    cores: u32,
+    mem: u32,
+    taint: Option<&str>,
+) -> Value {
     let cap = json!({"cpu": cores.to_string(), "memory": format!("{mem}Gi"), "pods": "250"});
     let taints: Vec<Value> = taint
         .iter()
@@ -269,7 +276,7 @@ fn node(name: &str, zone: &str, itype: &str, cores: u32, mem: u32, taint: Option
 }
 
 #[allow(clippy::too_many_arguments)]
-fn pod(
+pub(crate) fn pod(
     name: &str,
     ns: &str,
     cpu: &str,

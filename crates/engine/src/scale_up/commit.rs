@@ -86,7 +86,8 @@ impl<'a> Pass<'a> {
             })
             .collect();
         let classes: Vec<usize> = candidates.iter().map(|c| c.class).collect();
-        let peers = self.balance_peers(gi, &classes, fit);
+        let open = self.open_groups();
+        let peers = self.balance_peers(gi, &classes, fit, &open);
         let split = self.split(gi, &peers, option.estimate.node_count);
         let Ok(template) = self.input.templates[gi].clone() else {
             return Vec::new();

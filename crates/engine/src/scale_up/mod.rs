@@ -13,6 +13,7 @@ mod commit;
 mod explain;
 mod min_size;
 mod options;
+mod similar;
 
 use fleetscaler_model::{Warning, WarningCode};
 use std::collections::HashMap;
@@ -31,7 +32,7 @@ use super::template::TemplateNode;
 use commit::retain_unplaced;
 use fleetscaler_model::ClusterSnapshot;
 use fleetscaler_model::pod::Pod;
-use options::similar_groups;
+use similar::Similar;
 
 pub struct ScaleUpInput<'a> {
     pub snapshot: &'a ClusterSnapshot,
@@ -78,8 +79,8 @@ struct Pass<'a> {
     targets: Vec<u64>,
     added: u64,
     upcoming: Vec<u64>,
-    /// Per group, the groups similar enough to balance with.
-    similar: Vec<Vec<usize>>,
+    /// The groups similar enough to balance with, found when first asked.
+    similar: Similar<'a>,
     explanations: Vec<PodExplanation>,
     /// Per pod class: why no existing or upcoming node fits.
     existing_summary: HashMap<usize, Reason>,
@@ -149,7 +150,7 @@ impl<'a> Pass<'a> {
             targets: input.cluster.groups.iter().map(|g| g.target).collect(),
             added: 0,
             upcoming: vec![0; input.groups.groups.len()],
-            similar: similar_groups(input),
+            similar: Similar::new(input.templates, &input.settings.balancing_ignored_labels),
             explanations: Vec::new(),
             existing_summary: HashMap::new(),
             actions: Vec::new(),
@@ -321,8 +322,10 @@ impl<'a> Pass<'a> {
                 break;
             }
             let fit = self.fit_matrix(&remaining, false);
+            // Whether each group can grow now: asked once per round, not once per peer.
+            let open = self.open_groups();
             let options: Vec<ScaleOption> = (0..self.targets.len())
-                .filter_map(|gi| self.option_for(gi, &remaining, &fit))
+                .filter_map(|gi| self.option_for(gi, &remaining, &fit, &open))
                 .collect();
             if options.is_empty() {
                 break;

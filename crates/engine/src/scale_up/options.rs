@@ -4,8 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{Pass, Pending, ScaleOption, ScaleUpInput};
-use crate::balance;
+use super::{Pass, Pending, ScaleOption};
 use crate::estimator::{self, Candidate, Estimate};
 use crate::expander::{self, OptionView, SeededRng};
 use crate::limits::NodeUsage;
@@ -92,20 +91,28 @@ impl<'a> Pass<'a> {
         fit
     }
 
-    /// Groups to balance with: similar, able to grow, and fitting every class in `classes`.
+    /// Per group, whether it can grow by a node right now.
+    pub(super) fn open_groups(&self) -> Vec<bool> {
+        (0..self.targets.len())
+            .map(|gi| self.group_block(gi).is_none())
+            .collect()
+    }
+
+    /// Groups to balance with: similar, able to grow (`open`), and fitting every class in
+    /// `classes`.
     pub(super) fn balance_peers(
         &self,
         gi: usize,
         classes: &[usize],
         fit: &FitMatrix,
+        open: &[bool],
     ) -> Vec<usize> {
         if !self.input.settings.balance_similar_node_groups {
             return Vec::new();
         }
-        self.similar[gi]
-            .iter()
-            .copied()
-            .filter(|&peer| self.group_block(peer).is_none())
+        self.similar
+            .peers_of(gi)
+            .filter(|&peer| open.get(peer).copied().unwrap_or(false))
             .filter(|&peer| {
                 classes
                     .iter()
@@ -172,8 +179,9 @@ impl<'a> Pass<'a> {
         gi: usize,
         remaining: &[Pending],
         fit: &FitMatrix,
+        open: &[bool],
     ) -> Option<ScaleOption> {
-        if self.group_block(gi).is_some() {
+        if !open.get(gi).copied().unwrap_or(false) {
             return None;
         }
         let candidates = self.candidates(gi, remaining, fit);
@@ -181,7 +189,7 @@ impl<'a> Pass<'a> {
             return None;
         }
         let classes: Vec<usize> = candidates.iter().map(|c| c.class).collect();
-        let peers = self.balance_peers(gi, &classes, fit);
+        let peers = self.balance_peers(gi, &classes, fit, open);
         let (cap, why) = self.cap_for(gi, &peers);
         let estimate = self.evaluate(gi, &candidates, cap)?;
         Some(ScaleOption {
@@ -237,22 +245,4 @@ impl<'a> Pass<'a> {
             rng,
         )
     }
-}
-
-pub(super) fn similar_groups(input: &ScaleUpInput) -> Vec<Vec<usize>> {
-    let n = input.groups.groups.len();
-    let mut out = vec![Vec::new(); n];
-    if !input.settings.balance_similar_node_groups {
-        return out;
-    }
-    for (a, peers) in out.iter_mut().enumerate() {
-        for b in (0..n).filter(|&b| b != a) {
-            if let (Ok(ta), Ok(tb)) = (&input.templates[a], &input.templates[b])
-                && balance::similar(ta, tb, &input.settings.balancing_ignored_labels).is_ok()
-            {
-                peers.push(b);
-            }
-        }
-    }
-    out
 }
