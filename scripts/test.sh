@@ -46,5 +46,9 @@ if [ "${CI:-}" = "true" ]; then
     go clean -cache -modcache
 fi
 # The image's release binary, once, before the tests (tests/real/image.rs builds the image from it).
+# Without the release profile's link-time optimisation: the tests check the image, not its
+# speed (benches do, with it), and thin LTO doubles this build on two cores. Exported, so the
+# test's own call of image.sh finds the same build.
+export CARGO_PROFILE_RELEASE_LTO=false
 scripts/image.sh binary
 cargo test --all-targets --locked
