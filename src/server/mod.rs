@@ -6,8 +6,9 @@
 //! They are served as fleet.toml's `[hub.serving]` says (docs/hub.md, "Serving"): over
 //! HTTPS when it names a certificate (`tls`, re-read when its files change), to the users
 //! RBAC allows when it asks for Kubernetes authentication (`auth`), with a cap on
-//! connections, request sizes and time (`conn`, `site`, `io`). A secured main port leaves
-//! the probes to a plain port of their own; otherwise they share the main one.
+//! connections that slow or silent clients cannot fill (`slots`), on request sizes and time
+//! (`conn`, `site`, `io`). A secured main port leaves the probes to a plain port of their
+//! own, with slots of its own; otherwise they share the main one.
 
 mod api;
 mod auth;
@@ -16,6 +17,7 @@ mod dashboard;
 mod io;
 mod probes;
 mod site;
+mod slots;
 mod throttle;
 mod tls;
 mod what_if;
@@ -37,7 +39,8 @@ pub use self::tls::TlsError;
 use crate::config::{ConfigError, HubConfig};
 use crate::hub::FleetView;
 
-/// The kubelet and little else asks the probe port.
+/// The kubelet and little else asks the probe port (a connection that does not send its
+/// request is closed for a newcomer: `slots`).
 const PROBE_CONNECTIONS: usize = 32;
 
 #[derive(Debug, thiserror::Error)]

@@ -66,6 +66,8 @@ impl Site {
         if let Err(refused) = self.access.check(&parts).await {
             return refused;
         }
+        // Past authentication: the port no longer closes this connection for a newcomer.
+        super::slots::proven(&parts.extensions);
         if parts.uri.path().trim_end_matches('/') == "/api/v1/what-if" {
             return super::what_if::answer(&self.view, parts.uri.query(), self.deadline).await;
         }
@@ -104,6 +106,8 @@ pub(super) struct Probes {
 
 impl Handler for Probes {
     async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        // The probes are open: whoever sent a whole head is a client.
+        super::slots::proven(req.extensions());
         if let Some(refused) = api::method_refused(req.method()) {
             return refused;
         }
