@@ -8,9 +8,7 @@ use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
 use http::{Request, Response};
-use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -19,6 +17,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use super::body::{CHUNK, Paced, paced};
 use super::io::WriteDeadline;
 use super::site::Handler;
 use super::slots::{Mark, Slots, Taken};
@@ -209,7 +208,10 @@ where
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT)
-        .max_header_size(rules.max_header_bytes);
+        .max_header_size(rules.max_header_bytes)
+        // Room for a head on the way in, and on the way out for a chunk or two of an answer
+        // (`body`): hyper takes the next one once those are sent.
+        .max_buf_size(rules.max_header_bytes + 2 * CHUNK);
     // The connection ends here, or where `accept` closes it.
     let _ = builder.serve_connection(TokioIo::new(io), service).await;
 }
@@ -220,10 +222,10 @@ async fn answer<H: Handler>(
     mut req: Request<Incoming>,
     handler: &H,
     mark: Mark,
-) -> Response<Full<Bytes>> {
+) -> Response<Paced> {
     mark.request();
     req.extensions_mut().insert(mark.clone());
     let answer = handler.handle(req).await;
     mark.answered();
-    answer
+    paced(answer)
 }

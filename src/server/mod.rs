@@ -7,19 +7,25 @@
 //! HTTPS when it names a certificate (`tls`, re-read when its files change), to the users
 //! RBAC allows when it asks for Kubernetes authentication (`auth`), with a cap on
 //! connections that slow or silent clients cannot fill (`slots`), on request sizes and time
-//! (`conn`, `site`, `io`). A secured main port leaves the probes to a plain port of their
-//! own, with slots of its own; otherwise they share the main one.
+//! (`conn`, `site`, `io`), and on answers: a plan's long lists cut to a page (`plan`, `trim`),
+//! its default answer built once per pass and shared, the heavy answers built and held a few
+//! at a time (`heavy`) and sent in chunks (`body`). A secured main port leaves the probes to a
+//! plain port of their own, with slots of its own; otherwise they share the main one.
 
 mod api;
 mod auth;
+mod body;
 mod conn;
 mod dashboard;
+mod heavy;
 mod io;
+mod plan;
 mod probes;
 mod site;
 mod slots;
 mod throttle;
 mod tls;
+mod trim;
 mod what_if;
 
 use std::net::SocketAddr;
@@ -137,7 +143,7 @@ pub async fn start(
         write_timeout: s.request_timeout,
     };
     let site = Site {
-        view: view.clone(),
+        api: self::api::Api::new(view.clone()),
         access,
         max_body_bytes: s.max_request_body_bytes,
         deadline: s.request_timeout,

@@ -22,7 +22,7 @@ pub(super) trait Handler: Send + Sync + 'static {
 /// The main port: the API, the dashboard and `/metrics` (and the probes, behind the same
 /// access, for whoever is allowed them).
 pub(super) struct Site {
-    pub view: FleetView,
+    pub api: api::Api,
     pub access: Access,
     pub max_body_bytes: usize,
     pub deadline: Duration,
@@ -68,10 +68,11 @@ impl Site {
         }
         // Past authentication: the port no longer closes this connection for a newcomer.
         super::slots::proven(&parts.extensions);
-        if parts.uri.path().trim_end_matches('/') == "/api/v1/what-if" {
-            return super::what_if::answer(&self.view, parts.uri.query(), self.deadline).await;
+        let (path, query) = (parts.uri.path(), parts.uri.query());
+        if path.trim_end_matches('/') == "/api/v1/what-if" {
+            return super::what_if::answer(&self.api.view, query, self.deadline).await;
         }
-        api::route(&self.view, parts.uri.path())
+        self.api.route(path, query).await
     }
 }
 

@@ -1,11 +1,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! The hub's serving under load nobody authorized (docs/hub.md, "Serving"): hundreds of
-//! connections that never finish their TLS handshake or their request's head keep neither
-//! the kubelet's probes nor a valid client out (they take turns being closed, and each is
-//! closed after a few seconds anyway).
+//! The hub's serving under load nobody authorized (docs/hub.md, "Serving", "HTTP API"):
+//! hundreds of connections that never finish their TLS handshake or their request's head
+//! keep neither the kubelet's probes nor a valid client out (they take turns being closed,
+//! and each is closed after a few seconds anyway); a burst of requests for the plan of a
+//! cluster with 20,000 pending pods shares one bounded answer, and the hub's memory stays
+//! within the bound docs/hub.md states.
 
 use crate::e2e_support;
-use crate::hub_serving::served;
+use crate::hub_serving::{Running, free_port, served};
 use crate::serving_support;
 
 use std::net::SocketAddr;
@@ -14,6 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use e2e_support::*;
+use fleetscaler::sim::api::resources::Resource;
+use fleetscaler::sim::fleet::ClusterHandle;
+use fleetscaler::sim::settings::Flavor;
+use serde_json::json;
 use serving_support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -120,4 +126,155 @@ async fn half_open_connections_keep_neither_the_probes_nor_a_client_out() {
     eprintln!("closed after: silent {silent:?}, unfinished head {slow:?}");
     assert!(silent >= Duration::from_secs(4), "{silent:?}");
     s.stop().await;
+}
+
+/// Pending pods in this test: as many as one plan of a busy cluster (or a tenant who may
+/// create pods) holds.
+const PENDING: usize = 20_000;
+/// Concurrent requests in a burst.
+const BURST: usize = 300;
+/// The most the hub's memory (its peak resident set) may grow during a burst: docs/hub.md
+/// ("HTTP API") states it.
+const BURST_BOUND: u64 = 64 << 20;
+
+/// `count` pods no node can take (1,000 cores each), straight into the cluster's store.
+fn stuck_pods(cluster: &ClusterHandle, count: usize) {
+    let mut state = cluster.state();
+    for i in 0..count {
+        let pod = json!({
+            "metadata": {"name": format!("stuck-{i:05}"), "labels": {"app": "stuck"},
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                    "name": "stuck", "uid": "uid-stuck", "controller": true}]},
+            "spec": {"containers": [{"name": "c", "image": "busybox",
+                "resources": {"requests": {"cpu": "1000", "memory": "1Gi"}}}]}
+        });
+        state.create(Resource::Pods, "default", pod).unwrap();
+    }
+}
+
+/// A field of `/proc/<pid>/status`, in bytes.
+fn proc_status(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status
+        .lines()
+        .find(|l| l.starts_with(field))
+        .unwrap_or_else(|| panic!("no {field} in /proc/{pid}/status"));
+    let kib: u64 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    kib << 10
+}
+
+/// The hub's peak resident set while `burst` runs, above its resident set before it.
+async fn peak_growth<F: Future>(pid: u32, burst: F) -> (u64, F::Output) {
+    // Resets the peak (VmHWM) to the current resident set.
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+    let before = proc_status(pid, "VmRSS:");
+    let out = burst.await;
+    let peak = proc_status(pid, "VmHWM:");
+    (peak.saturating_sub(before), out)
+}
+
+async fn burst(addr: SocketAddr, paths: Vec<String>) -> Vec<Answer> {
+    let asks = paths.into_iter().map(|path| async move {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        exchange(tcp, get_request(&path, None).as_bytes())
+            .await
+            .unwrap()
+    });
+    futures::future::join_all(asks).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_plan_requests_shares_one_bounded_answer() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    stuck_pods(&fleet.clusters()[0], PENDING);
+    let dir = TempDir::new("plan-burst");
+    let kubeconfig = dir.path().join("fleet.kubeconfig");
+    fleet.write_kubeconfig(&kubeconfig).unwrap();
+    let addr = free_port();
+    let file = dir.path().join("fleet.toml");
+    std::fs::write(
+        &file,
+        format!(
+            "[hub]\nlisten = \"{addr}\"\nkubeconfigs = [{kubeconfig:?}]\nscan_interval = \"10m\"\n\
+             [hub.serving]\nmax_connections = 512\n\
+             [[clusters]]\nname = \"sim-1\"\nuse_cluster_autoscaler = false\n"
+        ),
+    )
+    .unwrap();
+    let hub = Running(
+        std::process::Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+            .args(["run", "--config"])
+            .arg(&file)
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .unwrap(),
+    );
+    let pid = hub.0.id();
+    eventually(
+        Duration::from_secs(120),
+        "a plan with every pending pod",
+        || async move {
+            let tcp = TcpStream::connect(addr).await.ok()?;
+            let request = get_request("/api/v1/clusters/sim-1", None);
+            let a = exchange(tcp, request.as_bytes()).await.ok()?;
+            (a.status == 200 && a.json()["pendingPods"] == PENDING).then_some(())
+        },
+    )
+    .await;
+
+    // One answer: the first page, and how many were left out.
+    let one = http_get(addr, "/api/v1/clusters/sim-1/plan").await;
+    assert_eq!(one.status, 200);
+    let resident = proc_status(pid, "VmRSS:") >> 20;
+    eprintln!(
+        "the plan's answer: {} bytes; the hub: {resident} MiB",
+        one.body.len()
+    );
+    assert!(one.body.len() < 1 << 20, "{} bytes", one.body.len());
+    let plan = one.json();
+    assert_eq!(plan["pendingPods"].as_array().unwrap().len(), 500);
+    assert_eq!(plan["pendingPodsOmitted"], PENDING - 500);
+    let page = http_get(addr, "/api/v1/clusters/sim-1/plan?offset=19990").await;
+    let page = page.json();
+    assert_eq!(page["pendingPods"].as_array().unwrap().len(), 10);
+    assert_eq!(page["pendingPods"][9]["pod"], "default/stuck-19999");
+    let pod = http_get(addr, "/api/v1/clusters/sim-1/plan?pod=default/stuck-12345").await;
+    assert_eq!(pod.json()["pendingPods"][0]["pod"], "default/stuck-12345");
+
+    // A burst of the same request: one answer, shared.
+    let paths = vec!["/api/v1/clusters/sim-1/plan".to_string(); BURST];
+    let (grew, answers) = peak_growth(pid, burst(addr, paths)).await;
+    eprintln!(
+        "{BURST} requests for the plan: the hub's peak grew by {} KiB",
+        grew >> 10
+    );
+    assert!(
+        answers
+            .iter()
+            .all(|a| a.status == 200 && a.body == one.body)
+    );
+    assert!(grew < BURST_BOUND, "the hub grew by {grew} bytes");
+
+    // A burst of pages, each built for its request, in turn.
+    let paths = (0..BURST)
+        .map(|i| format!("/api/v1/clusters/sim-1/plan?offset={}", i * 60))
+        .collect();
+    let (grew, answers) = peak_growth(pid, burst(addr, paths)).await;
+    let served = answers.iter().filter(|a| a.status == 200).count();
+    eprintln!(
+        "{BURST} pages: {served} served, the hub's peak grew by {} KiB",
+        grew >> 10
+    );
+    for a in answers.iter().filter(|a| a.status != 200) {
+        assert_eq!(a.status, 503, "{a:?}");
+        assert_eq!(a.header("retry-after").as_deref(), Some("1"), "{a:?}");
+    }
+    assert!(served > 0);
+    assert!(grew < BURST_BOUND, "the hub grew by {grew} bytes");
+    drop(hub);
+    fleet.shutdown().await;
 }
