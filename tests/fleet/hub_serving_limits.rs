@@ -128,6 +128,40 @@ async fn half_open_connections_keep_neither_the_probes_nor_a_client_out() {
     s.stop().await;
 }
 
+/// Unsecured, the probes share the main port's slots: connections that never finish their
+/// head, more than it holds, keep neither the probes nor the API out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_one_port_half_open_connections_keep_the_probes_answered() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let dir = TempDir::new("serving-one-port");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
+    let (addr, serving) = serve_http(&hub).await;
+    let (closed, stop) = (Arc::new(AtomicUsize::new(0)), CancellationToken::new());
+    let squatters = squat(addr, 300, UNFINISHED_HEAD, &closed, &stop);
+    eventually(
+        Duration::from_secs(30),
+        "the hub closing the connections over its cap",
+        || {
+            let n = closed.load(Ordering::Relaxed);
+            async move { (n >= 300 - 256).then_some(()) }
+        },
+    )
+    .await;
+    for path in ["/livez"; 20].into_iter().chain(["/api/v1/fleet"]) {
+        let tcp = TcpStream::connect(addr).await.unwrap();
+        let a = exchange(tcp, get_request(path, None).as_bytes()).await;
+        let a = a.unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(a.status, 200, "{path}: {a:?}");
+    }
+    stop.cancel();
+    for t in squatters {
+        t.await.unwrap();
+    }
+    serving.cancel();
+    hub.stop().await;
+    fleet.shutdown().await;
+}
+
 /// Pending pods in this test: as many as one plan of a busy cluster (or a tenant who may
 /// create pods) holds.
 const PENDING: usize = 20_000;
