@@ -1,19 +1,22 @@
 //! The routes: probes, `/metrics`, `/api/v1/fleet` (the fleet's health and every cluster),
 //! `/api/v1/clusters/<name>` (with its pending pods and why they wait, and its effective
-//! settings with their sources) and its last plan.
+//! settings with their sources) and its last plan (`plan`). The answers that hold pending
+//! pods are built in turn (`heavy`).
 
 use bytes::Bytes;
 use http::{Method, Response, StatusCode, header};
 use http_body_util::Full;
 use serde::Serialize;
 
+use super::heavy::Heavy;
+use super::plan::Plans;
 use crate::engine::plan::PodExplanation;
 use crate::hub::ClusterReport;
 use crate::hub::health::{ClusterState, FleetHealth};
 use crate::hub::{FleetView, HubStatus};
 
 /// Pending pods listed per cluster (the plan has them all; `pendingPods` counts them).
-const PENDING_SHOWN: usize = 500;
+const PENDING_SHOWN: usize = super::plan::SHOWN;
 /// The same, in the fleet-wide answer.
 const FLEET_PENDING_SHOWN: usize = 50;
 
@@ -54,49 +57,81 @@ pub(super) fn method_refused(method: &Method) -> Option<Response<Full<Bytes>>> {
     })
 }
 
-/// The answer for `path` on the main port.
-pub(super) fn route(view: &FleetView, path: &str) -> Response<Full<Bytes>> {
-    if let Some(page) = super::dashboard::route(path) {
-        return page;
-    }
-    if let Some(answer) = probe_route(view, path) {
-        return answer;
-    }
-    let path = path.trim_end_matches('/');
-    match path.split('/').collect::<Vec<_>>().as_slice() {
-        ["", "metrics"] => respond(
-            StatusCode::OK,
-            crate::telemetry::metrics::CONTENT_TYPE,
-            crate::telemetry::metrics::text(&view.metrics()).into_bytes(),
-        ),
-        ["", "api", "v1", "fleet"] => {
-            let reports = view.reports();
-            json(&FleetBody {
-                hub: view.hub(),
-                fleet: view.health(),
-                shared_failures: view.shared_failures(),
-                clusters: reports
-                    .iter()
-                    .map(|r| cluster_body(r, FLEET_PENDING_SHOWN))
-                    .collect(),
-            })
+/// The main port's routes, and what their answers are built with.
+pub(super) struct Api {
+    pub view: FleetView,
+    /// The plans' answers, shared per pass.
+    plans: Plans,
+    /// Turns to build the answers that hold pending pods.
+    heavy: Heavy,
+}
+
+impl Api {
+    pub(super) fn new(view: FleetView) -> Api {
+        Api {
+            view,
+            plans: Plans::default(),
+            heavy: Heavy::new(),
         }
-        ["", "api", "v1", "clusters", name] => match view.report(name) {
-            Some(r) => json(&cluster_body(&r, PENDING_SHOWN)),
-            None => not_found(name),
-        },
-        ["", "api", "v1", "clusters", name, "plan"] => match view.report(name) {
-            Some(r) => match r.plan {
-                Some(plan) => json(&*plan),
-                None => text(StatusCode::SERVICE_UNAVAILABLE, "no pass has run yet\n"),
-            },
-            None => not_found(name),
-        },
-        _ => text(
-            StatusCode::NOT_FOUND,
-            "not found; try /api/v1/fleet, /api/v1/clusters/<name>[/plan], /api/v1/what-if?set=KEY=VALUE, /metrics, /readyz\n",
-        ),
     }
+
+    /// The answer for `path` (and its `query`) on the main port.
+    pub(super) async fn route(&self, path: &str, query: Option<&str>) -> Response<Full<Bytes>> {
+        if let Some(page) = super::dashboard::route(path) {
+            return page;
+        }
+        let view = &self.view;
+        if let Some(answer) = probe_route(view, path) {
+            return answer;
+        }
+        let path = path.trim_end_matches('/');
+        match path.split('/').collect::<Vec<_>>().as_slice() {
+            ["", "metrics"] => respond(
+                StatusCode::OK,
+                crate::telemetry::metrics::CONTENT_TYPE,
+                crate::telemetry::metrics::text(&view.metrics()),
+            ),
+            ["", "api", "v1", "fleet"] => self.in_turn(|| fleet(view)).await,
+            ["", "api", "v1", "clusters", name] => match view.report(name) {
+                Some(r) => {
+                    self.in_turn(|| json(&cluster_body(&r, PENDING_SHOWN)))
+                        .await
+                }
+                None => not_found(name),
+            },
+            ["", "api", "v1", "clusters", name, "plan"] => {
+                self.plans.answer(view, name, query, &self.heavy).await
+            }
+            _ => text(
+                StatusCode::NOT_FOUND,
+                "not found; try /api/v1/fleet, /api/v1/clusters/<name>[/plan], /api/v1/what-if?set=KEY=VALUE, /metrics, /readyz\n",
+            ),
+        }
+    }
+
+    /// `build`'s answer, built in turn with the other heavy ones.
+    async fn in_turn(
+        &self,
+        build: impl FnOnce() -> Response<Full<Bytes>>,
+    ) -> Response<Full<Bytes>> {
+        match self.heavy.turn().await {
+            Ok(turn) => turn.answer(build()),
+            Err(busy) => busy,
+        }
+    }
+}
+
+fn fleet(view: &FleetView) -> Response<Full<Bytes>> {
+    let reports = view.reports();
+    json(&FleetBody {
+        hub: view.hub(),
+        fleet: view.health(),
+        shared_failures: view.shared_failures(),
+        clusters: reports
+            .iter()
+            .map(|r| cluster_body(r, FLEET_PENDING_SHOWN))
+            .collect(),
+    })
 }
 
 /// The probes' answer for `path`, if it is one of theirs.
@@ -131,7 +166,7 @@ fn cluster_body(r: &ClusterReport, shown: usize) -> ClusterBody<'_> {
     }
 }
 
-fn not_found(name: &str) -> Response<Full<Bytes>> {
+pub(super) fn not_found(name: &str) -> Response<Full<Bytes>> {
     text(
         StatusCode::NOT_FOUND,
         &format!("no cluster named {name:?}\n"),
@@ -139,10 +174,18 @@ fn not_found(name: &str) -> Response<Full<Bytes>> {
 }
 
 pub(super) fn json<T: Serialize>(value: &T) -> Response<Full<Bytes>> {
-    match serde_json::to_vec_pretty(value) {
+    match to_json(value) {
         Ok(body) => respond(StatusCode::OK, "application/json", body),
         Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, &format!("{e}\n")),
     }
+}
+
+/// `value` as pretty JSON, in no more memory than it takes: an answer is held until its
+/// client has read it.
+pub(super) fn to_json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Bytes> {
+    let mut body = serde_json::to_vec_pretty(value)?;
+    body.shrink_to_fit();
+    Ok(Bytes::from(body))
 }
 
 pub(super) fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
@@ -156,9 +199,9 @@ pub(super) fn text(status: StatusCode, body: &str) -> Response<Full<Bytes>> {
 pub(super) fn respond(
     status: StatusCode,
     content_type: &str,
-    body: Vec<u8>,
+    body: impl Into<Bytes>,
 ) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(body)));
+    let mut r = Response::new(Full::new(body.into()));
     *r.status_mut() = status;
     if let Ok(v) = header::HeaderValue::from_str(content_type) {
         r.headers_mut().insert(header::CONTENT_TYPE, v);

@@ -1,27 +1,34 @@
-//! Connections: accepted up to a cap (beyond it, closed at once, unserved: a slot is held
-//! from accept to close, so idle and slow clients count too), TLS when the port has a
-//! certificate (a plain HTTP request there gets a 400 saying so), then HTTP/1.1 with a
-//! deadline on the request's head, a cap on its size (431 beyond it) and on each write.
+//! Connections: held in the port's slots (`slots`: a new connection over the cap closes the
+//! stranger connected longest ago, or the client idle longest, and is refused only while
+//! every slot answers an authenticated request), TLS when the port has a certificate (a plain
+//! HTTP request there gets a 400 saying so), then HTTP/1.1 with a deadline on the handshake
+//! and on each request's head, a cap on the head's size (431 beyond it) and on each write.
 
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::{Request, Response};
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+use super::body::{CHUNK, Paced, paced};
 use super::io::WriteDeadline;
 use super::site::Handler;
+use super::slots::{Mark, Slots, Taken};
 use super::throttle::{Throttle, more};
 
-/// A client gets this long to send its request's head, and to complete a TLS handshake; an
-/// idle kept-alive connection is closed after it too.
-const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client gets this long from connecting to complete its TLS handshake: a handshake takes
+/// milliseconds, and a connection that sends nothing holds a slot until then.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// And this long to send each request's head once the connection is ready for it, which is
+/// also how long an idle kept-alive connection is kept.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// The first byte of a TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
@@ -44,15 +51,46 @@ pub(super) async fn accept<H: Handler>(
     handler: Arc<H>,
     cancel: CancellationToken,
 ) {
-    let slots = Arc::new(Semaphore::new(rules.max_connections));
-    let refusals = Throttle::new(Duration::from_secs(10));
+    let slots = Slots::new(rules.max_connections);
+    let full = Throttle::new(Duration::from_secs(10));
+    while let Some(tcp) = next(&listener, &rules, &cancel).await {
+        // Ended by the hub's shutdown, or by the port when it closes this one for another.
+        let close = cancel.child_token();
+        let slot = match slots.take(close.clone()) {
+            Taken::Free(slot) => slot,
+            Taken::Evicted(slot) => {
+                evicted(&rules, &full);
+                slot
+            }
+            Taken::Full => {
+                refuse(tcp, &rules, &full);
+                continue;
+            }
+        };
+        let (rules, handler) = (rules.clone(), handler.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = close.cancelled() => {}
+                _ = connection(tcp, rules, handler, slot.mark()) => {}
+            }
+            drop(slot);
+        });
+    }
+}
+
+/// The next connection, or `None` once `cancel` fires.
+async fn next(
+    listener: &TcpListener,
+    rules: &Rules,
+    cancel: &CancellationToken,
+) -> Option<TcpStream> {
     loop {
         let accepted = tokio::select! {
-            _ = cancel.cancelled() => return,
+            _ = cancel.cancelled() => return None,
             a = listener.accept() => a,
         };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
+        match accepted {
+            Ok((tcp, _)) => return Some(tcp),
             Err(e) => {
                 // Out of file descriptors, say: wait rather than spin.
                 tracing::warn!(
@@ -60,32 +98,34 @@ pub(super) async fn accept<H: Handler>(
                     rules.name
                 );
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
-                continue;
             }
-        };
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            refuse(tcp, &rules, &refusals);
-            continue;
-        };
-        let (rules, handler, cancel) = (rules.clone(), handler.clone(), cancel.clone());
-        tokio::spawn(async move {
-            let _slot = slot;
-            connection(tcp, rules, handler, cancel).await;
-        });
+        }
     }
 }
 
-/// Over the cap: closed at once (plain HTTP first gets a 503 if the socket takes it without
-/// waiting; TLS gets no handshake, which is the expensive part).
-fn refuse(tcp: TcpStream, rules: &Rules, refusals: &Throttle) {
+fn evicted(rules: &Rules, full: &Throttle) {
+    if let Some(skipped) = full.admit() {
+        tracing::warn!(
+            "the {} port holds {} connections (hub.serving.max_connections): closed the one \
+             that had waited longest without an authenticated request, for a new one{}",
+            rules.name,
+            rules.max_connections,
+            more(skipped)
+        );
+    }
+}
+
+/// Every slot answers an authenticated request: closed at once (plain HTTP first gets a 503
+/// if the socket takes it without waiting; TLS gets no handshake, the expensive part).
+fn refuse(tcp: TcpStream, rules: &Rules, full: &Throttle) {
     if rules.tls.is_none() {
         let _ = tcp.try_write(
             b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
         );
     }
-    if let Some(skipped) = refusals.admit() {
+    if let Some(skipped) = full.admit() {
         tracing::warn!(
-            "refused a connection on the {} port: {} are being served \
+            "refused a connection on the {} port: all {} are answering requests \
              (hub.serving.max_connections){}",
             rules.name,
             rules.max_connections,
@@ -94,22 +134,19 @@ fn refuse(tcp: TcpStream, rules: &Rules, refusals: &Throttle) {
     }
 }
 
-async fn connection<H: Handler>(
-    tcp: TcpStream,
-    rules: Rules,
-    handler: Arc<H>,
-    cancel: CancellationToken,
-) {
+async fn connection<H: Handler>(tcp: TcpStream, rules: Rules, handler: Arc<H>, mark: Mark) {
     let Some(acceptor) = &rules.tls else {
         let io = WriteDeadline::new(tcp, rules.write_timeout);
-        return http(io, &rules, handler, cancel).await;
+        return http(io, &rules, handler, mark).await;
     };
-    match tokio::time::timeout(HEADER_TIMEOUT, starts_tls(&tcp)).await {
+    // One deadline for the first byte and the whole handshake.
+    let deadline = tokio::time::Instant::now() + HANDSHAKE_TIMEOUT;
+    match tokio::time::timeout_at(deadline, starts_tls(&tcp)).await {
         Ok(Some(true)) => {}
         Ok(Some(false)) => return plain_http_refused(tcp).await,
         Ok(None) | Err(_) => return,
     }
-    let stream = match tokio::time::timeout(HEADER_TIMEOUT, acceptor.accept(tcp)).await {
+    let stream = match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             // Scanners and clients that do not trust the certificate: not worth a warning.
@@ -119,7 +156,7 @@ async fn connection<H: Handler>(
         Err(_) => return,
     };
     let io = WriteDeadline::new(stream, rules.write_timeout);
-    http(io, &rules, handler, cancel).await
+    http(io, &rules, handler, mark).await
 }
 
 /// Whether the client's first byte opens a TLS handshake; `None` if it closed first.
@@ -155,26 +192,40 @@ async fn plain_http_refused(mut tcp: TcpStream) {
         }
         Ok::<_, std::io::Error>(())
     };
-    let _ = tokio::time::timeout(HEADER_TIMEOUT, exchange).await;
+    let _ = tokio::time::timeout(HANDSHAKE_TIMEOUT, exchange).await;
 }
 
-async fn http<T, H>(io: T, rules: &Rules, handler: Arc<H>, cancel: CancellationToken)
+async fn http<T, H>(io: T, rules: &Rules, handler: Arc<H>, mark: Mark)
 where
     T: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Handler,
 {
-    let service = service_fn(move |req| {
-        let handler = handler.clone();
-        async move { Ok::<_, Infallible>(handler.handle(req).await) }
+    let service = service_fn(move |req: Request<Incoming>| {
+        let (handler, mark) = (handler.clone(), mark.clone());
+        async move { Ok::<_, Infallible>(answer(req, &*handler, mark).await) }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(HEADER_TIMEOUT)
-        .max_header_size(rules.max_header_bytes);
-    let conn = builder.serve_connection(TokioIo::new(io), service);
-    tokio::select! {
-        _ = conn => {}
-        _ = cancel.cancelled() => {}
-    }
+        .max_header_size(rules.max_header_bytes)
+        // Room for a head on the way in, and on the way out for a chunk or two of an answer
+        // (`body`): hyper takes the next one once those are sent.
+        .max_buf_size(rules.max_header_bytes + 2 * CHUNK);
+    // The connection ends here, or where `accept` closes it.
+    let _ = builder.serve_connection(TokioIo::new(io), service).await;
+}
+
+/// One request, its connection's slot told how it stands (the handler marks it proven once
+/// authentication passes).
+async fn answer<H: Handler>(
+    mut req: Request<Incoming>,
+    handler: &H,
+    mark: Mark,
+) -> Response<Paced> {
+    mark.request();
+    req.extensions_mut().insert(mark.clone());
+    let answer = handler.handle(req).await;
+    mark.answered();
+    paced(answer)
 }

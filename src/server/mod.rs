@@ -6,18 +6,26 @@
 //! They are served as fleet.toml's `[hub.serving]` says (docs/hub.md, "Serving"): over
 //! HTTPS when it names a certificate (`tls`, re-read when its files change), to the users
 //! RBAC allows when it asks for Kubernetes authentication (`auth`), with a cap on
-//! connections, request sizes and time (`conn`, `site`, `io`). A secured main port leaves
-//! the probes to a plain port of their own; otherwise they share the main one.
+//! connections that slow or silent clients cannot fill (`slots`), on request sizes and time
+//! (`conn`, `site`, `io`), and on answers: a plan's long lists cut to a page (`plan`, `trim`),
+//! its default answer built once per pass and shared, the heavy answers built and held a few
+//! at a time (`heavy`) and sent in chunks (`body`). A secured main port leaves the probes to a
+//! plain port of their own, with slots of its own; otherwise they share the main one.
 
 mod api;
 mod auth;
+mod body;
 mod conn;
 mod dashboard;
+mod heavy;
 mod io;
+mod plan;
 mod probes;
 mod site;
+mod slots;
 mod throttle;
 mod tls;
+mod trim;
 mod what_if;
 
 use std::net::SocketAddr;
@@ -37,7 +45,8 @@ pub use self::tls::TlsError;
 use crate::config::{ConfigError, HubConfig};
 use crate::hub::FleetView;
 
-/// The kubelet and little else asks the probe port.
+/// The kubelet and little else asks the probe port (a connection that does not send its
+/// request is closed for a newcomer: `slots`).
 const PROBE_CONNECTIONS: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
@@ -134,7 +143,7 @@ pub async fn start(
         write_timeout: s.request_timeout,
     };
     let site = Site {
-        view: view.clone(),
+        api: self::api::Api::new(view.clone()),
         access,
         max_body_bytes: s.max_request_body_bytes,
         deadline: s.request_timeout,

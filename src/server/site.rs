@@ -22,7 +22,7 @@ pub(super) trait Handler: Send + Sync + 'static {
 /// The main port: the API, the dashboard and `/metrics` (and the probes, behind the same
 /// access, for whoever is allowed them).
 pub(super) struct Site {
-    pub view: FleetView,
+    pub api: api::Api,
     pub access: Access,
     pub max_body_bytes: usize,
     pub deadline: Duration,
@@ -66,10 +66,13 @@ impl Site {
         if let Err(refused) = self.access.check(&parts).await {
             return refused;
         }
-        if parts.uri.path().trim_end_matches('/') == "/api/v1/what-if" {
-            return super::what_if::answer(&self.view, parts.uri.query(), self.deadline).await;
+        // Past authentication: the port no longer closes this connection for a newcomer.
+        super::slots::proven(&parts.extensions);
+        let (path, query) = (parts.uri.path(), parts.uri.query());
+        if path.trim_end_matches('/') == "/api/v1/what-if" {
+            return super::what_if::answer(&self.api.view, query, self.deadline).await;
         }
-        api::route(&self.view, parts.uri.path())
+        self.api.route(path, query).await
     }
 }
 
@@ -104,6 +107,8 @@ pub(super) struct Probes {
 
 impl Handler for Probes {
     async fn handle(&self, req: Request<Incoming>) -> Response<Full<Bytes>> {
+        // The probes are open: whoever sent a whole head is a client.
+        super::slots::proven(req.extensions());
         if let Some(refused) = api::method_refused(req.method()) {
             return refused;
         }

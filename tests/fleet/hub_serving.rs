@@ -20,6 +20,7 @@ use fleetscaler::server::Endpoints;
 use fleetscaler::sim::fleet::Fleet;
 use fleetscaler::sim::settings::Flavor;
 use serving_support::*;
+use tokio::io::AsyncReadExt;
 use tokio_util::sync::CancellationToken;
 
 const PROMETHEUS: &str = "system:serviceaccount:monitoring:prometheus";
@@ -48,23 +49,24 @@ fn decide() -> Decide {
     })
 }
 
-struct Served {
+/// A hub serving as the chart does (also for tests/fleet/hub_serving_limits.rs).
+pub(crate) struct Served {
     fleet: Fleet,
     hub: Hub,
-    review: ReviewApi,
-    endpoints: Endpoints,
-    tls: Arc<rustls::ClientConfig>,
+    pub(crate) review: ReviewApi,
+    pub(crate) endpoints: Endpoints,
+    pub(crate) tls: Arc<rustls::ClientConfig>,
     ca: TestCa,
     dir: TempDir,
     cancel: CancellationToken,
 }
 
 impl Served {
-    async fn get(&self, path: &str, token: Option<&str>) -> Answer {
+    pub(crate) async fn get(&self, path: &str, token: Option<&str>) -> Answer {
         https_get(self.endpoints.main, &self.tls, path, token).await
     }
 
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         self.cancel.cancel();
         self.hub.stop().await;
         self.fleet.shutdown().await;
@@ -73,7 +75,7 @@ impl Served {
 
 /// A hub on one simulated cluster, serving with TLS and Kubernetes authentication; `tune`
 /// changes the serving settings first.
-async fn served(tune: impl FnOnce(&mut ServingConfig)) -> Served {
+pub(crate) async fn served(tune: impl FnOnce(&mut ServingConfig)) -> Served {
     let fleet = quiet_fleet(1, Flavor::OpenShift).await;
     let dir = TempDir::new("serving");
     let review = ReviewApi::start(&tokens(), decide()).await;
@@ -261,39 +263,28 @@ async fn a_review_that_fails_or_hangs_is_503_and_the_next_request_asks_again() {
     s.stop().await;
 }
 
+/// Over the cap, a new connection is served and the one that has waited longest without an
+/// authenticated request is closed for it (tests/fleet/hub_serving_limits.rs floods it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_over_the_cap_are_refused_until_one_closes() {
+async fn over_the_cap_the_connection_waiting_longest_is_closed_for_a_new_one() {
     let s = served(|c| c.max_connections = 2).await;
-    // Two connections, handshaken (so the hub has accepted them) and idle.
-    let first = connect_tls(s.endpoints.main, &s.tls).await.unwrap();
+    // Two connections, handshaken (so the hub has accepted them) and silent.
+    let mut first = connect_tls(s.endpoints.main, &s.tls).await.unwrap();
     let second = connect_tls(s.endpoints.main, &s.tls).await.unwrap();
-    // A third is closed at once: no handshake.
-    let third = connect_tls(s.endpoints.main, &s.tls).await;
-    assert!(third.is_err(), "a third connection was served");
-    // The two held ones are still served.
-    let answer = exchange(
-        second,
-        get_request("/metrics", Some("prom-token")).as_bytes(),
-    )
-    .await
-    .unwrap();
-    assert_eq!(answer.status, 200);
-    drop(first);
-    // Their slots free, new connections are served again.
-    eventually(Duration::from_secs(10), "a connection served again", || {
-        let s = &s;
-        async move {
-            let stream = connect_tls(s.endpoints.main, &s.tls).await.ok()?;
-            let a = exchange(
-                stream,
-                get_request("/metrics", Some("prom-token")).as_bytes(),
-            )
-            .await
-            .ok()?;
-            (a.status == 200).then_some(())
-        }
-    })
-    .await;
+    // A third is served, and the first closed at once (not after the 5 s a head is given).
+    let third = connect_tls(s.endpoints.main, &s.tls).await.unwrap();
+    let mut sink = [0u8; 64];
+    let closed = tokio::time::timeout(Duration::from_secs(2), first.read(&mut sink)).await;
+    assert!(
+        matches!(closed, Ok(Ok(0) | Err(_))),
+        "the first connection is still open: {closed:?}"
+    );
+    // The later two are served.
+    for stream in [second, third] {
+        let request = get_request("/metrics", Some("prom-token"));
+        let answer = exchange(stream, request.as_bytes()).await.unwrap();
+        assert_eq!(answer.status, 200);
+    }
     s.stop().await;
 }
 
@@ -390,13 +381,13 @@ async fn by_default_the_hub_serves_plain_and_open_on_one_port() {
 }
 
 /// A free loopback port (bound and let go: the hub binds it next).
-fn free_port() -> SocketAddr {
+pub(crate) fn free_port() -> SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap()
 }
 
 /// A hub process, killed when dropped (a failed test leaves nothing running).
-struct Running(std::process::Child);
+pub(crate) struct Running(pub(crate) std::process::Child);
 
 impl Drop for Running {
     fn drop(&mut self) {

@@ -50,6 +50,7 @@ mod hub_otlp_metrics;
 mod hub_report;
 mod hub_restart;
 mod hub_serving;
+mod hub_serving_limits;
 mod hub_sharding;
 mod hub_tracing;
 mod hub_what_if;
