@@ -126,6 +126,9 @@ fn many_groups_passes(sizes: &[usize], iterations: usize) {
                 plan = Some(p);
             }
             let plan = plan.unwrap();
+            if pending == 0 {
+                phases(&snapshot, &settings, now);
+            }
             let groups_grown = plan.scale_up.len();
             let added: u64 = plan.scale_up.iter().map(|a| a.to - a.from).sum();
             assert_eq!(plan.node_groups.len(), groups);
@@ -195,4 +198,43 @@ fn scale_down_pass(
         let met = if median <= goal { "met" } else { "NOT met" };
         println!("  goal: median <= {} ms: {met}", goal.as_millis());
     }
+}
+
+/// Where a quiet pass over many groups spends its time, phase by phase.
+fn phases(snapshot: &fleetscaler::model::ClusterSnapshot, settings: &Settings, now: Timestamp) {
+    use fleetscaler::engine::{cluster_state, nodegroups, template};
+    let t = Instant::now();
+    let groups = nodegroups::discover(snapshot, &settings.node_groups);
+    let discovered = t.elapsed();
+    let t = Instant::now();
+    let (templates, _) = template::build_all(snapshot, &groups.groups, settings);
+    let built = t.elapsed();
+    let t = Instant::now();
+    let mut state = EngineState::default();
+    let cluster = cluster_state::assess(snapshot, &groups, &mut state, settings, now);
+    let assessed = t.elapsed();
+    let t = Instant::now();
+    let input = fleetscaler::engine::scale_up::ScaleUpInput {
+        snapshot,
+        groups: &groups,
+        cluster: &cluster,
+        templates: &templates,
+        settings,
+        priorities: None,
+        now,
+    };
+    let _ = fleetscaler::engine::scale_up::plan(
+        &input,
+        &mut fleetscaler::engine::expander::SeededRng::new(1),
+    );
+    let scaled_up = t.elapsed();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "  phases: node groups {:.1} ms, templates ({}) {:.1} ms, cluster state {:.1} ms, scale-up {:.1} ms",
+        ms(discovered),
+        templates.len(),
+        ms(built),
+        ms(assessed),
+        ms(scaled_up)
+    );
 }

@@ -1,6 +1,6 @@
 //! Many node groups: `groups` scale-from-zero MachineSets of one shape (the same instance
 //! type and labels in many zones: every pair is similar, the worst case for balancing), one
-//! ready worker in the first group, three control-plane nodes, and `pending` pending pods
+//! busy worker in the first group, three control-plane nodes, and `pending` pending pods
 //! (none: a quiet pass; some: a pass that balances).
 
 use serde_json::{Value, json};
@@ -31,6 +31,19 @@ pub fn build(groups: usize, pending: usize) -> ClusterSnapshot {
         if g == 0 {
             items.push(node("w-0", &zone, "m5.2xlarge", 8, 32, None));
             items.push(machine("w-0", &name, &zone));
+            // Busy enough that no pending pod fits it: each needs a new node.
+            let owner = ("ReplicaSet", "busy-1");
+            let busy = pod(
+                "busy-0",
+                "shop",
+                "6",
+                "1Gi",
+                Some("w-0"),
+                owner,
+                "busy",
+                json!({}),
+            );
+            items.push(busy);
         }
     }
     for i in 0..3 {

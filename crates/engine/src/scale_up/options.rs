@@ -1,7 +1,6 @@
 //! Scale-up options: which groups can grow, which pods fit a fresh node of each, and how
 //! many nodes each group's option needs, evaluated in the simulator and reverted.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{Pass, Pending, ScaleOption};
@@ -12,8 +11,21 @@ use crate::reason::{ReasonCode, Unfit};
 use crate::simulator::{PodShape, SimNode, SimNodeKind};
 use fleetscaler_model::Resources;
 
-/// Per (pod class, group): whether the class fits a fresh node of the group.
-pub(super) type FitMatrix = HashMap<(usize, usize), Result<(), Unfit>>;
+/// Per (pod class, group): whether the class fits a fresh node of the group. Dense: a
+/// balancing pass looks it up for every peer of every option.
+pub(super) struct FitMatrix {
+    groups: usize,
+    cells: Vec<Option<Result<(), Unfit>>>,
+}
+
+impl FitMatrix {
+    pub(super) fn get(&self, &(class, group): &(usize, usize)) -> Option<&Result<(), Unfit>> {
+        if group >= self.groups {
+            return None;
+        }
+        self.cells.get(class * self.groups + group)?.as_ref()
+    }
+}
 
 impl<'a> Pass<'a> {
     /// Why a group cannot grow by even one node right now, if it cannot.
@@ -80,11 +92,17 @@ impl<'a> Pass<'a> {
 
     /// Per class (first pod of each) and group: does it fit a fresh node of the group.
     pub(super) fn fit_matrix(&mut self, remaining: &[Pending], explain: bool) -> FitMatrix {
-        let mut fit = HashMap::new();
+        let groups = self.targets.len();
+        let classes = remaining.iter().map(|p| p.class + 1).max().unwrap_or(0);
+        let mut fit = FitMatrix {
+            groups,
+            cells: vec![None; classes * groups],
+        };
         for p in remaining {
-            for gi in 0..self.targets.len() {
-                if let std::collections::hash_map::Entry::Vacant(e) = fit.entry((p.class, gi)) {
-                    e.insert(self.fits_group(gi, &p.shape, explain));
+            for gi in 0..groups {
+                let cell = p.class * groups + gi;
+                if fit.cells[cell].is_none() {
+                    fit.cells[cell] = Some(self.fits_group(gi, &p.shape, explain));
                 }
             }
         }
@@ -110,6 +128,9 @@ impl<'a> Pass<'a> {
         if !self.input.settings.balance_similar_node_groups {
             return Vec::new();
         }
+        let mut classes = classes.to_vec();
+        classes.sort_unstable();
+        classes.dedup();
         self.similar
             .peers_of(gi)
             .filter(|&peer| open.get(peer).copied().unwrap_or(false))
