@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use fleetscaler::cluster::cache::{Cache, Change, Kind, Object, Update, discovery, watch};
 use fleetscaler::cluster::client;
+use fleetscaler::model::controller::{ControllerKind, Listing};
 use fleetscaler::model::{MachineApiGroup, ScalableKind};
+use fleetscaler::sim::api::resources::Resource;
 use fleetscaler::sim::faults::Faults;
 use fleetscaler::sim::settings::Flavor;
 use k8s_openapi::api::core::v1 as corev1;
@@ -74,6 +76,38 @@ async fn lists_what_each_flavour_serves_and_follows_changes() {
         assert!(!snapshot.scalables.is_empty());
         assert!(!snapshot.machines.is_empty());
         assert!(snapshot.cluster_autoscaler().is_some());
+        // The controllers pods' owners are looked up in: the workload generator's
+        // ReplicaSets, each the owner (by uid) of its pods; DaemonSets are not served.
+        let controllers = &snapshot.controllers;
+        assert_eq!(
+            controllers.replica_sets.len(),
+            sim.list(Resource::ReplicaSets).len()
+        );
+        assert!(!controllers.replica_sets.is_empty());
+        assert_eq!(
+            controllers.listing(ControllerKind::ReplicaSet),
+            &Listing::Complete
+        );
+        assert_eq!(controllers.listing(ControllerKind::Job), &Listing::Complete);
+        assert_eq!(
+            controllers.listing(ControllerKind::DaemonSet),
+            &Listing::Unlisted
+        );
+        let owners: Vec<&str> = controllers.replica_sets.iter().map(|r| &*r.uid).collect();
+        let orphans: Vec<String> = snapshot
+            .pods
+            .iter()
+            .filter(|p| {
+                p.owner
+                    .as_ref()
+                    .is_some_and(|o| &*o.kind == "ReplicaSet" && !owners.contains(&&*o.uid))
+            })
+            .map(|p| p.id.to_string())
+            .collect();
+        assert!(
+            orphans.is_empty(),
+            "pods without their ReplicaSet: {orphans:?}"
+        );
 
         // A pod that fits nowhere arrives through the watch and wakes the runner.
         let pods: Api<corev1::Pod> = Api::namespaced(kube.clone(), "default");
