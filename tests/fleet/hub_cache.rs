@@ -226,3 +226,52 @@ async fn next_change(
         }
     }
 }
+
+/// Read from a live cluster (discovery, list and watch, the cache, the projection of owner
+/// references), a pod whose ReplicaSet was deleted keeps its node for the drain rules, and
+/// one whose ReplicaSet is there does not.
+#[tokio::test]
+async fn a_pod_whose_replicaset_was_deleted_keeps_its_node() {
+    use crate::e2e_support::replica_set_owner;
+    use fleetscaler::engine::scale_down::DrainCheck;
+    use fleetscaler::engine::settings::Settings;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+
+    let fleet = sim_support::fleet(Flavor::OpenShift, false, 10_000).await;
+    let sim = &fleet.clusters()[0];
+    let config = sim.kube_config().await.unwrap();
+    let kube = client::from_config(config, "sim-1", Duration::from_secs(5)).unwrap();
+    let pods: Api<corev1::Pod> = Api::namespaced(kube.clone(), "default");
+    for name in ["kept", "gone"] {
+        let owner = replica_set_owner(kube.clone(), name).await;
+        let pod: corev1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{name}-0"), "ownerReferences": [owner]},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    Api::<ReplicaSet>::namespaced(kube.clone(), "default")
+        .delete("gone", &Default::default())
+        .await
+        .unwrap();
+
+    let look =
+        fleetscaler::cluster::read::look(&kube, Duration::from_secs(5), Duration::from_secs(30))
+            .await
+            .unwrap();
+    let pod = |name: &str| {
+        let found = look.snapshot.pods.iter().find(|p| &*p.id.name == name);
+        found.unwrap().clone()
+    };
+    let check = DrainCheck::new(&look.snapshot, &Settings::default());
+    let now = jiff::Timestamp::now();
+    let why = check.blocker(&[pod("gone-0")], now).unwrap();
+    assert_eq!(
+        why,
+        "pod default/gone-0's ReplicaSet gone is not in the cluster: nothing would recreate the \
+         pod elsewhere"
+    );
+    assert_eq!(check.blocker(&[pod("kept-0")], now), None);
+    fleet.shutdown().await;
+}
