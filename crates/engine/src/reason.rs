@@ -114,8 +114,8 @@ pub enum ReasonCode {
     /// A PodDisruptionBudget allows no more disruptions.
     NotEnoughPdb,
     /// Something about a pod leaves in doubt whether it may be evicted (an annotation with a
-    /// value that means neither yes nor no): its node stays (upstream's `UnexpectedError`
-    /// blocking reason).
+    /// value that means neither yes nor no, a controller whose kind the hub may not read):
+    /// its node stays (upstream's `UnexpectedError` blocking reason).
     UnexpectedError,
     /// The node's group is at its min size.
     NodeGroupMinSizeReached,
