@@ -87,8 +87,7 @@ pub struct Cache {
     namespaces: Table<ObjectKey>,
     pdbs: Table<ObjectKey>,
     daemonsets: Table<ObjectKey>,
-    /// ReplicationControllers, Jobs, ReplicaSets and StatefulSets, into the snapshot's
-    /// `controllers`.
+    /// ReplicationControllers, Jobs, ReplicaSets and StatefulSets (`snapshot.controllers`).
     controllers: BTreeMap<ControllerKind, Table<ObjectKey>>,
     scalables: BTreeMap<Kind, Store<ScalableResource>>,
     machines: BTreeMap<Kind, Store<Machine>>,
@@ -321,10 +320,13 @@ impl Cache {
                 wake
             }
             Err(e) => {
-                // Nodes and pods are kept as unusable placeholders (see their `unreadable`),
-                // controllers as present (a pod's controller is not gone for an odd field);
+                // Nodes, pods and budgets stay as placeholders that protect what they might
+                // (their `unreadable`), controllers as present (not gone for an odd field);
                 // anything else that cannot be read must not stay cached as it was.
-                if !matches!(kind, Kind::Node | Kind::Pod | Kind::Controller(_)) {
+                if !matches!(
+                    kind,
+                    Kind::Node | Kind::Pod | Kind::PodDisruptionBudget | Kind::Controller(_)
+                ) {
                     self.forget_unreadable(kind, &what);
                 }
                 if self.problems.len() < MAX_PROBLEMS || self.problems.contains_key(&what) {

@@ -298,3 +298,26 @@ async fn a_controller_kind_refused_is_unreadable() {
         "the hub may not list jobs.batch: jobs.batch is forbidden"
     );
 }
+
+/// A budget whose selector cannot be read stays cached as unreadable (the drain rules then
+/// keep its namespace's pods' nodes), and is reported: dropping it would lift its protection.
+#[tokio::test]
+async fn an_unreadable_budget_is_kept_unreadable_and_reported() {
+    let mut c = Cache::new(&[Kind::PodDisruptionBudget]);
+    let pdb = Object::PodDisruptionBudget(Box::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"selector": {"matchExpressions": [
+                {"key": "app", "operator": "Near", "values": ["web"]}]}}
+        }))
+        .unwrap(),
+    ));
+    c.apply(
+        update(Kind::PodDisruptionBudget, Change::Apply(pdb)),
+        Instant::now(),
+    );
+    let kept = &c.snapshot().pdbs;
+    assert_eq!(kept.len(), 1, "the unreadable budget is kept");
+    assert!(kept[0].unreadable.as_deref().unwrap().contains("Near"));
+    assert_eq!(c.problems().count(), 1);
+}
