@@ -66,7 +66,7 @@ pub async fn look(
                     kind.describe()
                 ),
             ));
-            cache.give_up_on(kind);
+            cache.give_up_on(kind, &message);
         }
     }
     drop(updates);

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use fleetscaler::cluster::cache::{Cache, Change, Kind, Object, Update, discovery, watch};
 use fleetscaler::cluster::client;
+use fleetscaler::model::controller::{ControllerKind, Listing};
 use fleetscaler::model::{MachineApiGroup, ScalableKind};
+use fleetscaler::sim::api::resources::Resource;
 use fleetscaler::sim::faults::Faults;
 use fleetscaler::sim::settings::Flavor;
 use k8s_openapi::api::core::v1 as corev1;
@@ -74,6 +76,38 @@ async fn lists_what_each_flavour_serves_and_follows_changes() {
         assert!(!snapshot.scalables.is_empty());
         assert!(!snapshot.machines.is_empty());
         assert!(snapshot.cluster_autoscaler().is_some());
+        // The controllers pods' owners are looked up in: the workload generator's
+        // ReplicaSets, each the owner (by uid) of its pods; DaemonSets are not served.
+        let controllers = &snapshot.controllers;
+        assert_eq!(
+            controllers.replica_sets.len(),
+            sim.list(Resource::ReplicaSets).len()
+        );
+        assert!(!controllers.replica_sets.is_empty());
+        assert_eq!(
+            controllers.listing(ControllerKind::ReplicaSet),
+            &Listing::Complete
+        );
+        assert_eq!(controllers.listing(ControllerKind::Job), &Listing::Complete);
+        assert_eq!(
+            controllers.listing(ControllerKind::DaemonSet),
+            &Listing::Unlisted
+        );
+        let owners: Vec<&str> = controllers.replica_sets.iter().map(|r| &*r.uid).collect();
+        let orphans: Vec<String> = snapshot
+            .pods
+            .iter()
+            .filter(|p| {
+                p.owner
+                    .as_ref()
+                    .is_some_and(|o| &*o.kind == "ReplicaSet" && !owners.contains(&&*o.uid))
+            })
+            .map(|p| p.id.to_string())
+            .collect();
+        assert!(
+            orphans.is_empty(),
+            "pods without their ReplicaSet: {orphans:?}"
+        );
 
         // A pod that fits nowhere arrives through the watch and wakes the runner.
         let pods: Api<corev1::Pod> = Api::namespaced(kube.clone(), "default");
@@ -191,4 +225,53 @@ async fn next_change(
             return;
         }
     }
+}
+
+/// Read from a live cluster (discovery, list and watch, the cache, the projection of owner
+/// references), a pod whose ReplicaSet was deleted keeps its node for the drain rules, and
+/// one whose ReplicaSet is there does not.
+#[tokio::test]
+async fn a_pod_whose_replicaset_was_deleted_keeps_its_node() {
+    use crate::e2e_support::replica_set_owner;
+    use fleetscaler::engine::scale_down::DrainCheck;
+    use fleetscaler::engine::settings::Settings;
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+
+    let fleet = sim_support::fleet(Flavor::OpenShift, false, 10_000).await;
+    let sim = &fleet.clusters()[0];
+    let config = sim.kube_config().await.unwrap();
+    let kube = client::from_config(config, "sim-1", Duration::from_secs(5)).unwrap();
+    let pods: Api<corev1::Pod> = Api::namespaced(kube.clone(), "default");
+    for name in ["kept", "gone"] {
+        let owner = replica_set_owner(kube.clone(), name).await;
+        let pod: corev1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": format!("{name}-0"), "ownerReferences": [owner]},
+            "spec": {"containers": [{"name": "c", "image": "x"}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    Api::<ReplicaSet>::namespaced(kube.clone(), "default")
+        .delete("gone", &Default::default())
+        .await
+        .unwrap();
+
+    let look =
+        fleetscaler::cluster::read::look(&kube, Duration::from_secs(5), Duration::from_secs(30))
+            .await
+            .unwrap();
+    let pod = |name: &str| {
+        let found = look.snapshot.pods.iter().find(|p| &*p.id.name == name);
+        found.unwrap().clone()
+    };
+    let check = DrainCheck::new(&look.snapshot, &Settings::default());
+    let now = jiff::Timestamp::now();
+    let why = check.blocker(&[pod("gone-0")], now).unwrap();
+    assert_eq!(
+        why,
+        "pod default/gone-0's ReplicaSet gone is not in the cluster: nothing would recreate the \
+         pod elsewhere"
+    );
+    assert_eq!(check.blocker(&[pod("kept-0")], now), None);
+    fleet.shutdown().await;
 }

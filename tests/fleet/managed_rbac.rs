@@ -96,11 +96,24 @@ fn quiet_mixed_fleet() -> FleetSettings {
 /// the only requests the cluster answers are the hub's.
 fn create_pods_quietly(cluster: &ClusterHandle, prefix: &str, count: usize, cpu: &str) {
     let mut state = cluster.state();
+    // Their ReplicaSet exists: the hub keeps the node of a pod whose controller is gone.
+    let labels = json!({"app": prefix});
+    let set = state
+        .create(
+            Resource::ReplicaSets,
+            "default",
+            json!({"metadata": {"name": prefix},
+                "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}),
+        )
+        .unwrap();
+    let uid = set.value()["metadata"]["uid"].clone();
     for i in 0..count {
         let pod = json!({
             "metadata": {"name": format!("{prefix}-{i}"), "labels": {"app": prefix},
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                    "name": prefix, "uid": format!("uid-{prefix}"), "controller": true}]},
+                    "name": prefix, "uid": uid, "controller": true}]},
             "spec": {"containers": [{"name": "c", "image": "busybox",
                 "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}
         });

@@ -114,8 +114,8 @@ pub enum ReasonCode {
     /// A PodDisruptionBudget allows no more disruptions.
     NotEnoughPdb,
     /// Something about a pod leaves in doubt whether it may be evicted (an annotation with a
-    /// value that means neither yes nor no): its node stays (upstream's `UnexpectedError`
-    /// blocking reason).
+    /// value that means neither yes nor no, a controller whose kind the hub may not read):
+    /// its node stays (upstream's `UnexpectedError` blocking reason).
     UnexpectedError,
     /// The node's group is at its min size.
     NodeGroupMinSizeReached,
@@ -132,6 +132,10 @@ pub enum ReasonCode {
     PodTooNew,
     /// A scheduler feature the engine does not simulate (named in the message).
     NotSimulated,
+    // --- scale-down, added after the rest (kept last so the order of the others stands) ---
+    /// A pod's ReplicaSet or ReplicationController asks for fewer replicas than
+    /// `min_replica_count`.
+    MinReplicasReached,
 }
 
 impl ReasonCode {
@@ -180,11 +184,12 @@ impl ReasonCode {
             ReasonCode::DaemonSetPod => "DaemonSetPod",
             ReasonCode::PodTooNew => "PodTooNew",
             ReasonCode::NotSimulated => "NotSimulated",
+            ReasonCode::MinReplicasReached => "MinReplicasReached",
         }
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 43] = [
+    pub const ALL: [ReasonCode; 44] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -228,6 +233,7 @@ impl ReasonCode {
         ReasonCode::PodTooNew,
         ReasonCode::NotSimulated,
         ReasonCode::UnexpectedError,
+        ReasonCode::MinReplicasReached,
     ];
 }
 
@@ -350,6 +356,7 @@ mod tests {
             PodTooNew => 40,
             NotSimulated => 41,
             UnexpectedError => 42,
+            MinReplicasReached => 43,
         }
     }
 

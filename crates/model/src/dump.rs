@@ -1,22 +1,25 @@
 //! Reading a saved cluster dump into a [`ClusterSnapshot`]: what
 //! `oc get nodes,pods,pdb,machinesets,machines,... -A -o yaml` prints (a `List`),
 //! multi-document YAML, or JSON. Unknown kinds are skipped and counted; an object that
-//! cannot be read is an error naming the source, the item and the field.
+//! cannot be read is an error naming the source, the item and the field. Controllers (only
+//! looked up by the drain rules) are the exception: one that cannot be read is a warning
+//! naming it.
 //!
 //! This takes text, not paths: reading files is the caller's business.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::{apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
+use super::controller::{Controller, ControllerKind, Listing};
 use super::infra::{INFRASTRUCTURE_GROUP, InfrastructureTemplate};
 use super::machine::{Machine, ScalableResource};
 use super::machine_api::MachineApiGroup;
 use super::machine_kind::MachineKind;
-use super::meta::{FieldError, Projector, key_of};
+use super::meta::{FieldError, Projector, api_group, key_of};
 use super::node::Node;
 use super::pod::Pod;
 use super::snapshot::{ClusterSnapshot, PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
@@ -62,6 +65,11 @@ pub struct SnapshotBuilder {
     report: DumpReport,
     /// Machine API objects of a version the hub does not read: (apiVersion, kind) → count.
     unsupported: BTreeMap<(String, String), usize>,
+    /// Controller kinds the dump holds objects or a list of (see [`Listing`]).
+    listed: BTreeSet<ControllerKind>,
+    /// Controller kinds with an object that could not be named: which pod's controller it
+    /// was is unknown, so none of that kind is judged missing. Says which object and why.
+    unnamed: BTreeMap<ControllerKind, String>,
 }
 
 impl SnapshotBuilder {
@@ -86,7 +94,8 @@ impl SnapshotBuilder {
     }
 
     pub fn finish(mut self) -> (ClusterSnapshot, DumpReport) {
-        self.report.warnings = self
+        self.set_listings();
+        let mut warnings: Vec<Warning> = self
             .unsupported
             .iter()
             .map(|((api_version, kind), n)| {
@@ -106,7 +115,57 @@ impl SnapshotBuilder {
                 )
             })
             .collect();
+        warnings.append(&mut self.report.warnings);
+        self.report.warnings = warnings;
         (self.snapshot, self.report)
+    }
+
+    /// A kind the dump holds (objects, or an empty `<Kind>List`) is complete; one it does not
+    /// hold says nothing about pods' controllers; one with an object that has no name
+    /// cannot be trusted either way.
+    fn set_listings(&mut self) {
+        for kind in ControllerKind::ALL {
+            let listing = match self.unnamed.get(&kind) {
+                Some(why) => Listing::Unreadable(why.as_str().into()),
+                None if self.listed.contains(&kind) => Listing::Complete,
+                None => Listing::Unlisted,
+            };
+            self.snapshot.controllers.set_listing(kind, listing);
+        }
+    }
+
+    /// One ReplicationController, Job, ReplicaSet or StatefulSet. Bad input is a warning
+    /// naming the object, never an error: the controller is kept whenever it can be named.
+    fn add_controller(&mut self, kind: ControllerKind, value: &Value) {
+        self.listed.insert(kind);
+        let subject = format!(
+            "{} {}",
+            kind.name(),
+            value.as_object().map_or_else(String::new, object_name)
+        );
+        match Controller::from_json(value, &mut self.projector) {
+            Ok((controller, problem)) => {
+                if let Some(list) = self.snapshot.controllers.of_mut(kind) {
+                    list.push(controller);
+                }
+                if let Some(problem) = problem {
+                    self.report.warnings.push(Warning::about(
+                        WarningCode::UnreadableObject,
+                        subject,
+                        format!("{problem}; the controller counts as present"),
+                    ));
+                }
+            }
+            Err(problem) => {
+                let why = format!("{subject} in the dump cannot be read ({problem})");
+                self.report.warnings.push(Warning::about(
+                    WarningCode::UnreadableObject,
+                    subject,
+                    format!("{problem}; no pod's {} is judged missing", kind.name()),
+                ));
+                self.unnamed.entry(kind).or_insert(why);
+            }
+        }
     }
 
     fn add_value(&mut self, value: Value, source: &str, item: &str) -> Result<(), DumpError> {
@@ -128,6 +187,7 @@ impl SnapshotBuilder {
             .unwrap_or_default()
             .to_string();
         if kind.ends_with("List") && map.contains_key("items") {
+            self.note_controller_list(&map, &kind);
             let Some(Value::Array(items)) = map.remove("items") else {
                 return Err(shape(format!("{kind}.items is not a list")));
             };
@@ -163,15 +223,38 @@ impl SnapshotBuilder {
             })
     }
 
+    /// `kubectl get --raw` answers with a typed list (`ReplicaSetList`): even empty, it says
+    /// the kind was listed.
+    fn note_controller_list(&mut self, map: &serde_json::Map<String, Value>, kind: &str) {
+        let api_version = map
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let item_kind = kind.strip_suffix("List").unwrap_or_default();
+        if let Some(c) =
+            api_group(api_version).and_then(|g| ControllerKind::of_object(g, item_kind))
+        {
+            self.listed.insert(c);
+        }
+    }
+
     fn add_object(
         &mut self,
         api_version: &str,
         kind: &str,
         value: Value,
     ) -> Result<(), FieldError> {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        // DaemonSets are read whole, for templates; the other controllers only as keys.
+        if let Some(c) =
+            ControllerKind::of_object(group, kind).filter(|c| *c != ControllerKind::DaemonSet)
+        {
+            self.add_controller(c, &value);
+            self.report.objects += 1;
+            return Ok(());
+        }
         let p = &mut self.projector;
         let s = &mut self.snapshot;
-        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         match (group, kind) {
             ("", "Node") => s
                 .nodes
@@ -191,9 +274,12 @@ impl SnapshotBuilder {
                     p,
                 )?);
             }
-            ("apps", "DaemonSet") => s
-                .daemonsets
-                .push(DaemonSet::from_k8s(&typed::<appsv1::DaemonSet>(value)?, p)?),
+            ("apps", "DaemonSet") => {
+                s.daemonsets
+                    .push(DaemonSet::from_k8s(&typed::<appsv1::DaemonSet>(value)?, p)?);
+                self.listed.insert(ControllerKind::DaemonSet);
+            }
+
             ("autoscaling.openshift.io", "ClusterAutoscaler") => s
                 .cluster_autoscalers
                 .push(ClusterAutoscaler::from_json(value)?),
@@ -376,199 +462,5 @@ fn parse_documents(text: &str) -> Result<Vec<Value>, serde_saphyr::Error> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const LIST: &str = r#"
-apiVersion: v1
-kind: List
-items:
-- apiVersion: v1
-  kind: Node
-  metadata: {name: n1}
-  status: {allocatable: {cpu: "4", memory: 16Gi}}
-- apiVersion: v1
-  kind: Pod
-  metadata: {name: web-1, namespace: shop}
-  spec: {containers: [{name: c, resources: {requests: {cpu: 500m}}}]}
-- apiVersion: v1
-  kind: Service
-  metadata: {name: web, namespace: shop}
-- apiVersion: machine.openshift.io/v1beta1
-  kind: MachineSet
-  metadata: {name: worker-a, namespace: openshift-machine-api}
-  spec: {replicas: 1}
-"#;
-
-    fn load(text: &str) -> Result<(ClusterSnapshot, DumpReport), DumpError> {
-        let mut b = SnapshotBuilder::default();
-        b.add_text(text, "dump.yaml")?;
-        Ok(b.finish())
-    }
-
-    #[test]
-    fn reads_a_list_and_counts_skipped_kinds() {
-        let (s, report) = load(LIST).unwrap();
-        assert_eq!((s.nodes.len(), s.pods.len(), s.scalables.len()), (1, 1, 1));
-        assert_eq!(report.objects, 3);
-        assert_eq!(report.skipped.get("Service (v1)"), Some(&1));
-    }
-
-    #[test]
-    fn reads_both_cluster_api_versions_and_leaves_out_unknown_ones_with_a_warning() {
-        let text = r#"
-apiVersion: v1
-kind: List
-items:
-- apiVersion: cluster.x-k8s.io/v1beta1
-  kind: MachineSet
-  metadata: {name: old, namespace: default}
-  spec: {replicas: 2}
-- apiVersion: cluster.x-k8s.io/v1beta2
-  kind: MachineDeployment
-  metadata: {name: new, namespace: default}
-  spec: {replicas: 3}
-- apiVersion: cluster.x-k8s.io/v1beta2
-  kind: Machine
-  metadata: {name: new-1, namespace: default}
-  status: {nodeRef: {name: node-1}, phase: Running}
-- apiVersion: cluster.x-k8s.io/v1alpha4
-  kind: Machine
-  metadata: {name: ancient-1, namespace: default}
-- apiVersion: cluster.x-k8s.io/v1alpha4
-  kind: Machine
-  metadata: {name: ancient-2, namespace: default}
-- apiVersion: cluster.x-k8s.io/v1beta2
-  kind: MachineHealthCheck
-  metadata: {name: mhc, namespace: default}
-"#;
-        let (s, report) = load(text).unwrap();
-        let replicas: Vec<i64> = s.scalables.iter().map(|r| r.replicas).collect();
-        assert_eq!(replicas, vec![2, 3]);
-        assert_eq!(s.machines[0].node_ref.as_deref(), Some("node-1"));
-        assert_eq!(report.objects, 3);
-        assert_eq!(
-            report
-                .skipped
-                .get("MachineHealthCheck (cluster.x-k8s.io/v1beta2)"),
-            Some(&1)
-        );
-        assert_eq!(
-            report
-                .warnings
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>(),
-            vec![
-                "2 Machine object(s) of cluster.x-k8s.io/v1alpha4 left out: fleetscaler reads \
-                 cluster.x-k8s.io v1beta2 and v1beta1 only"
-            ]
-        );
-    }
-
-    #[test]
-    fn reads_multi_document_yaml_and_json() {
-        let yaml = "apiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: b}\n";
-        assert_eq!(load(yaml).unwrap().0.nodes.len(), 2);
-        let json = r#"{"apiVersion":"v1","kind":"NodeList","items":[{"apiVersion":"v1","kind":"Node","metadata":{"name":"a"}}]}"#;
-        assert_eq!(load(json).unwrap().0.nodes.len(), 1);
-    }
-
-    #[test]
-    fn malformed_object_names_source_item_and_field() {
-        let bad = LIST.replace("cpu: 500m", "cpu: five");
-        let err = load(&bad).unwrap_err().to_string();
-        assert_eq!(
-            err,
-            "dump.yaml: document, items[1] (Pod shop/web-1): spec.containers[0].resources.requests.cpu: \
-             quantity \"five\" is not a number followed by an optional suffix (e.g. 500m, 2Gi, 1e3)"
-        );
-        let err = load("apiVersion: v1\nkind: Node\nmetadata: {name: a}\nspec: {taints: 3}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with("dump.yaml: document (Node a): spec.taints: invalid type"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn garbage_is_a_syntax_or_shape_error_not_a_panic() {
-        assert!(matches!(
-            load("{not json"),
-            Err(DumpError {
-                kind: DumpErrorKind::Syntax,
-                ..
-            })
-        ));
-        assert!(matches!(
-            load("key: [unclosed"),
-            Err(DumpError {
-                kind: DumpErrorKind::Syntax,
-                ..
-            })
-        ));
-        assert!(matches!(
-            load("- 1\n- 2\n"),
-            Err(DumpError {
-                kind: DumpErrorKind::Shape,
-                ..
-            })
-        ));
-        assert!(matches!(
-            load("just a string"),
-            Err(DumpError {
-                kind: DumpErrorKind::Shape,
-                ..
-            })
-        ));
-        assert!(matches!(
-            load("metadata: {name: x}"),
-            Err(DumpError {
-                kind: DumpErrorKind::Shape,
-                ..
-            })
-        ));
-        assert_eq!(load("").unwrap().1.objects, 0);
-    }
-
-    /// As kubectl reads them (checked against the test bed's kubectl 1.34): flow-style YAML
-    /// that starts like JSON, YAML 1.1 booleans, and lists whose items lack kind.
-    #[test]
-    fn dumps_read_as_kubectl_reads_them() {
-        let flow = "{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: Node, metadata: {name: a}, spec: {unschedulable: yes}}]}";
-        let (s, _) = load(flow).unwrap();
-        assert!(
-            s.nodes[0].unschedulable,
-            "`yes` is true, as YAML 1.1 has it"
-        );
-        let seq = "- {apiVersion: v1, kind: Node, metadata: {name: a}}\n- {apiVersion: v1, kind: Node, metadata: {name: b}}\n";
-        assert_eq!(load(seq).unwrap().0.nodes.len(), 2);
-        let err = load("apiVersion: v1\nkind: Node\nmetadata: {name: a, labels: {app: y}}\n")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.starts_with(
-                "dump.yaml: document (Node a): metadata.labels.app: invalid type: boolean"
-            ) && err.ends_with("as kubectl reads it too: quote it)"),
-            "{err}"
-        );
-        let err = load("kind: List\napiVersion: v1\nitems:\n- metadata: {name: n1}\n")
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            "dump.yaml: document, items[0]: object n1 has no kind: every object (and every item of a list) needs kind and apiVersion, as kubectl and the apiserver require"
-        );
-    }
-
-    #[test]
-    fn priority_expander_configmap_is_kept() {
-        let text = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cluster-autoscaler-priority-expander","namespace":"kube-system"},"data":{"priorities":"10:\n- .*"}}"#;
-        let (s, _) = load(text).unwrap();
-        assert_eq!(
-            s.priority_expander.unwrap().priorities.as_deref(),
-            Some("10:\n- .*")
-        );
-    }
-}
+#[path = "dump_tests.rs"]
+mod tests;

@@ -8,6 +8,7 @@
 
 pub mod autoscaler;
 pub mod cluster_name;
+pub mod controller;
 pub mod dump;
 pub mod duration;
 pub mod infra;

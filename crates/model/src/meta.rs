@@ -78,6 +78,9 @@ pub struct OwnerRef {
     pub kind: Arc<str>,
     pub name: Arc<str>,
     pub uid: Arc<str>,
+    /// The API group of its `apiVersion` (`""` for the core group); `None` when that cannot
+    /// be read as a group and version.
+    pub group: Option<Arc<str>>,
 }
 
 /// The interners one store uses while projecting objects.
@@ -124,7 +127,18 @@ pub fn controller_of(meta: &metav1::ObjectMeta, p: &mut Projector) -> Option<Own
         kind: p.str(&owner.kind),
         name: p.str(&owner.name),
         uid: p.str(&owner.uid),
+        group: api_group(&owner.api_version).map(|g| p.str(g)),
     })
+}
+
+/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the core group `""`), read as
+/// apimachinery's `ParseGroupVersion` reads it: more than one `/` is not a group version.
+pub fn api_group(api_version: &str) -> Option<&str> {
+    match api_version.split_once('/') {
+        None => Some(""),
+        Some((group, version)) if !version.contains('/') => Some(group),
+        Some(_) => None,
+    }
 }
 
 pub fn timestamp(t: Option<&metav1::Time>) -> Option<jiff::Timestamp> {
@@ -229,6 +243,15 @@ mod tests {
         m.insert("pods".to_string(), K8sQuantity("110".into()));
         let (r, pods) = resource_list(Some(&m), "x").unwrap();
         assert_eq!((r.cpu_milli, r.memory, pods), (2000, 1 << 30, Some(110)));
+    }
+
+    #[test]
+    fn api_groups_are_read_as_apimachinery_reads_them() {
+        assert_eq!(api_group("apps/v1"), Some("apps"));
+        assert_eq!(api_group("v1"), Some(""));
+        assert_eq!(api_group(""), Some(""));
+        assert_eq!(api_group("kruise.io/v1beta1"), Some("kruise.io"));
+        assert_eq!(api_group("a/b/c"), None);
     }
 
     #[test]

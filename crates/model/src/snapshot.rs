@@ -2,6 +2,7 @@
 //! compact projections.
 
 use super::autoscaler::{CLUSTER_AUTOSCALER_NAME, ClusterAutoscaler, MachineAutoscaler};
+use super::controller::Controllers;
 use super::infra::{InfraRef, InfrastructureTemplate};
 use super::machine::{Machine, ScalableResource};
 use super::meta::ObjectKey;
@@ -28,6 +29,9 @@ pub struct ClusterSnapshot {
     pub machines: Vec<Machine>,
     pub pdbs: Vec<PodDisruptionBudget>,
     pub daemonsets: Vec<DaemonSet>,
+    /// The other controllers a pod's owner is looked up in, and how completely each kind
+    /// (DaemonSets too) was read.
+    pub controllers: Controllers,
     pub namespaces: Vec<Namespace>,
     pub cluster_autoscalers: Vec<ClusterAutoscaler>,
     pub machine_autoscalers: Vec<MachineAutoscaler>,

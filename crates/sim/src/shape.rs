@@ -72,7 +72,7 @@ pub fn build(
         .filter(|(_, _, worker)| *worker)
         .map(|(n, ip, _)| (n.clone(), ip.clone()))
         .collect();
-    let (replica_sets, daemon_sets) = workload::catalog(
+    let (mut replica_sets, daemon_sets) = workload::catalog(
         &mut state.rng,
         workers.len().max(1),
         shape.pods_per_node,
@@ -81,6 +81,7 @@ pub fn build(
         shape.cpu_fill,
     );
     if shape.workloads {
+        serve_replica_sets(state, &mut replica_sets)?;
         populate(state, &nodes, &workers, &replica_sets, &daemon_sets)?;
     }
     Ok(Built {
@@ -312,6 +313,22 @@ fn cluster_autoscaler(state: &mut State, max_nodes: usize) -> Result<(), ApiErro
         "scaleDown": {"enabled": true, "delayAfterAdd": "10m", "delayAfterDelete": "5m", "delayAfterFailure": "30s",
                       "unneededTime": "5m", "utilizationThreshold": "0.4"},
         "balanceSimilarNodeGroups": true, "skipNodesWithLocalStorage": true, "expanders": ["LeastWaste"]}}))?;
+    Ok(())
+}
+
+/// The ReplicaSets, as objects of the API (their pods' owners are looked up in them): each
+/// takes the uid the store gives it, which its pods then name.
+fn serve_replica_sets(state: &mut State, sets: &mut [ReplicaSetSpec]) -> Result<(), ApiError> {
+    for rs in sets {
+        let stored = state.seed(
+            Resource::ReplicaSets,
+            &rs.namespace,
+            workload::replica_set(rs, rs.replicas_at(0.0)),
+        )?;
+        if let Some(uid) = stored.value()["metadata"]["uid"].as_str() {
+            rs.uid = uid.to_string();
+        }
+    }
     Ok(())
 }
 

@@ -1,5 +1,6 @@
-//! The simulated workloads: ReplicaSets (of deployments whose replica counts move in waves)
-//! and DaemonSets, kept inside the simulation rather than served, and the Pods they own.
+//! The simulated workloads: ReplicaSets (of deployments whose replica counts move in waves,
+//! served as objects too) and DaemonSets (kept inside the simulation, not served), and the
+//! Pods they own.
 //! Their mix is what an autoscaler meets: PodDisruptionBudgets, pods with local storage,
 //! `safe-to-evict` annotations, kube-system pods, GPU pods that need a group scaled from zero.
 
@@ -192,6 +193,17 @@ pub enum Placement<'a> {
     Pinned(&'a str),
     /// Bound to the node (name, IP) and already Running (the initial population).
     Running(&'a str, &'a str),
+}
+
+/// A ReplicaSet's object as the API serves it, asking for `replicas` pods.
+pub fn replica_set(rs: &ReplicaSetSpec, replicas: usize) -> Value {
+    let labels = json!({"app": rs.template.app});
+    let container = json!({"name": rs.template.app,
+        "image": format!("registry.example.com/{}:1.0", rs.template.app)});
+    json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": rs.name, "namespace": rs.namespace, "labels": labels},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": {"containers": [container]}}}})
 }
 
 /// A pod of `template` owned by `owner` (kind, name, uid), placed as `placement` says.

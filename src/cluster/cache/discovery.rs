@@ -1,7 +1,9 @@
 //! Which of the kinds the cache reads a cluster serves, and at which version.
 //!
-//! Core kinds are always there. DaemonSets, PodDisruptionBudgets and OpenShift's autoscaling
-//! resources are looked up at the versions the hub reads; each Machine API group at the
+//! Core kinds are always there, but for ReplicationControllers, looked up like the rest.
+//! DaemonSets, the other controllers the drain rules look pods' owners up in (ReplicaSets,
+//! StatefulSets, Jobs), PodDisruptionBudgets and OpenShift's autoscaling resources are looked
+//! up at the versions the hub reads; each Machine API group at the
 //! version chosen from its discovery entry ([`MachineApiGroup::choose_version`]: the one the
 //! cluster prefers when the hub understands it, so Cluster API ≥ 1.11 is read as v1beta2,
 //! without a conversion webhook call per object). A cluster without Cluster API, or without
@@ -17,7 +19,8 @@ use kube::Client;
 use kube::api::{ApiResource, GroupVersionKind};
 
 use super::update::Kind;
-use crate::cluster::error::{CallError, call};
+use crate::cluster::error::{CallError, Category, call};
+use crate::model::controller::ControllerKind;
 use crate::model::machine_api::VersionChoice;
 use crate::model::machine_kind::join_names;
 use crate::model::{MachineApi, MachineApiGroup, MachineApis, MachineKind};
@@ -42,7 +45,26 @@ type Wanted = Vec<Resource>;
 
 /// Group versions read at a fixed version.
 const FIXED: &[(&str, &[Resource])] = &[
-    ("apps/v1", &[("daemonsets", "DaemonSet", Kind::DaemonSet)]),
+    (
+        "apps/v1",
+        &[
+            ("daemonsets", "DaemonSet", Kind::DaemonSet),
+            (
+                "replicasets",
+                "ReplicaSet",
+                Kind::Controller(ControllerKind::ReplicaSet),
+            ),
+            (
+                "statefulsets",
+                "StatefulSet",
+                Kind::Controller(ControllerKind::StatefulSet),
+            ),
+        ],
+    ),
+    (
+        "batch/v1",
+        &[("jobs", "Job", Kind::Controller(ControllerKind::Job))],
+    ),
     (
         "policy/v1",
         &[(
@@ -159,6 +181,11 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
         machine_apis: lookup.machine_apis,
         warnings: lookup.warnings,
     };
+    if serves_replication_controllers(client, timeout).await? {
+        served
+            .kinds
+            .push(Kind::Controller(ControllerKind::ReplicationController));
+    }
     for (group_version, resources) in &lookup.group_versions {
         let list = call(
             || format!("discovery: list resources of {group_version}"),
@@ -169,7 +196,10 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
         for (plural, kind_name, kind) in resources {
             if list.resources.iter().any(|r| r.name == *plural) {
                 served.kinds.push(*kind);
-                if !matches!(kind, Kind::DaemonSet | Kind::PodDisruptionBudget) {
+                if !matches!(
+                    kind,
+                    Kind::DaemonSet | Kind::PodDisruptionBudget | Kind::Controller(_)
+                ) {
                     served
                         .dynamic
                         .insert(*kind, api_resource(group_version, kind_name, plural));
@@ -178,6 +208,28 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
         }
     }
     Ok(served)
+}
+
+/// Every real cluster serves ReplicationControllers, but a bare or simulated API may not,
+/// and its watch must not fail forever. Core discovery refused (403) is no answer: the
+/// watch is tried, and a refusal there is given up on with a warning like any kind's.
+async fn serves_replication_controllers(
+    client: &Client,
+    timeout: Duration,
+) -> Result<bool, CallError> {
+    let core = call(
+        || "discovery: list resources of v1".into(),
+        timeout,
+        client.list_core_api_resources("v1"),
+    )
+    .await;
+    let plural = ControllerKind::ReplicationController.plural();
+    match core {
+        Ok(list) => Ok(list.resources.iter().any(|r| r.name == plural)),
+        Err(e) if e.category() == Category::NotFound => Ok(false),
+        Err(e) if e.category() == Category::Forbidden => Ok(true),
+        Err(e) => Err(e),
+    }
 }
 
 fn api_resource(group_version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -263,6 +315,29 @@ mod tests {
         assert_eq!(
             Kind::Machine(OPENSHIFT).describe(),
             "machines.machine.openshift.io"
+        );
+    }
+
+    #[test]
+    fn the_controllers_pods_are_looked_up_in_are_wanted_from_apps_and_batch() {
+        let p = lookup(&groups(&[
+            ("apps", &["v1"], "v1"),
+            ("batch", &["v1"], "v1"),
+        ]));
+        assert_eq!(looked_up(&p), vec!["apps/v1", "batch/v1"]);
+        let wanted: Vec<Kind> = p
+            .group_versions
+            .iter()
+            .flat_map(|(_, resources)| resources.iter().map(|r| r.2))
+            .collect();
+        for kind in ControllerKind::ALL {
+            if kind != ControllerKind::ReplicationController {
+                assert!(wanted.contains(&Kind::of_controller(kind)), "{kind}");
+            }
+        }
+        assert_eq!(
+            Kind::Controller(ControllerKind::Job).describe(),
+            "jobs.batch"
         );
     }
 

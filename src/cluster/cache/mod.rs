@@ -7,8 +7,10 @@
 //! the runner early (a pod that just became unschedulable, a node turning ready, a node
 //! group or machine that changed); the rest waits for the scan interval.
 
+mod controllers;
 pub mod discovery;
 pub mod lean;
+pub mod lean_controller;
 pub mod listwatch;
 mod table;
 pub mod update;
@@ -21,9 +23,11 @@ use kube::api::DynamicObject;
 use serde::Serialize;
 use tokio::time::Instant;
 
+use self::controllers::{end_controllers, remove_controller};
 use self::table::Table;
 pub use self::update::{Change, Kind, Object, Update, WatchError};
 use crate::model::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
+use crate::model::controller::ControllerKind;
 use crate::model::infra::InfrastructureTemplate;
 use crate::model::meta::key_of;
 use crate::model::pod::PodId;
@@ -83,6 +87,8 @@ pub struct Cache {
     namespaces: Table<ObjectKey>,
     pdbs: Table<ObjectKey>,
     daemonsets: Table<ObjectKey>,
+    /// ReplicationControllers, Jobs, ReplicaSets and StatefulSets (`snapshot.controllers`).
+    controllers: BTreeMap<ControllerKind, Table<ObjectKey>>,
     scalables: BTreeMap<Kind, Store<ScalableResource>>,
     machines: BTreeMap<Kind, Store<Machine>>,
     cluster_autoscalers: Store<ClusterAutoscaler>,
@@ -101,10 +107,12 @@ pub struct Cache {
 impl Cache {
     /// A cache for the kinds being watched: it is synced once each has listed.
     pub fn new(kinds: &[Kind]) -> Self {
-        Cache {
+        let mut cache = Cache {
             kinds: kinds.iter().map(|k| (*k, KindState::default())).collect(),
             ..Cache::default()
-        }
+        };
+        cache.set_controller_listings(kinds);
+        cache
     }
 
     /// Applies one watch update; true when the runner should pass soon.
@@ -149,10 +157,12 @@ impl Cache {
         self.kinds.get(&kind).is_some_and(|k| k.failing.is_some())
     }
 
-    /// Stops waiting for a kind (its watch is refused for good): the cache is synced
-    /// without it. Objects of it already cached stay.
-    pub fn give_up_on(&mut self, kind: Kind) {
+    /// Stops waiting for a kind (its watch is refused for good, `why`): the cache is synced
+    /// without it. Objects of it already cached stay; a controller kind is marked unreadable,
+    /// so that no pod's controller of it is judged missing.
+    pub fn give_up_on(&mut self, kind: Kind, why: &str) {
         self.kinds.remove(&kind);
+        self.controllers_unreadable(kind, why);
     }
 
     /// Why the kinds not listed yet are not: their last errors.
@@ -245,7 +255,7 @@ impl Cache {
             pods: s.pods.len(),
             machines: self.machines.values().map(|m| m.items.len()).sum(),
             node_groups: self.scalables.values().map(|m| m.items.len()).sum(),
-            other: s.namespaces.len() + s.pdbs.len() + s.daemonsets.len(),
+            other: s.namespaces.len() + s.pdbs.len() + s.daemonsets.len() + s.controllers.len(),
         }
     }
 
@@ -273,6 +283,7 @@ impl Cache {
             Kind::Namespace => self.namespaces.begin_relist(),
             Kind::PodDisruptionBudget => self.pdbs.begin_relist(),
             Kind::DaemonSet => self.daemonsets.begin_relist(),
+            Kind::Controller(c) => self.controllers.entry(c).or_default().begin_relist(),
             Kind::PriorityConfigMap => self.priority.table.begin_relist(),
             Kind::Scalable(..) => self.scalables.entry(kind).or_default().table.begin_relist(),
             Kind::Machine(_) => self.machines.entry(kind).or_default().table.begin_relist(),
@@ -289,6 +300,7 @@ impl Cache {
             Kind::Namespace => self.namespaces.end_relist(&mut s.namespaces),
             Kind::PodDisruptionBudget => self.pdbs.end_relist(&mut s.pdbs),
             Kind::DaemonSet => self.daemonsets.end_relist(&mut s.daemonsets),
+            Kind::Controller(c) => end_controllers(&mut self.controllers, s, c),
             Kind::PriorityConfigMap => end_store(&mut self.priority),
             Kind::Scalable(..) => end_store(self.scalables.entry(kind).or_default()),
             Kind::Machine(_) => end_store(self.machines.entry(kind).or_default()),
@@ -308,9 +320,13 @@ impl Cache {
                 wake
             }
             Err(e) => {
-                // Nodes and pods are kept as unusable placeholders (see their `unreadable`);
+                // Nodes, pods and budgets stay as placeholders that protect what they might
+                // (their `unreadable`), controllers as present (not gone for an odd field);
                 // anything else that cannot be read must not stay cached as it was.
-                if !matches!(kind, Kind::Node | Kind::Pod) {
+                if !matches!(
+                    kind,
+                    Kind::Node | Kind::Pod | Kind::PodDisruptionBudget | Kind::Controller(_)
+                ) {
                     self.forget_unreadable(kind, &what);
                 }
                 if self.problems.len() < MAX_PROBLEMS || self.problems.contains_key(&what) {
@@ -378,6 +394,10 @@ impl Cache {
                 self.daemonsets
                     .upsert(&mut s.daemonsets, ds.key.clone(), ds);
                 Ok(false)
+            }
+            // Kept even when a field is odd; the problem is reported all the same.
+            (Kind::Controller(c), Object::Controller(o)) => {
+                self.store_controller(c, &o).map_or(Ok(false), Err)
             }
             (Kind::PriorityConfigMap, Object::ConfigMap(cm)) => {
                 let cm = *cm;
@@ -473,6 +493,7 @@ impl Cache {
             Kind::Namespace => self.namespaces.remove(&mut s.namespaces, key).is_some(),
             Kind::PodDisruptionBudget => self.pdbs.remove(&mut s.pdbs, key).is_some(),
             Kind::DaemonSet => self.daemonsets.remove(&mut s.daemonsets, key).is_some(),
+            Kind::Controller(c) => remove_controller(&mut self.controllers, s, c, key),
             Kind::PriorityConfigMap => remove_from(&mut self.priority, key),
             Kind::Scalable(..) => remove_from(self.scalables.entry(kind).or_default(), key),
             Kind::Machine(_) => remove_from(self.machines.entry(kind).or_default(), key),
@@ -485,7 +506,11 @@ impl Cache {
         removed
             && !matches!(
                 kind,
-                Kind::Pod | Kind::Namespace | Kind::PodDisruptionBudget | Kind::DaemonSet
+                Kind::Pod
+                    | Kind::Namespace
+                    | Kind::PodDisruptionBudget
+                    | Kind::DaemonSet
+                    | Kind::Controller(_)
             )
     }
 }
@@ -544,6 +569,7 @@ fn object_meta(object: &Object) -> &k8s_openapi::apimachinery::pkg::apis::meta::
         Object::Namespace(o) => &o.metadata,
         Object::PodDisruptionBudget(o) => &o.metadata,
         Object::DaemonSet(o) => &o.metadata,
+        Object::Controller(o) => &o.metadata,
         Object::ConfigMap(o) => &o.metadata,
         Object::Dynamic(o) => &o.metadata,
     }

@@ -1,6 +1,7 @@
 use serde_json::json;
 
 use super::*;
+use crate::model::controller::ControllerKind;
 
 fn node(name: &str, ready: bool) -> Object {
     let status = if ready { "True" } else { "False" };
@@ -212,4 +213,111 @@ async fn a_watch_failing_for_long_makes_the_cache_stale_until_it_recovers() {
     assert!(c.stale(Instant::now(), Duration::from_secs(60)).is_some());
     c.apply(update(Kind::Node, Change::Init), Instant::now());
     assert_eq!(c.stale(Instant::now(), Duration::from_secs(60)), None);
+}
+
+const RS: Kind = Kind::Controller(ControllerKind::ReplicaSet);
+const JOBS: Kind = Kind::Controller(ControllerKind::Job);
+
+fn replicaset(name: &str, replicas: serde_json::Value) -> Object {
+    let lean: lean_controller::LeanController<k8s_openapi::api::apps::v1::ReplicaSet> =
+        serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "shop", "uid": format!("uid-{name}")},
+            "spec": {"replicas": replicas}
+        }))
+        .unwrap();
+    Object::Controller(Box::new(lean.object))
+}
+
+/// ReplicaSets are kept as keys and replicas, follow their watch without waking the runner,
+/// and their kind is complete; a controller kind not served is not looked up.
+#[tokio::test]
+async fn controllers_are_kept_as_keys_and_their_kinds_as_served() {
+    use crate::model::controller::Listing;
+    let mut c = Cache::new(&[Kind::Pod, RS]);
+    let now = Instant::now();
+    c.apply(update(Kind::Pod, Change::InitDone), now);
+    c.apply(
+        update(RS, Change::InitApply(replicaset("web", json!(2)))),
+        now,
+    );
+    c.apply(update(RS, Change::InitDone), now);
+    assert!(!c.apply(update(RS, Change::Apply(replicaset("api", json!(1)))), now));
+    let controllers = &c.snapshot().controllers;
+    let replicas: Vec<_> = controllers
+        .replica_sets
+        .iter()
+        .map(|r| r.replicas)
+        .collect();
+    assert_eq!(replicas, [Some(2), Some(1)]);
+    assert_eq!(&*controllers.replica_sets[0].uid, "uid-web");
+    assert_eq!(
+        controllers.listing(ControllerKind::ReplicaSet),
+        &Listing::Complete
+    );
+    assert_eq!(controllers.listing(ControllerKind::Job), &Listing::Unlisted);
+    assert!(!c.apply(update(RS, Change::Delete(replicaset("web", json!(2)))), now));
+    assert_eq!(c.snapshot().controllers.replica_sets.len(), 1);
+    assert_eq!(c.stats().other, 1);
+}
+
+/// An odd replica count is reported on its object, and the controller stays present: its
+/// pods are not judged to have lost it.
+#[tokio::test]
+async fn an_unreadable_controller_is_reported_and_kept() {
+    let mut c = Cache::new(&[RS]);
+    let now = Instant::now();
+    c.apply(
+        update(RS, Change::Apply(replicaset("web", json!("many")))),
+        now,
+    );
+    let kept = &c.snapshot().controllers.replica_sets;
+    assert_eq!((kept.len(), kept[0].replicas), (1, None));
+    let problems: Vec<_> = c.problems().collect();
+    assert_eq!(problems.len(), 1);
+    assert!(
+        problems[0].starts_with("replicasets.apps shop/web: spec.replicas"),
+        "{problems:?}"
+    );
+}
+
+/// A controller kind the hub may not list is given up on without stopping the cluster, and
+/// marked unreadable: the drain rules then keep its pods' nodes instead of guessing.
+#[tokio::test]
+async fn a_controller_kind_refused_is_unreadable() {
+    use crate::model::controller::Listing;
+    let mut c = Cache::new(&[Kind::Pod, JOBS]);
+    let now = Instant::now();
+    c.apply(update(Kind::Pod, Change::InitDone), now);
+    c.give_up_on(JOBS, "jobs.batch is forbidden");
+    assert!(c.is_synced());
+    let Listing::Unreadable(why) = c.snapshot().controllers.listing(ControllerKind::Job) else {
+        panic!("a refused kind is unreadable");
+    };
+    assert_eq!(
+        &**why,
+        "the hub may not list jobs.batch: jobs.batch is forbidden"
+    );
+}
+
+/// A budget whose selector cannot be read stays cached as unreadable (the drain rules then
+/// keep its namespace's pods' nodes), and is reported: dropping it would lift its protection.
+#[tokio::test]
+async fn an_unreadable_budget_is_kept_unreadable_and_reported() {
+    let mut c = Cache::new(&[Kind::PodDisruptionBudget]);
+    let pdb = Object::PodDisruptionBudget(Box::new(
+        serde_json::from_value(json!({
+            "metadata": {"name": "web", "namespace": "shop"},
+            "spec": {"selector": {"matchExpressions": [
+                {"key": "app", "operator": "Near", "values": ["web"]}]}}
+        }))
+        .unwrap(),
+    ));
+    c.apply(
+        update(Kind::PodDisruptionBudget, Change::Apply(pdb)),
+        Instant::now(),
+    );
+    let kept = &c.snapshot().pdbs;
+    assert_eq!(kept.len(), 1, "the unreadable budget is kept");
+    assert!(kept[0].unreadable.as_deref().unwrap().contains("Near"));
+    assert_eq!(c.problems().count(), 1);
 }

@@ -3,8 +3,10 @@
 use k8s_openapi::api::{apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1};
 use kube::api::DynamicObject;
 
+use super::lean_controller::ControllerObject;
 use super::listwatch::Event;
 use crate::cluster::error::{CallError, Category};
+use crate::model::controller::ControllerKind;
 use crate::model::machine_kind::MACHINE;
 use crate::model::{MachineApiGroup, MachineKind, ScalableKind};
 
@@ -16,6 +18,9 @@ pub enum Kind {
     Namespace,
     PodDisruptionBudget,
     DaemonSet,
+    /// ReplicationControllers, Jobs, ReplicaSets and StatefulSets, read only as keys for the
+    /// drain rules (DaemonSets are [`Kind::DaemonSet`], read whole for templates).
+    Controller(ControllerKind),
     /// The priority expander's ConfigMap (watched by name only).
     PriorityConfigMap,
     Scalable(MachineApiGroup, ScalableKind),
@@ -35,6 +40,14 @@ impl Kind {
         }
     }
 
+    /// The kind a controller's objects are stored as.
+    pub fn of_controller(kind: ControllerKind) -> Kind {
+        match kind {
+            ControllerKind::DaemonSet => Kind::DaemonSet,
+            other => Kind::Controller(other),
+        }
+    }
+
     /// How the kind is named in status and errors.
     pub fn describe(self) -> String {
         match self {
@@ -43,6 +56,7 @@ impl Kind {
             Kind::Namespace => "namespaces".into(),
             Kind::PodDisruptionBudget => "poddisruptionbudgets".into(),
             Kind::DaemonSet => "daemonsets".into(),
+            Kind::Controller(kind) => kind.to_string(),
             Kind::PriorityConfigMap => "the priority expander ConfigMap".into(),
             Kind::Scalable(api, kind) => format!("{}.{api}", kind.plural()),
             Kind::Machine(api) => format!("{}.{api}", MACHINE.plural),
@@ -60,6 +74,7 @@ pub enum Object {
     Namespace(Box<corev1::Namespace>),
     PodDisruptionBudget(Box<policyv1::PodDisruptionBudget>),
     DaemonSet(Box<appsv1::DaemonSet>),
+    Controller(Box<ControllerObject>),
     ConfigMap(Box<corev1::ConfigMap>),
     /// Machine API and OpenShift autoscaling objects, read without generated types.
     Dynamic(Box<DynamicObject>),

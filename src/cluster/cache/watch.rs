@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
-use k8s_openapi::api::{apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1};
+use k8s_openapi::api::{
+    apps::v1 as appsv1, batch::v1 as batchv1, core::v1 as corev1, policy::v1 as policyv1,
+};
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Client};
 use serde::de::DeserializeOwned;
@@ -16,8 +18,10 @@ use tokio::task::JoinHandle;
 
 use super::discovery::Served;
 use super::lean::LeanPod;
+use super::lean_controller::LeanController;
 use super::listwatch::list_watch;
 use super::update::{Kind, Object, Update};
+use crate::model::controller::ControllerKind;
 use crate::model::snapshot::PRIORITY_EXPANDER_CONFIGMAP;
 
 /// Updates read off the watch streams but not yet applied: enough to ride out a long pass
@@ -95,6 +99,10 @@ fn streams(
             Kind::DaemonSet => typed::<appsv1::DaemonSet>(client, *kind, None, d, |o| {
                 Object::DaemonSet(Box::new(o))
             }),
+            Kind::Controller(c) => match controller(client, *c, d) {
+                Some(stream) => stream,
+                None => continue,
+            },
             Kind::PriorityConfigMap => typed::<corev1::ConfigMap>(
                 client,
                 *kind,
@@ -110,6 +118,37 @@ fn streams(
         all.push(stream);
     }
     all
+}
+
+/// A controller kind's list and watch, decoding only its key, uid and replicas (`None` for
+/// DaemonSets, which are watched whole as [`Kind::DaemonSet`]).
+fn controller(
+    client: &Client,
+    kind: ControllerKind,
+    d: Duration,
+) -> Option<BoxStream<'static, Update>> {
+    let k = Kind::Controller(kind);
+    Some(match kind {
+        ControllerKind::ReplicationController => {
+            typed::<LeanController<corev1::ReplicationController>>(client, k, None, d, |o| {
+                Object::Controller(Box::new(o.object))
+            })
+        }
+        ControllerKind::Job => typed::<LeanController<batchv1::Job>>(client, k, None, d, |o| {
+            Object::Controller(Box::new(o.object))
+        }),
+        ControllerKind::ReplicaSet => {
+            typed::<LeanController<appsv1::ReplicaSet>>(client, k, None, d, |o| {
+                Object::Controller(Box::new(o.object))
+            })
+        }
+        ControllerKind::StatefulSet => {
+            typed::<LeanController<appsv1::StatefulSet>>(client, k, None, d, |o| {
+                Object::Controller(Box::new(o.object))
+            })
+        }
+        ControllerKind::DaemonSet => return None,
+    })
 }
 
 fn typed<K>(

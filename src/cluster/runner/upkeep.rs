@@ -79,12 +79,21 @@ impl Runner {
     }
 
     fn give_up_on(&mut self, kind: Kind, message: &str) {
+        // Without a controller kind, a pod's controller of it cannot be found: say what
+        // that costs (the drain rules keep those pods' nodes).
+        let without = match kind {
+            Kind::DaemonSet | Kind::Controller(_) => {
+                "nodes running pods of them are not scaled down while \
+                 skip_nodes_with_custom_controller_pods is on"
+            }
+            _ => "autoscaling without them",
+        };
         let warning = format!(
-            "not allowed to list {}: autoscaling without them ({message})",
+            "not allowed to list {}: {without} ({message})",
             kind.describe()
         );
         tracing::warn!(k8s.cluster.name = %self.ctx.name, "{warning}");
-        self.cache.give_up_on(kind);
+        self.cache.give_up_on(kind, message);
         let now = Timestamp::now();
         self.ctx.publish(|r| r.record_error(warning, now));
     }

@@ -125,16 +125,40 @@ impl Hub {
     }
 }
 
+/// The ReplicaSet `prefix` in `default` (created unless it is there), as an owner reference:
+/// the hub keeps the node of a pod whose controller is not in the cluster. It asks for no
+/// replicas and nothing acts on it; it only exists.
+pub async fn replica_set_owner(client: kube::Client, prefix: &str) -> Value {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    let sets: kube::Api<ReplicaSet> = kube::Api::namespaced(client, "default");
+    let set = match sets.get_opt(prefix).await.unwrap() {
+        Some(set) => set,
+        None => {
+            let labels = json!({"app": prefix});
+            let set: ReplicaSet = serde_json::from_value(json!({
+                "metadata": {"name": prefix},
+                "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                    "template": {"metadata": {"labels": labels},
+                        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}
+            }))
+            .unwrap();
+            sets.create(&Default::default(), &set).await.unwrap()
+        }
+    };
+    json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": prefix,
+        "uid": set.metadata.uid.unwrap(), "controller": true})
+}
+
 /// Creates pods in `default`, each asking for `cpu`. They name a ReplicaSet as their
 /// controller (so a drain may move them) but nothing recreates them once evicted.
 pub async fn create_pods(cluster: &ClusterHandle, prefix: &str, count: usize, cpu: &str) {
     let client = cluster.client().await.unwrap();
+    let owner = replica_set_owner(client.clone(), prefix).await;
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, "default");
     for i in 0..count {
         let pod = serde_json::from_value(json!({
             "metadata": {"name": format!("{prefix}-{i}"), "labels": {"app": prefix},
-                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
-                    "name": prefix, "uid": format!("uid-{prefix}"), "controller": true}]},
+                "ownerReferences": [owner]},
             "spec": {"containers": [{"name": "c", "image": "busybox",
                 "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}]}
         }))

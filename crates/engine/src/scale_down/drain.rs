@@ -1,16 +1,17 @@
 //! Which pods block the removal of their node, which must move, and which can simply go
 //! (seed 000's list, in upstream's order; the first decisive rule wins).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 
+use super::controllers::ControllerIndex;
 use crate::reason::ReasonCode;
 use crate::settings::Settings;
 use fleetscaler_model::ClusterSnapshot;
+use fleetscaler_model::controller::Controllers;
 use fleetscaler_model::pod::{DAEMONSET_POD, Pod, SafeToEvict};
-use fleetscaler_model::workload::PodDisruptionBudget;
+use fleetscaler_model::workload::{DaemonSet, PodDisruptionBudget};
 
 /// What removing a pod's node means for the pod.
 #[derive(Clone, Debug, PartialEq)]
@@ -28,8 +29,8 @@ pub(super) struct DrainRules<'a> {
     /// Long-terminating pods are measured against it.
     now: Timestamp,
     pdbs: &'a [PodDisruptionBudget],
-    /// DaemonSets in the snapshot (uids), when it has any: pods of others have lost theirs.
-    daemonsets: Option<HashSet<Arc<str>>>,
+    /// Where a pod's controller is looked up.
+    controllers: ControllerIndex<'a>,
 }
 
 impl<'a> DrainRules<'a> {
@@ -38,7 +39,7 @@ impl<'a> DrainRules<'a> {
             settings,
             now,
             pdbs: &snapshot.pdbs,
-            daemonsets: daemonset_uids(snapshot),
+            controllers: ControllerIndex::new(&snapshot.daemonsets, &snapshot.controllers),
         }
     }
 
@@ -71,14 +72,25 @@ impl<'a> DrainRules<'a> {
 
     pub fn classify(&self, pod: &Pod) -> Drain {
         let id = &pod.id;
-        // Upstream's mirror, long-terminating and terminal rules. A pod terminating within
-        // its grace period is not gone yet: it must find a place like any other.
+        // Upstream's mirror and long-terminating rules; finished pods upstream never sees
+        // (its lister of scheduled pods leaves them out). A pod terminating within its grace
+        // period is not gone yet: it must find a place like any other.
         if pod.mirror || pod.is_terminal() || pod.is_long_terminating(self.now) {
             return Drain::Skip;
         }
-        // Pods below the priority cutoff never block a scale-down: they are just evicted.
+        // Pods below the priority cutoff never block a scale-down: they are just evicted
+        // (upstream leaves them out before any rule).
         if pod.is_expendable(self.settings.pod_priority_threshold) {
             return Drain::Skip;
+        }
+        // Upstream's replicacount rule, before the others and only with this setting (its
+        // rules.go): a controller gone, or asking for too few replicas.
+        if self.settings.skip_nodes_with_custom_controller_pods
+            && let Some((code, why)) = self
+                .controllers
+                .blocks(pod, self.settings.min_replica_count)
+        {
+            return Drain::Block(code, why);
         }
         // Upstream reads any other value as "not a DaemonSet pod" and may move the pod;
         // a value that says something else was meant leaves that in doubt: keep the node.
@@ -90,23 +102,10 @@ impl<'a> DrainRules<'a> {
                 ),
             );
         }
+        // Upstream's daemonset rule: a DaemonSet pod goes with its node (whether its
+        // DaemonSet is still there was asked above).
         if pod.is_daemonset() {
-            // Only a DaemonSet of the apps group can be looked up (upstream's replicacount
-            // rule); a pod marked by the annotation under another owner simply goes.
-            let lost = match (&self.daemonsets, &pod.owner) {
-                (Some(known), Some(owner)) if &*owner.kind == "DaemonSet" => {
-                    !known.contains(&owner.uid)
-                }
-                _ => false,
-            };
-            return if lost {
-                Drain::Block(
-                    ReasonCode::ControllerNotFound,
-                    format!("pod {id}'s DaemonSet is not in the cluster"),
-                )
-            } else {
-                Drain::Skip
-            };
+            return Drain::Skip;
         }
         match &pod.safe_to_evict {
             Some(SafeToEvict::True) => return Drain::Move,
@@ -198,12 +197,6 @@ impl<'a> DrainRules<'a> {
 /// (`simulator/drainability/rules/replicated`).
 const REPLICATED_KINDS: [&str; 4] = ["ReplicationController", "Job", "ReplicaSet", "StatefulSet"];
 
-/// The DaemonSets of a snapshot (uids), when it has any.
-fn daemonset_uids(snapshot: &ClusterSnapshot) -> Option<HashSet<Arc<str>>> {
-    (!snapshot.daemonsets.is_empty())
-        .then(|| snapshot.daemonsets.iter().map(|d| d.uid.clone()).collect())
-}
-
 /// The drain rules, owning what they read, for the executor: pods that arrive on a node
 /// after the plan chose it are checked again before anything is evicted (as upstream
 /// re-runs its pod list on a fresh snapshot before draining).
@@ -211,7 +204,10 @@ fn daemonset_uids(snapshot: &ClusterSnapshot) -> Option<HashSet<Arc<str>>> {
 pub struct DrainCheck {
     settings: Settings,
     pdbs: Vec<PodDisruptionBudget>,
-    daemonsets: Option<HashSet<Arc<str>>>,
+    /// Shared: each node's removal holds a clone, and a cluster may have tens of thousands
+    /// of ReplicaSets.
+    daemonsets: Arc<[DaemonSet]>,
+    controllers: Arc<Controllers>,
 }
 
 impl DrainCheck {
@@ -219,7 +215,8 @@ impl DrainCheck {
         DrainCheck {
             settings: settings.clone(),
             pdbs: snapshot.pdbs.clone(),
-            daemonsets: daemonset_uids(snapshot),
+            daemonsets: snapshot.daemonsets.as_slice().into(),
+            controllers: Arc::new(snapshot.controllers.clone()),
         }
     }
 
@@ -233,7 +230,7 @@ impl DrainCheck {
             settings: &self.settings,
             now,
             pdbs: &self.pdbs,
-            daemonsets: self.daemonsets.clone(),
+            controllers: ControllerIndex::new(&self.daemonsets, &self.controllers),
         };
         pods.into_iter().find_map(|p| match rules.classify(p) {
             Drain::Block(_, why) => Some(why),
@@ -511,6 +508,50 @@ mod tests {
         mirror["metadata"]["ownerReferences"] = serde_json::json!([]);
         assert_eq!(rule(mirror, vec![]), Drain::Skip);
         assert_eq!(rule(pod("web").on("n").json(), vec![]), Drain::Move);
+    }
+
+    /// Upstream's rules.go: the replicacount rule runs before safe-to-evict and only with
+    /// `skip_nodes_with_custom_controller_pods`, `min_replica_count` with it.
+    #[test]
+    fn a_gone_controller_keeps_the_node_before_safe_to_evict_and_only_with_the_setting() {
+        let rs = serde_json::json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "web", "namespace": "default", "uid": "web-uid"},
+            "spec": {"replicas": 1}});
+        let mut orphan = pod("p").owner("ReplicaSet", "gone").on("n").json();
+        orphan["metadata"]["annotations"] =
+            serde_json::json!({"cluster-autoscaler.kubernetes.io/safe-to-evict": "true"});
+        let s = snapshot(vec![
+            orphan,
+            pod("q").owner("ReplicaSet", "web").on("n").json(),
+            rs,
+        ]);
+        let strict = Settings {
+            min_replica_count: 2,
+            ..Settings::default()
+        };
+        let rules = DrainRules::new(&s, &strict, Timestamp::UNIX_EPOCH);
+        assert_eq!(
+            code(rules.classify(&s.pods[0])),
+            Some(ReasonCode::ControllerNotFound)
+        );
+        assert_eq!(
+            code(rules.classify(&s.pods[1])),
+            Some(ReasonCode::MinReplicasReached)
+        );
+        let off = Settings {
+            skip_nodes_with_custom_controller_pods: false,
+            ..strict.clone()
+        };
+        let rules = DrainRules::new(&s, &off, Timestamp::UNIX_EPOCH);
+        assert_eq!(rules.classify(&s.pods[0]), Drain::Move);
+        assert_eq!(rules.classify(&s.pods[1]), Drain::Move);
+        let why = DrainCheck::new(&s, &strict)
+            .blocker(&s.pods, Timestamp::UNIX_EPOCH)
+            .unwrap();
+        assert!(
+            why.contains("ReplicaSet gone is not in the cluster"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! cluster, within `scale_down_delay_after_add` of a scale-up (seed 001), after a recent
 //! deletion or failure, or in a pass that scales up.
 
+mod controllers;
 mod drain;
 mod eligibility;
 mod removal;

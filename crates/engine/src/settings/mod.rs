@@ -234,6 +234,10 @@ pub struct Settings {
     /// annotated safe to evict: nothing known would recreate them elsewhere (upstream's
     /// `--skip-nodes-with-custom-controller-pods`).
     pub skip_nodes_with_custom_controller_pods: bool,
+    /// With `skip_nodes_with_custom_controller_pods`, a pod whose ReplicaSet or
+    /// ReplicationController asks for fewer replicas than this keeps its node
+    /// (`MinReplicasReached`; upstream's `--min-replica-count`, 0 by default: never).
+    pub min_replica_count: u64,
     /// Longest termination grace given to a pod evicted for a scale-down.
     #[serde(with = "duration_serde")]
     pub max_pod_grace_period: Duration,
@@ -337,6 +341,7 @@ impl Default for Settings {
             skip_nodes_with_system_pods: true,
             blocking_system_pod_disruption_timeout: Duration::from_secs(3600),
             skip_nodes_with_custom_controller_pods: true,
+            min_replica_count: 0,
             max_pod_grace_period: Duration::from_secs(600),
             max_pod_eviction_time: Duration::from_secs(2 * MINUTE),
             daemonset_eviction_for_occupied_nodes: true,

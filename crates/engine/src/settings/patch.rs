@@ -198,6 +198,7 @@ settings_patch! {
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     blocking_system_pod_disruption_timeout: Duration => any,
     skip_nodes_with_custom_controller_pods: bool => any,
+    min_replica_count: u64 => any,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]
     max_pod_grace_period: Duration => any,
     #[serde(default, with = "opt_duration_serde", skip_serializing_if = "Option::is_none")]

@@ -117,7 +117,7 @@ fn bad_thresholds_are_reported() {
 
 #[test]
 fn setting_keys_cover_every_patch_field() {
-    let json: serde_json::Value = serde_json::json!({
+    let mut json: serde_json::Value = serde_json::json!({
         "pod_priority_threshold": 0, "max_nodes_total": 1, "cores": {"max": 2}, "memory_gib": {"max": 2},
         "gpus": [], "max_nodes_per_scaleup": 5, "expanders": ["random"], "priorities": {"1": ["x"]},
         "balance_similar_node_groups": true, "balancing_ignored_labels": [], "node_groups": [], "new_pod_scale_up_delay": "30s",
@@ -135,6 +135,8 @@ fn setting_keys_cover_every_patch_field() {
         "ok_total_unready_count": 1, "max_total_unready_percentage": 10.0, "initial_node_group_backoff": "1m",
         "max_node_group_backoff": "2m", "node_group_backoff_reset": "1h", "seed": 3
     });
+    // One literal more would pass serde_json's macro recursion limit.
+    json["min_replica_count"] = serde_json::json!(2);
     assert_eq!(
         json.as_object().unwrap().len(),
         SETTING_KEYS.len(),

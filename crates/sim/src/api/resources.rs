@@ -30,6 +30,13 @@ pub enum Resource {
     ClusterProfiles,
     ManagedClusters,
     ManagedServiceAccounts,
+    /// The controllers the hub's drain rules look pods' owners up in. ReplicaSets mirror the
+    /// workload generator's (their `spec.replicas` follows its waves); nothing creates the
+    /// other three, served so that their lists and watches are answered as a real cluster's.
+    ReplicationControllers,
+    ReplicaSets,
+    StatefulSets,
+    Jobs,
 }
 
 /// How a resource looks in discovery and which behaviours it has.
@@ -54,6 +61,7 @@ pub struct ResourceDef {
 }
 
 const CORE: &str = "";
+const APPS: &str = "apps";
 const OCP_MACHINE: &str = "machine.openshift.io";
 const CAPI: &str = "cluster.x-k8s.io";
 const OCP_AUTOSCALING: &str = "autoscaling.openshift.io";
@@ -64,7 +72,7 @@ const OCM_AUTHENTICATION: &str = "authentication.open-cluster-management.io";
 
 impl Resource {
     /// Every served resource, in table order.
-    pub const ALL: [Resource; 20] = [
+    pub const ALL: [Resource; 24] = [
         Resource::Namespaces,
         Resource::Nodes,
         Resource::Pods,
@@ -85,6 +93,10 @@ impl Resource {
         Resource::ClusterProfiles,
         Resource::ManagedClusters,
         Resource::ManagedServiceAccounts,
+        Resource::ReplicationControllers,
+        Resource::ReplicaSets,
+        Resource::StatefulSets,
+        Resource::Jobs,
     ];
 
     /// The index of this resource's table.
@@ -139,7 +151,7 @@ pub fn group_versions() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-const DEFS: [ResourceDef; 20] = [
+const DEFS: [ResourceDef; 24] = [
     ResourceDef {
         group: CORE,
         version: "v1",
@@ -399,6 +411,54 @@ const DEFS: [ResourceDef; 20] = [
         scale: false,
         fields: &[],
     },
+    ResourceDef {
+        group: CORE,
+        version: "v1",
+        kind: "ReplicationController",
+        plural: "replicationcontrollers",
+        singular: "replicationcontroller",
+        namespaced: true,
+        short_names: &["rc"],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: APPS,
+        version: "v1",
+        kind: "ReplicaSet",
+        plural: "replicasets",
+        singular: "replicaset",
+        namespaced: true,
+        short_names: &["rs"],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: APPS,
+        version: "v1",
+        kind: "StatefulSet",
+        plural: "statefulsets",
+        singular: "statefulset",
+        namespaced: true,
+        short_names: &["sts"],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: "batch",
+        version: "v1",
+        kind: "Job",
+        plural: "jobs",
+        singular: "job",
+        namespaced: true,
+        short_names: &[],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
 ];
 
 #[cfg(test)]
@@ -430,6 +490,13 @@ mod tests {
             Some(Resource::ManagedClusters)
         );
         assert!(!Resource::ManagedClusters.def().namespaced);
+        assert_eq!(
+            Resource::find("apps", "v1", "replicasets"),
+            Some(Resource::ReplicaSets)
+        );
+        assert_eq!(Resource::find("batch", "v1", "jobs"), Some(Resource::Jobs));
+        // DaemonSets live inside the simulation only.
+        assert_eq!(Resource::find("apps", "v1", "daemonsets"), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@ use super::status::ApiError;
 /// Refuses `object` if it holds a field its type does not, as a real API server does
 /// under `fieldValidation=Strict`.
 pub fn check_strict(resource: Resource, object: &Value) -> Result<(), ApiError> {
-    use k8s_openapi::api::{coordination, core, events, policy};
+    use k8s_openapi::api::{apps, batch, coordination, core, events, policy};
     let unknown = match resource {
         Resource::Pods => unknown::<core::v1::Pod>(object),
         Resource::Nodes => unknown::<core::v1::Node>(object),
@@ -24,6 +24,10 @@ pub fn check_strict(resource: Resource, object: &Value) -> Result<(), ApiError> 
         Resource::Leases => unknown::<coordination::v1::Lease>(object),
         Resource::PodDisruptionBudgets => unknown::<policy::v1::PodDisruptionBudget>(object),
         Resource::Secrets => unknown::<core::v1::Secret>(object),
+        Resource::ReplicationControllers => unknown::<core::v1::ReplicationController>(object),
+        Resource::ReplicaSets => unknown::<apps::v1::ReplicaSet>(object),
+        Resource::StatefulSets => unknown::<apps::v1::StatefulSet>(object),
+        Resource::Jobs => unknown::<batch::v1::Job>(object),
         _ => Vec::new(),
     };
     let Some(first) = unknown.first() else {

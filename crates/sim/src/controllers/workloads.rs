@@ -20,6 +20,8 @@ pub struct Workloads {
     pub replica_sets: Vec<ReplicaSetSpec>,
     pub daemon_sets: Vec<DaemonSetSpec>,
     started: Instant,
+    /// The `spec.replicas` last written to each ReplicaSet's object (by position).
+    published: Vec<Option<usize>>,
 }
 
 /// The node a pending DaemonSet pod is pinned to (its required `metadata.name` affinity).
@@ -36,6 +38,7 @@ impl Workloads {
         started: Instant,
     ) -> Self {
         Workloads {
+            published: vec![None; replica_sets.len()],
             replica_sets,
             daemon_sets,
             started,
@@ -49,8 +52,17 @@ impl Workloads {
         let live = |uid: &str| index.live_by_owner.get(uid).copied().unwrap_or(0);
         let stamp = now_rfc3339();
         let mut surplus: HashMap<&str, usize> = HashMap::new();
-        for rs in &self.replica_sets {
+        for (rs, published) in self.replica_sets.iter().zip(&mut self.published) {
             let (want, have) = (rs.replicas_at(phase), live(&rs.uid));
+            if *published != Some(want) {
+                // The served object asks for what the wave asks for (a write only when that
+                // changes; the same value again writes nothing).
+                let key = Key::new(&rs.namespace, &rs.name);
+                let _ = state.modify(Resource::ReplicaSets, &key, |v| {
+                    v["spec"]["replicas"] = serde_json::json!(want);
+                });
+                *published = Some(want);
+            }
             for _ in have..want {
                 let name =
                     state.fresh_name(Resource::Pods, &rs.namespace, &format!("{}-", rs.name));

@@ -1,0 +1,279 @@
+use super::*;
+
+const LIST: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+  status: {allocatable: {cpu: "4", memory: 16Gi}}
+- apiVersion: v1
+  kind: Pod
+  metadata: {name: web-1, namespace: shop}
+  spec: {containers: [{name: c, resources: {requests: {cpu: 500m}}}]}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: shop}
+- apiVersion: machine.openshift.io/v1beta1
+  kind: MachineSet
+  metadata: {name: worker-a, namespace: openshift-machine-api}
+  spec: {replicas: 1}
+"#;
+
+fn load(text: &str) -> Result<(ClusterSnapshot, DumpReport), DumpError> {
+    let mut b = SnapshotBuilder::default();
+    b.add_text(text, "dump.yaml")?;
+    Ok(b.finish())
+}
+
+#[test]
+fn reads_a_list_and_counts_skipped_kinds() {
+    let (s, report) = load(LIST).unwrap();
+    assert_eq!((s.nodes.len(), s.pods.len(), s.scalables.len()), (1, 1, 1));
+    assert_eq!(report.objects, 3);
+    assert_eq!(report.skipped.get("Service (v1)"), Some(&1));
+}
+
+#[test]
+fn reads_both_cluster_api_versions_and_leaves_out_unknown_ones_with_a_warning() {
+    let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: cluster.x-k8s.io/v1beta1
+  kind: MachineSet
+  metadata: {name: old, namespace: default}
+  spec: {replicas: 2}
+- apiVersion: cluster.x-k8s.io/v1beta2
+  kind: MachineDeployment
+  metadata: {name: new, namespace: default}
+  spec: {replicas: 3}
+- apiVersion: cluster.x-k8s.io/v1beta2
+  kind: Machine
+  metadata: {name: new-1, namespace: default}
+  status: {nodeRef: {name: node-1}, phase: Running}
+- apiVersion: cluster.x-k8s.io/v1alpha4
+  kind: Machine
+  metadata: {name: ancient-1, namespace: default}
+- apiVersion: cluster.x-k8s.io/v1alpha4
+  kind: Machine
+  metadata: {name: ancient-2, namespace: default}
+- apiVersion: cluster.x-k8s.io/v1beta2
+  kind: MachineHealthCheck
+  metadata: {name: mhc, namespace: default}
+"#;
+    let (s, report) = load(text).unwrap();
+    let replicas: Vec<i64> = s.scalables.iter().map(|r| r.replicas).collect();
+    assert_eq!(replicas, vec![2, 3]);
+    assert_eq!(s.machines[0].node_ref.as_deref(), Some("node-1"));
+    assert_eq!(report.objects, 3);
+    assert_eq!(
+        report
+            .skipped
+            .get("MachineHealthCheck (cluster.x-k8s.io/v1beta2)"),
+        Some(&1)
+    );
+    assert_eq!(
+        report
+            .warnings
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        vec![
+            "2 Machine object(s) of cluster.x-k8s.io/v1alpha4 left out: fleetscaler reads \
+             cluster.x-k8s.io v1beta2 and v1beta1 only"
+        ]
+    );
+}
+
+#[test]
+fn reads_multi_document_yaml_and_json() {
+    let yaml = "apiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: b}\n";
+    assert_eq!(load(yaml).unwrap().0.nodes.len(), 2);
+    let json = r#"{"apiVersion":"v1","kind":"NodeList","items":[{"apiVersion":"v1","kind":"Node","metadata":{"name":"a"}}]}"#;
+    assert_eq!(load(json).unwrap().0.nodes.len(), 1);
+}
+
+#[test]
+fn malformed_object_names_source_item_and_field() {
+    let bad = LIST.replace("cpu: 500m", "cpu: five");
+    let err = load(&bad).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "dump.yaml: document, items[1] (Pod shop/web-1): spec.containers[0].resources.requests.cpu: \
+         quantity \"five\" is not a number followed by an optional suffix (e.g. 500m, 2Gi, 1e3)"
+    );
+    let err = load("apiVersion: v1\nkind: Node\nmetadata: {name: a}\nspec: {taints: 3}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("dump.yaml: document (Node a): spec.taints: invalid type"),
+        "{err}"
+    );
+}
+
+#[test]
+fn garbage_is_a_syntax_or_shape_error_not_a_panic() {
+    assert!(matches!(
+        load("{not json"),
+        Err(DumpError {
+            kind: DumpErrorKind::Syntax,
+            ..
+        })
+    ));
+    assert!(matches!(
+        load("key: [unclosed"),
+        Err(DumpError {
+            kind: DumpErrorKind::Syntax,
+            ..
+        })
+    ));
+    assert!(matches!(
+        load("- 1\n- 2\n"),
+        Err(DumpError {
+            kind: DumpErrorKind::Shape,
+            ..
+        })
+    ));
+    assert!(matches!(
+        load("just a string"),
+        Err(DumpError {
+            kind: DumpErrorKind::Shape,
+            ..
+        })
+    ));
+    assert!(matches!(
+        load("metadata: {name: x}"),
+        Err(DumpError {
+            kind: DumpErrorKind::Shape,
+            ..
+        })
+    ));
+    assert_eq!(load("").unwrap().1.objects, 0);
+}
+
+/// As kubectl reads them (checked against the test bed's kubectl 1.34): flow-style YAML
+/// that starts like JSON, YAML 1.1 booleans, and lists whose items lack kind.
+#[test]
+fn dumps_read_as_kubectl_reads_them() {
+    let flow = "{apiVersion: v1, kind: List, items: [{apiVersion: v1, kind: Node, metadata: {name: a}, spec: {unschedulable: yes}}]}";
+    let (s, _) = load(flow).unwrap();
+    assert!(
+        s.nodes[0].unschedulable,
+        "`yes` is true, as YAML 1.1 has it"
+    );
+    let seq = "- {apiVersion: v1, kind: Node, metadata: {name: a}}\n- {apiVersion: v1, kind: Node, metadata: {name: b}}\n";
+    assert_eq!(load(seq).unwrap().0.nodes.len(), 2);
+    let err = load("apiVersion: v1\nkind: Node\nmetadata: {name: a, labels: {app: y}}\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("dump.yaml: document (Node a): metadata.labels.app: invalid type: boolean")
+            && err.ends_with("as kubectl reads it too: quote it)"),
+        "{err}"
+    );
+    let err = load("kind: List\napiVersion: v1\nitems:\n- metadata: {name: n1}\n")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "dump.yaml: document, items[0]: object n1 has no kind: every object (and every item of a list) needs kind and apiVersion, as kubectl and the apiserver require"
+    );
+}
+
+#[test]
+fn priority_expander_configmap_is_kept() {
+    let text = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cluster-autoscaler-priority-expander","namespace":"kube-system"},"data":{"priorities":"10:\n- .*"}}"#;
+    let (s, _) = load(text).unwrap();
+    assert_eq!(
+        s.priority_expander.unwrap().priorities.as_deref(),
+        Some("10:\n- .*")
+    );
+}
+
+/// The controllers a pod's owner is looked up in: a kind the dump holds is complete, one it
+/// does not hold is unlisted, and an empty typed list (`kubectl get --raw`) counts as held.
+#[test]
+fn controllers_are_read_as_keys_and_their_kinds_as_listed() {
+    let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: apps/v1
+  kind: ReplicaSet
+  metadata: {name: web-5d8f, namespace: shop, uid: u-rs}
+  spec: {replicas: 2, selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}}}
+- apiVersion: v1
+  kind: ReplicationController
+  metadata: {name: old, namespace: shop, uid: u-rc}
+  spec: {replicas: 1}
+- apiVersion: apps/v1
+  kind: StatefulSet
+  metadata: {name: db, namespace: shop, uid: u-ss}
+  spec: {replicas: 3}
+---
+apiVersion: batch/v1
+kind: JobList
+items: []
+"#;
+    let (s, report) = load(text).unwrap();
+    let c = &s.controllers;
+    assert_eq!(c.replica_sets[0].replicas, Some(2));
+    assert_eq!(&*c.replication_controllers[0].uid, "u-rc");
+    assert_eq!(c.stateful_sets.len(), 1);
+    assert!(c.jobs.is_empty());
+    assert_eq!(report.objects, 3);
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    for kind in [
+        ControllerKind::ReplicaSet,
+        ControllerKind::ReplicationController,
+        ControllerKind::StatefulSet,
+        ControllerKind::Job,
+    ] {
+        assert_eq!(c.listing(kind), &Listing::Complete, "{kind}");
+    }
+    assert_eq!(c.listing(ControllerKind::DaemonSet), &Listing::Unlisted);
+    let (s, _) = load(LIST).unwrap();
+    assert_eq!(
+        s.controllers.listing(ControllerKind::ReplicaSet),
+        &Listing::Unlisted
+    );
+}
+
+/// Bad input never stops the dump: a bad replica count is a warning naming the object (the
+/// controller stays present); an object without a name leaves its kind unreadable.
+#[test]
+fn bad_controllers_are_warnings_naming_the_object() {
+    let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: apps/v1
+  kind: ReplicaSet
+  metadata: {name: web-5d8f, namespace: shop, uid: u-rs}
+  spec: {replicas: many}
+- apiVersion: batch/v1
+  kind: Job
+  metadata: {namespace: ops}
+"#;
+    let (s, report) = load(text).unwrap();
+    let warnings: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [
+            "ReplicaSet shop/web-5d8f: spec.replicas: expected a whole number of replicas, \
+             found \"many\"; the controller counts as present",
+            "Job ops/: metadata.name: missing; no pod's Job is judged missing",
+        ]
+    );
+    assert_eq!(s.controllers.replica_sets[0].replicas, None);
+    assert_eq!(
+        s.controllers.listing(ControllerKind::ReplicaSet),
+        &Listing::Complete
+    );
+    let Listing::Unreadable(why) = s.controllers.listing(ControllerKind::Job) else {
+        panic!("a Job without a name leaves Jobs unreadable");
+    };
+    assert!(why.contains("Job ops/"), "{why}");
+}
