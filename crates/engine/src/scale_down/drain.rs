@@ -29,17 +29,31 @@ pub(super) struct DrainRules<'a> {
     /// Long-terminating pods are measured against it.
     now: Timestamp,
     pdbs: &'a [PodDisruptionBudget],
+    /// The budgets whose selector could not be read (almost always none): found once, not
+    /// once per pod.
+    unreadable_pdbs: Vec<&'a PodDisruptionBudget>,
     /// Where a pod's controller is looked up.
     controllers: ControllerIndex<'a>,
 }
 
 impl<'a> DrainRules<'a> {
     pub fn new(snapshot: &'a ClusterSnapshot, settings: &'a Settings, now: Timestamp) -> Self {
+        let controllers = ControllerIndex::new(&snapshot.daemonsets, &snapshot.controllers);
+        DrainRules::of(settings, now, &snapshot.pdbs, controllers)
+    }
+
+    fn of(
+        settings: &'a Settings,
+        now: Timestamp,
+        pdbs: &'a [PodDisruptionBudget],
+        controllers: ControllerIndex<'a>,
+    ) -> Self {
         DrainRules {
             settings,
             now,
-            pdbs: &snapshot.pdbs,
-            controllers: ControllerIndex::new(&snapshot.daemonsets, &snapshot.controllers),
+            pdbs,
+            unreadable_pdbs: pdbs.iter().filter(|b| b.unreadable.is_some()).collect(),
+            controllers,
         }
     }
 
@@ -176,9 +190,9 @@ impl<'a> DrainRules<'a> {
         // Upstream's pdb rule blocks every pod when a budget's selector cannot be read; a
         // budget only ever covers pods of its own namespace, so those keep their nodes.
         if let Some(pdb) = self
-            .pdbs
+            .unreadable_pdbs
             .iter()
-            .find(|b| b.unreadable.is_some() && b.key.namespace == id.namespace)
+            .find(|b| b.key.namespace == id.namespace)
         {
             let why = pdb.unreadable.as_deref().unwrap_or_default();
             return Drain::Block(
@@ -226,12 +240,8 @@ impl DrainCheck {
         pods: impl IntoIterator<Item = &'p Pod>,
         now: Timestamp,
     ) -> Option<String> {
-        let rules = DrainRules {
-            settings: &self.settings,
-            now,
-            pdbs: &self.pdbs,
-            controllers: ControllerIndex::new(&self.daemonsets, &self.controllers),
-        };
+        let controllers = ControllerIndex::new(&self.daemonsets, &self.controllers);
+        let rules = DrainRules::of(&self.settings, now, &self.pdbs, controllers);
         pods.into_iter().find_map(|p| match rules.classify(p) {
             Drain::Block(_, why) => Some(why),
             Drain::Skip | Drain::Move => None,
