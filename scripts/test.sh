@@ -33,7 +33,7 @@ need_debian podman podman
 need_debian runc runc
 
 cargo fmt --all -- --check
-cargo clippy --all-targets --locked -- -D warnings
+cargo clippy --workspace --all-targets --locked -- -D warnings
 # The Helm chart: lint and render with real Helm (tests/fleet/helm_chart.rs checks the output).
 scripts/helm-check.sh
 # Real Kubernetes (tests/real/, the versus-upstream bench): kube-apiserver, etcd,
@@ -51,4 +51,4 @@ fi
 # test's own call of image.sh finds the same build.
 export CARGO_PROFILE_RELEASE_LTO=false
 scripts/image.sh binary
-cargo test --all-targets --locked
+cargo test --workspace --all-targets --locked
