@@ -24,6 +24,8 @@ pub enum ClientError {
         #[source]
         source: KubeconfigError,
     },
+    #[error("kubeconfig: {0}")]
+    KubeconfigFile(#[source] crate::files::FileError),
     #[error(
         "no kubeconfig: set hub.kubeconfigs or the cluster's kubeconfig in fleet.toml, or KUBECONFIG ({source})"
     )]
@@ -85,12 +87,7 @@ pub fn load_kubeconfig(
     cluster_file: Option<&Path>,
     hub_files: &[PathBuf],
 ) -> Result<Kubeconfig, ClientError> {
-    let read = |path: &Path| {
-        Kubeconfig::read_from(path).map_err(|source| ClientError::ReadKubeconfig {
-            path: path.to_path_buf(),
-            source,
-        })
-    };
+    let read = read_kubeconfig;
     if let Some(path) = cluster_file {
         return read(path);
     }
@@ -110,6 +107,50 @@ pub fn load_kubeconfig(
     match merged {
         Some(kc) => Ok(kc),
         None => Kubeconfig::read().map_err(|source| ClientError::DefaultKubeconfig { source }),
+    }
+}
+
+/// A kubeconfig file, bounded like every file the hub reads (`files::KUBECONFIG`), its
+/// relative certificate, key and token paths taken from its directory, as kubectl takes them.
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, ClientError> {
+    let text = crate::files::read_text(path, crate::files::KUBECONFIG)
+        .map_err(ClientError::KubeconfigFile)?;
+    let mut kubeconfig =
+        Kubeconfig::from_yaml(&text).map_err(|source| ClientError::ReadKubeconfig {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if let Some(dir) = path.parent() {
+        absolute_paths(&mut kubeconfig, dir);
+    }
+    Ok(kubeconfig)
+}
+
+fn absolute_paths(kubeconfig: &mut Kubeconfig, dir: &Path) {
+    let absolute = |file: &mut Option<String>| {
+        if let Some(f) = file
+            .as_mut()
+            .filter(|f| Path::new(f.as_str()).is_relative())
+            && let Some(joined) = dir.join(f.as_str()).to_str()
+        {
+            *f = joined.to_string();
+        }
+    };
+    for cluster in kubeconfig
+        .clusters
+        .iter_mut()
+        .filter_map(|c| c.cluster.as_mut())
+    {
+        absolute(&mut cluster.certificate_authority);
+    }
+    for user in kubeconfig
+        .auth_infos
+        .iter_mut()
+        .filter_map(|a| a.auth_info.as_mut())
+    {
+        absolute(&mut user.client_certificate);
+        absolute(&mut user.client_key);
+        absolute(&mut user.token_file);
     }
 }
 
@@ -296,6 +337,40 @@ contexts:
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kubeconfig file is read as kube's own reader reads it (relative paths follow the
+    /// file), and bounded like every other file: a device is refused before it is read.
+    #[test]
+    fn a_kubeconfig_file_is_bounded_and_its_relative_paths_follow_it() {
+        let dir = std::env::temp_dir().join(format!("fleetscaler-kc-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config");
+        let text = TEST_KUBECONFIG
+            .replace(
+                "{server: \"https://127.0.0.1:1\"}",
+                "{server: \"https://127.0.0.1:1\", certificate-authority: ca.crt}",
+            )
+            .replace(
+                "{token: secret}",
+                "{client-certificate: certs/me.crt, client-key: /abs/me.key}",
+            );
+        std::fs::write(&path, text).unwrap();
+        let kc = read_kubeconfig(&path).unwrap();
+        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
+        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
+        let at = |f: &str| Some(dir.join(f).display().to_string());
+        assert_eq!(cluster.certificate_authority, at("ca.crt"));
+        assert_eq!(user.client_certificate, at("certs/me.crt"));
+        assert_eq!(user.client_key.as_deref(), Some("/abs/me.key"));
+        std::fs::remove_dir_all(&dir).unwrap();
+        let err = read_kubeconfig(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/dev/zero") && err.contains("not a regular file"),
+            "{err}"
+        );
+    }
 
     const ONE: &str = TEST_KUBECONFIG;
 

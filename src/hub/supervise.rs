@@ -132,8 +132,11 @@ fn configuration(e: crate::cluster::client::ClientError) -> (String, Category) {
         // A file not there yet (a Secret being mounted) or a plugin that failed may do
         // better next time.
         ClientError::ReadKubeconfig { .. }
+        | ClientError::KubeconfigFile(crate::files::FileError::Io { .. })
         | ClientError::DefaultKubeconfig { .. }
         | ClientError::Plugin { .. } => Category::Unavailable,
+        // Too large, a device, not text: as wrong next time.
+        ClientError::KubeconfigFile(_) => Category::Invalid,
         ClientError::Build { .. } => Category::Other,
         ClientError::Context { .. }
         | ClientError::Invalid { .. }

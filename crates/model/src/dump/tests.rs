@@ -277,3 +277,43 @@ items:
     };
     assert!(why.contains("Job ops/"), "{why}");
 }
+
+/// Several `kubectl get -o yaml` outputs joined by `---` (their items before their kind, as
+/// kubectl prints them), a trailing marker: every object read, each error naming its place.
+#[test]
+fn lists_in_several_documents_are_read_item_by_item() {
+    let node = |n: &str| format!("- apiVersion: v1\n  kind: Node\n  metadata: {{name: {n}}}\n");
+    let text = format!(
+        "apiVersion: v1\nitems:\n{}{}kind: List\n---\napiVersion: v1\nitems:\n{}kind: NodeList\n---\n",
+        node("a"),
+        node("b"),
+        node("c")
+    );
+    let (s, report) = load(&text).unwrap();
+    assert_eq!(s.nodes.len(), 3);
+    assert_eq!(report.objects, 3);
+    let bad = text.replace("name: c}\n", "name: c}\n  spec: {taints: 3}\n");
+    let err = load(&bad).unwrap_err().to_string();
+    assert!(
+        err.starts_with("dump.yaml: document 2, items[0] (Node c): spec.taints: invalid type"),
+        "{err}"
+    );
+    let err = load("[{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"}}, 3]")
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "dump.yaml: document, [1]: expected an object, found a number"
+    );
+}
+
+/// A syntax error in a later document counts lines from the start of the file, as the
+/// person reading the message counts them.
+#[test]
+fn a_syntax_error_names_the_line_of_the_whole_file() {
+    let text =
+        "apiVersion: v1\nkind: Node\nmetadata: {name: a}\n---\napiVersion: v1\nkind: [Node\n";
+    let err = load(text).unwrap_err();
+    assert_eq!(err.kind, DumpErrorKind::Syntax);
+    assert!(err.message.contains("line 6"), "{}", err.message);
+}

@@ -13,6 +13,8 @@ use k8s_openapi::api::{apps::v1 as appsv1, core::v1 as corev1, policy::v1 as pol
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+mod stream;
+
 use super::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
 use super::controller::{Controller, ControllerKind, Listing};
 use super::infra::{INFRASTRUCTURE_GROUP, InfrastructureTemplate};
@@ -75,22 +77,16 @@ pub struct SnapshotBuilder {
 impl SnapshotBuilder {
     /// Adds every object of one dump; `source` names it in errors (usually the file path).
     pub fn add_text(&mut self, text: &str, source: &str) -> Result<(), DumpError> {
-        let documents = parse_documents(text).map_err(|e| DumpError {
-            kind: DumpErrorKind::Syntax,
-            file: source.to_string(),
-            location: "not valid YAML or JSON: ".to_string(),
-            message: e.to_string(),
-        })?;
-        let many = documents.len() > 1;
-        for (d, doc) in documents.into_iter().enumerate() {
-            let item = if many {
-                format!("document {}", d + 1)
-            } else {
-                "document".to_string()
-            };
-            self.add_value(doc, source, &item)?;
-        }
-        Ok(())
+        let mut add = |value: Value, item: &str| self.add_value(value, source, item);
+        stream::for_each_object(text, &mut add).map_err(|stop| match stop {
+            stream::Stop::Object(refused) => refused,
+            stream::Stop::Syntax(message) => DumpError {
+                kind: DumpErrorKind::Syntax,
+                file: source.to_string(),
+                location: "not valid YAML or JSON: ".to_string(),
+                message,
+            },
+        })
     }
 
     pub fn finish(mut self) -> (ClusterSnapshot, DumpReport) {
@@ -421,8 +417,6 @@ fn kind_of_value(v: &Value) -> &'static str {
     }
 }
 
-/// JSON (one value, or several concatenated) or multi-document YAML. A top-level list (a
-/// JSON array, a YAML sequence) holds objects, as a `List`'s items do.
 /// The YAML parser's limits, grown with the dump: the default 250,000 nodes is a cluster of
 /// about a thousand pods, and a dump is as large as its cluster. Every node takes at least
 /// two bytes of text, so nodes and events stay bounded by the text's size; aliases keep the
@@ -438,29 +432,5 @@ fn yaml_options(len: usize) -> serde_saphyr::Options {
     options
 }
 
-fn parse_documents(text: &str) -> Result<Vec<Value>, serde_saphyr::Error> {
-    let trimmed = text.trim_start();
-    let json = (trimmed.starts_with('{') || trimmed.starts_with('['))
-        .then(|| {
-            serde_json::Deserializer::from_str(text)
-                .into_iter::<Value>()
-                .collect::<Result<Vec<Value>, _>>()
-        })
-        .and_then(Result::ok);
-    // Flow-style YAML (`{kind: List, items: []}`) starts like JSON and is not JSON.
-    let values = match json {
-        Some(values) => values,
-        None => serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options(text.len()))?,
-    };
-    Ok(values
-        .into_iter()
-        .flat_map(|v| match v {
-            Value::Array(items) => items,
-            other => vec![other],
-        })
-        .collect())
-}
-
 #[cfg(test)]
-#[path = "dump_tests.rs"]
 mod tests;
