@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::api::resources::Resource;
 use crate::api::status::ApiError;
 use crate::controllers::machines::{
-    SimWorld, create_machine, machine_set_for, provision, provision_as,
+    Launch, SimWorld, create_machine, machine_set_for, provision, provision_as,
 };
 use crate::machine_api::{CAPACITY_PREFIX, MachineApi, Profile, set_node_ready};
 use crate::registry::{State, now_rfc3339};
@@ -134,8 +134,7 @@ fn control_plane(
             api,
             infra,
             &key,
-            None,
-            &[],
+            &Launch::PLAIN,
             &profile,
         )?;
         if let Some(node) = made {
@@ -267,7 +266,7 @@ fn create_group(
     let mut world = SimWorld::new(state, None);
     for _ in 0..replicas {
         let key = create_machine(&mut world, api, &set)?;
-        if let Some(node) = provision(&mut world, api, &key, None, &[])? {
+        if let Some(node) = provision(&mut world, api, &key, &Launch::PLAIN)? {
             nodes.push((node, String::new(), true));
         }
     }

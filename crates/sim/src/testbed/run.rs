@@ -16,10 +16,10 @@ use tokio::time::{Instant, MissedTickBehavior};
 use super::discovery::{Served, served};
 use super::world::KubeWorld;
 use crate::cli::wait_for_signal;
-use crate::controllers::machines::MachineController;
+use crate::controllers::machines::{MachineController, Role};
 use crate::error::SimError;
 use crate::machine_api::MachineApi;
-use crate::settings::Timing;
+use crate::settings::{Flavor, Timing};
 use fleetscaler_model::duration::parse_go_duration;
 
 /// How often the served Machine APIs are looked up again.
@@ -46,6 +46,20 @@ pub struct MachinesArgs {
     /// Deadline of each API call.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub request_timeout: Duration,
+    /// Machine APIs whose set controllers run for real beside this one (`openshift`: the
+    /// machine-api-operator's MachineSet and nodelink controllers): for those this
+    /// controller plays only the cloud.
+    #[arg(long, value_delimiter = ',', value_parser = flavor)]
+    pub real_controllers: Vec<Flavor>,
+}
+
+fn flavor(text: &str) -> Result<Flavor, String> {
+    match text {
+        "openshift" => Ok(Flavor::OpenShift),
+        other => Err(format!(
+            "{other:?}: the real controllers run for openshift only"
+        )),
+    }
 }
 
 fn duration(text: &str) -> Result<Duration, String> {
@@ -67,6 +81,7 @@ impl MachinesArgs {
 #[derive(Debug)]
 struct Testbed {
     world: KubeWorld,
+    real_controllers: Vec<Flavor>,
     controllers: Vec<MachineController>,
     served: Option<Vec<MachineApi>>,
     discovered: Option<Instant>,
@@ -114,7 +129,14 @@ impl Testbed {
         for api in &apis {
             match self.controllers.iter().position(|c| c.api() == api) {
                 Some(i) => kept.push(self.controllers.swap_remove(i)),
-                None => kept.push(MachineController::new(*api)),
+                None => {
+                    let role = if self.real_controllers.contains(&api.flavor) {
+                        Role::Cloud
+                    } else {
+                        Role::Whole
+                    };
+                    kept.push(MachineController::with_role(*api, role))
+                }
             }
         }
         self.controllers = kept;
@@ -149,6 +171,7 @@ pub async fn run(args: MachinesArgs) -> Result<(), SimError> {
     );
     let mut bed = Some(Testbed {
         world,
+        real_controllers: args.real_controllers.clone(),
         controllers: Vec::new(),
         served: None,
         discovered: None,
@@ -243,5 +266,19 @@ mod tests {
         assert_eq!(timing.machine_deprovision, Duration::from_secs(1));
         assert_eq!(timing.tick, Duration::from_millis(100));
         assert!(Cli::try_parse_from(["x", "--kubeconfig", "kc", "--tick", "soon"]).is_err());
+    }
+
+    #[test]
+    fn real_controllers_are_named_by_api() {
+        let parse =
+            |v: &str| Cli::try_parse_from(["x", "--kubeconfig", "kc", "--real-controllers", v]);
+        assert_eq!(
+            parse("openshift").unwrap().args.real_controllers,
+            vec![Flavor::OpenShift]
+        );
+        let err = parse("cluster-api").err().unwrap().to_string();
+        assert!(err.contains("openshift only"), "{err}");
+        let none = Cli::try_parse_from(["x", "--kubeconfig", "kc"]).unwrap();
+        assert!(none.args.real_controllers.is_empty());
     }
 }

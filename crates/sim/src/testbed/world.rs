@@ -22,7 +22,7 @@ use super::KWOK_NODE_ANNOTATION;
 use super::requests::{BuildError, Target, status_dropped_on_create, writes};
 use crate::api::resources::Resource;
 use crate::api::status::ApiError;
-use crate::controllers::machines::MachineWorld;
+use crate::controllers::machines::{MachineWorld, Refusal};
 use crate::machine_api::{MachineApi, node_is_ready};
 use crate::rng::Rng;
 use crate::settings::Flavor;
@@ -73,6 +73,12 @@ impl WorldError {
             } => Some(status.code),
             _ => None,
         }
+    }
+}
+
+impl Refusal for WorldError {
+    fn is_refusal(&self) -> bool {
+        matches!(self.code(), Some(400 | 422))
     }
 }
 

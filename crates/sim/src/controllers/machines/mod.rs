@@ -27,10 +27,10 @@ use crate::machine_api::{FAILURE_MODE_ANNOTATION, MachineApi};
 use crate::settings::{Flavor, Timing};
 use crate::store::Key;
 pub use objects::{
-    Counts, create_machine, machine_deployment_status, machine_set_for, provision, provision_as,
-    selector_string, set_machine_set_status,
+    Counts, Launch, Link, create_machine, machine_deployment_status, machine_set_for, provision,
+    provision_as, selector_string, set_machine_set_status,
 };
-pub use world::{MachineWorld, SimWorld};
+pub use world::{MachineWorld, Refusal, SimWorld};
 
 /// Machines created per MachineSet and pass, at most.
 const MACHINE_BURST: usize = 100;
@@ -46,6 +46,8 @@ struct MachineView {
     phase: String,
     node: Option<String>,
     marked: bool,
+    /// Whether it carries the Machine controller's finalizer.
+    finalized: bool,
     created: String,
 }
 
@@ -81,6 +83,8 @@ struct WireMeta {
     annotations: BTreeMap<String, serde::de::IgnoredAny>,
     #[serde(deserialize_with = "or_default")]
     creation_timestamp: String,
+    #[serde(deserialize_with = "or_default")]
+    finalizers: Vec<String>,
 }
 
 #[derive(Default, serde::Deserialize)]
@@ -129,6 +133,7 @@ impl MachineWire {
                 .metadata
                 .annotations
                 .contains_key(&api.delete_annotation()),
+            finalized: self.metadata.finalizers.iter().any(|f| f == api.finalizer),
             created: self.metadata.creation_timestamp,
         }
     }
@@ -155,10 +160,25 @@ fn has_ready_node<W: MachineWorld>(world: &W, m: &MachineView) -> bool {
     m.node.as_deref().is_some_and(|n| world.node_ready(n))
 }
 
+/// What of a Machine API the controller plays.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Role {
+    /// Everything: deployments, sets, machines and the cloud (the simulated fleet).
+    #[default]
+    Whole,
+    /// The cloud and the Machine controller's part that talks to it: real controllers own
+    /// the sets (they create and delete Machines) and link Nodes (nodelink). Each Machine
+    /// gets the Machine controller's finalizer, its instance (provider ID, addresses, phase
+    /// Provisioned, then Running once linked) and its Node; a deleted one loses its Node and
+    /// then its finalizer.
+    Cloud,
+}
+
 /// The machine controller of one Machine API of one cluster.
 #[derive(Debug)]
 pub struct MachineController {
     api: MachineApi,
+    role: Role,
     /// The resources whose changes may give a pass work.
     watched: Vec<Resource>,
     /// Machines in a timed stage (provisioning, deleting) and when it began.
@@ -171,12 +191,17 @@ pub struct MachineController {
 
 impl MachineController {
     pub fn new(api: MachineApi) -> Self {
+        Self::with_role(api, Role::Whole)
+    }
+
+    pub fn with_role(api: MachineApi, role: Role) -> Self {
         let mut watched = vec![api.machine_sets, api.machines, Resource::Nodes];
         if api.flavor == Flavor::ClusterApi {
             watched.push(Resource::CapiMachineDeployments);
         }
         MachineController {
             api,
+            role,
             watched,
             timers: HashMap::new(),
             last_revision: None,
@@ -209,10 +234,14 @@ impl MachineController {
         if seen.is_some() && seen == self.last_revision && !due {
             return;
         }
-        if self.api.flavor == Flavor::ClusterApi {
-            self.sync_deployments(world);
+        if self.role == Role::Whole {
+            if self.api.flavor == Flavor::ClusterApi {
+                self.sync_deployments(world);
+            }
+            self.sync_sets(world);
+        } else {
+            self.adopt_machines(world);
         }
-        self.sync_sets(world);
         self.sync_machines(world, timing, now);
         // Our own writes count as changes: the next pass sees them (a status that depends on
         // another status settles) and, writing nothing new, goes quiet.
@@ -293,6 +322,34 @@ impl MachineController {
         });
     }
 
+    /// The Machine controller's part beside real set controllers: its finalizer on every
+    /// Machine it has not seen (a Machine deleted before then has no instance to remove),
+    /// and phase Running once nodelink has linked the Node.
+    fn adopt_machines<W: MachineWorld>(&mut self, world: &mut W) {
+        let finalizer = self.api.finalizer;
+        for m in self.machines(world) {
+            if m.deleting {
+                continue;
+            }
+            if !m.finalized {
+                let _ =
+                    world.modify(
+                        self.api.machines,
+                        &m.key,
+                        |v| match v["metadata"]["finalizers"].as_array_mut() {
+                            Some(f) => f.push(json!(finalizer)),
+                            None => v["metadata"]["finalizers"] = json!([finalizer]),
+                        },
+                    );
+            }
+            if m.phase == "Provisioned" && m.node.is_some() {
+                let _ = world.modify(self.api.machines, &m.key, |v| {
+                    v["status"]["phase"] = json!("Running")
+                });
+            }
+        }
+    }
+
     fn sync_machines<W: MachineWorld>(&mut self, world: &mut W, timing: &Timing, now: Instant) {
         let machines = self.machines(world);
         let names: HashSet<&str> = machines.iter().map(|m| &*m.key.name).collect();
@@ -309,7 +366,16 @@ impl MachineController {
                 self.deprovision(world, m, elapsed >= timing.machine_deprovision);
             } else if elapsed >= timing.machine_provision {
                 let mode = self.owner_failure_mode(world, m);
-                let _ = provision(world, &self.api, &m.key, mode.as_deref(), &self.capacity);
+                let link = match self.role {
+                    Role::Whole => Link::Here,
+                    Role::Cloud => Link::Elsewhere,
+                };
+                let launch = Launch {
+                    mode: mode.as_deref(),
+                    capacity: &self.capacity,
+                    link,
+                };
+                let _ = provision(world, &self.api, &m.key, &launch);
                 self.timers.remove(&*m.key.name);
             }
         }

@@ -8,7 +8,7 @@
 
 use serde_json::{Value, json};
 
-use super::world::MachineWorld;
+use super::world::{MachineWorld, Refusal};
 use crate::api::resources::Resource;
 use crate::api::status::ApiError;
 use crate::faults::{CapacityFault, DEFAULT_CAPACITY_REASON, launch_error};
@@ -113,8 +113,7 @@ pub fn provision<W: MachineWorld>(
     world: &mut W,
     api: &MachineApi,
     key: &Key,
-    mode: Option<&str>,
-    capacity: &[CapacityFault],
+    launch: &Launch,
 ) -> Result<Option<String>, W::Error> {
     let Some(machine) = world.get(api.machines, key) else {
         return Ok(None);
@@ -130,7 +129,35 @@ pub fn provision<W: MachineWorld>(
     let profile = Profile::of(&set, api, template.as_ref())
         .map_err(|e| ApiError::invalid("MachineSet", &owner, e.to_string()))?;
     let infra = api.cluster_of(&set);
-    provision_as(world, api, &infra, key, mode, capacity, &profile)
+    provision_as(world, api, &infra, key, launch, &profile)
+}
+
+/// How an instance is launched: the group's failure mode, the cloud's capacity faults in
+/// force, and who links its Node.
+#[derive(Clone, Copy, Debug)]
+pub struct Launch<'a> {
+    pub mode: Option<&'a str>,
+    pub capacity: &'a [CapacityFault],
+    pub link: Link,
+}
+
+impl Launch<'_> {
+    /// A launch that succeeds, linked here: the simulated fleet's initial machines.
+    pub const PLAIN: Launch<'static> = Launch {
+        mode: None,
+        capacity: &[],
+        link: Link::Here,
+    };
+}
+
+/// Who links a provisioned Machine to its Node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Link {
+    /// This controller: `status.nodeRef`, the Node's machine annotations, phase Running.
+    Here,
+    /// A real controller (OpenShift's nodelink): the Machine is left Provisioned with its
+    /// provider ID and addresses, which nodelink matches the Node by.
+    Elsewhere,
 }
 
 /// The AWSMachineTemplate a Cluster API MachineSet's machines are made from, if served.
@@ -153,24 +180,17 @@ pub fn provision_as<W: MachineWorld>(
     api: &MachineApi,
     infra: &str,
     key: &Key,
-    mode: Option<&str>,
-    capacity: &[CapacityFault],
+    launch: &Launch,
     profile: &Profile,
 ) -> Result<Option<String>, W::Error> {
-    if let Some(message) = launch_failure(mode, capacity, profile) {
+    let (mode, link) = (launch.mode, launch.link);
+    if let Some(message) = launch_failure(mode, launch.capacity, profile) {
         return fail(world, api, key, &message).map(|()| None);
     }
     let (a, b) = (world.rng().below(250) + 1, world.rng().below(250) + 2);
     let ip = format!("10.0.{a}.{b}");
-    let mut node_name = format!("ip-10-0-{a}-{b}.{}.compute.internal", profile.region);
-    while world.contains(Resource::Nodes, &Key::cluster(&node_name)) {
-        node_name = format!(
-            "ip-10-0-{a}-{b}-{}.{}.compute.internal",
-            world.rng().name_suffix(),
-            profile.region
-        );
-    }
-    let provider_id = format!("aws:///{}/i-0{:016x}", profile.zone, world.rng().next_u64());
+    let node_name = node_name(world, profile, &key.name, a, b);
+    let provider_id = provider_id(&profile.zone, world.rng().next_u64());
     let addresses = json!([{"type": "InternalIP", "address": ip}, {"type": "InternalDNS", "address": node_name}]);
     if mode == Some("no-node") {
         return world
@@ -182,7 +202,10 @@ pub fn provision_as<W: MachineWorld>(
             })
             .map(|()| None);
     }
-    let mut annotations = api.node_annotations(&key.namespace, &key.name, infra);
+    let mut annotations = match link {
+        Link::Here => api.node_annotations(&key.namespace, &key.name, infra),
+        Link::Elsewhere => json!({}),
+    };
     if mode == Some("not-ready") {
         annotations[NEVER_READY_ANNOTATION] = json!("true");
     }
@@ -194,17 +217,66 @@ pub fn provision_as<W: MachineWorld>(
         &ip,
         &now_rfc3339(),
     );
-    let created = world.create(Resource::Nodes, "", node_object)?;
+    // A Node the API refuses is an instance that never joins: the Machine fails with the
+    // API's words, as a real provider reports what it could not do.
+    let created = match world.create(Resource::Nodes, "", node_object) {
+        Ok(created) => created,
+        Err(refused) if refused.is_refusal() => {
+            let message = format!("its Node {node_name} was refused: {refused}");
+            return fail(world, api, key, &message).map(|()| None);
+        }
+        Err(other) => return Err(other),
+    };
     let node_ref = api.node_ref(&node_name, &created["metadata"]["uid"]);
     world
         .modify(api.machines, key, |m| {
             m["spec"]["providerID"] = json!(provider_id);
-            m["status"]["phase"] = json!("Running");
             m["status"]["addresses"] = addresses;
-            m["status"]["nodeRef"] = node_ref;
+            match link {
+                Link::Here => {
+                    m["status"]["phase"] = json!("Running");
+                    m["status"]["nodeRef"] = node_ref;
+                }
+                Link::Elsewhere => m["status"]["phase"] = json!("Provisioned"),
+            }
             initialized(api, &mut m["status"]);
         })
         .map(|()| Some(node_name))
+}
+
+/// The name the instance's Node registers with: AWS's private DNS name in a region
+/// (`ip-10-0-1-2.us-east-1.compute.internal`); with no region (vSphere, bare metal, a
+/// hand-written providerSpec) the Machine's own name, as those platforms name nodes. Unique
+/// among the cluster's Nodes.
+fn node_name<W: MachineWorld>(
+    world: &mut W,
+    profile: &Profile,
+    machine: &str,
+    a: u64,
+    b: u64,
+) -> String {
+    let base = if profile.region.is_empty() {
+        machine.to_string()
+    } else {
+        format!("ip-10-0-{a}-{b}.{}.compute.internal", profile.region)
+    };
+    let mut name = base.clone();
+    while world.contains(Resource::Nodes, &Key::cluster(&name)) {
+        name = match base.split_once('.') {
+            Some((host, domain)) => format!("{host}-{}.{domain}", world.rng().name_suffix()),
+            None => format!("{base}-{}", world.rng().name_suffix()),
+        };
+    }
+    name
+}
+
+/// AWS's provider ID (`aws:///us-east-1a/i-0…`); without a zone, `aws:///i-0…`.
+fn provider_id(zone: &str, instance: u64) -> String {
+    if zone.is_empty() {
+        format!("aws:///i-0{instance:016x}")
+    } else {
+        format!("aws:///{zone}/i-0{instance:016x}")
+    }
 }
 
 /// The cloud's error, if it cannot launch the instance of `profile`: the set's `fail`

@@ -20,9 +20,21 @@ use crate::store::Key;
 /// as a controller's cache is updated from its own writes. Writes have the API server's
 /// semantics: `modify` changes an object as a whole, and a world whose resources have a
 /// `status` subresource sends the status part there.
+/// Whether a failed write was the API refusing the object itself (400, 422 Invalid): no retry
+/// can make it pass, unlike a timeout, a conflict or a throttle.
+pub trait Refusal {
+    fn is_refusal(&self) -> bool;
+}
+
+impl Refusal for ApiError {
+    fn is_refusal(&self) -> bool {
+        matches!(self.code, 400 | 422)
+    }
+}
+
 pub trait MachineWorld {
     /// A failed write; the logic can build one from a refusal of its own.
-    type Error: std::fmt::Display + From<ApiError>;
+    type Error: std::fmt::Display + From<ApiError> + Refusal;
 
     /// A number that moves whenever an object of `resources` changes, if the world can
     /// tell cheaply; `None` makes the controller work on every pass.

@@ -27,6 +27,8 @@ pub(super) struct Fake {
     pub(super) ready: BTreeSet<String>,
     pub(super) revision: Option<u64>,
     pub(super) rng: Rng,
+    /// Creations of this kind are refused, as an API server refuses an invalid object.
+    pub(super) refuse: Option<Resource>,
     uids: u64,
 }
 
@@ -38,6 +40,7 @@ impl Fake {
             ready: BTreeSet::new(),
             revision: None,
             rng: Rng::new(7),
+            refuse: None,
             uids: 0,
         }
     }
@@ -91,6 +94,10 @@ impl MachineWorld for Fake {
         ns: &str,
         mut object: Value,
     ) -> Result<Value, ApiError> {
+        if self.refuse == Some(resource) {
+            let name = object["metadata"]["name"].as_str().unwrap_or_default();
+            return Err(ApiError::invalid(resource.def().kind, name, "refused"));
+        }
         if resource.def().namespaced {
             object["metadata"]["namespace"] = json!(ns);
         }

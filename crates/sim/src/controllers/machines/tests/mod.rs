@@ -282,6 +282,101 @@ fn failure_modes_shape_the_machine_and_its_node() {
     );
 }
 
+/// Issue 23, point 5: a providerSpec with no placement (vSphere, bare metal, hand-written)
+/// still gets a Node, named after its Machine as those platforms name nodes; a Node the API
+/// refuses fails the Machine with the API's words instead of a retry nobody sees.
+#[test]
+fn a_set_without_placement_gets_nodes_and_a_refused_node_fails_its_machine() {
+    let api = MachineApi::of(Flavor::OpenShift);
+    let mut world = Fake::new();
+    let mut set = ocp_set(&mut world, 1);
+    set["spec"]["template"]["spec"]["providerSpec"]["value"] = json!({"numCPUs": 4});
+    let set = world.put(api.machine_sets, set);
+    let mut ctl = MachineController::new(api);
+    let start = Instant::now();
+    ctl.step(&mut world, &timing(), start);
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(3));
+    let machine = &world.all(api.machines)[0];
+    let nodes = world.all(Resource::Nodes);
+    assert_eq!(machine["status"]["phase"], "Running", "{machine}");
+    assert_eq!(nodes[0]["metadata"]["name"], machine["metadata"]["name"]);
+    assert_eq!(
+        nodes[0]["spec"]["providerID"],
+        machine["spec"]["providerID"]
+    );
+    assert!(
+        machine["spec"]["providerID"]
+            .as_str()
+            .unwrap()
+            .starts_with("aws:///i-0")
+    );
+
+    world.refuse = Some(Resource::Nodes);
+    let mut grown = set.clone();
+    grown["spec"]["replicas"] = json!(2);
+    world.put(api.machine_sets, grown);
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(3));
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(6));
+    let failed: Vec<Value> = world
+        .all(api.machines)
+        .into_iter()
+        .filter(|m| m["status"]["phase"] == "Failed")
+        .collect();
+    assert_eq!(failed.len(), 1);
+    let message = failed[0]["status"]["errorMessage"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("was refused"), "{}", failed[0]);
+}
+
+/// Beside the real MachineSet and nodelink controllers the controller plays the cloud: it
+/// makes no Machine of its own, gives each Machine the Machine controller's finalizer, an
+/// instance and a Node, and leaves the link to nodelink.
+#[test]
+fn in_the_cloud_role_machines_come_from_the_sets_controller_and_nodes_are_linked_elsewhere() {
+    let api = MachineApi::of(Flavor::OpenShift);
+    let mut world = Fake::new();
+    let set = ocp_set(&mut world, 2);
+    let mut ctl = MachineController::with_role(api, Role::Cloud);
+    let start = Instant::now();
+    ctl.step(&mut world, &timing(), start);
+    assert!(world.all(api.machines).is_empty(), "the sets are not ours");
+    world.put(
+        api.machines,
+        json!({
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+        "metadata": {"name": "infra-worker-a-x1", "namespace": OCP_NS,
+            "ownerReferences": [{"kind": "MachineSet", "name": "infra-worker-a",
+                "uid": set["metadata"]["uid"], "controller": true}]},
+        "spec": set["spec"]["template"]["spec"]}),
+    );
+    ctl.step(&mut world, &timing(), start);
+    let key = Key::new(OCP_NS, "infra-worker-a-x1");
+    let m = world.get(api.machines, &key).unwrap();
+    assert_eq!(m["metadata"]["finalizers"], json!([api.finalizer]));
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(3));
+    let m = world.get(api.machines, &key).unwrap();
+    let node = &world.all(Resource::Nodes)[0];
+    assert_eq!(m["status"]["phase"], "Provisioned");
+    assert!(m["status"].get("nodeRef").is_none(), "nodelink links: {m}");
+    assert_eq!(node["spec"]["providerID"], m["spec"]["providerID"]);
+    assert!(
+        node["metadata"]["annotations"]
+            .get(api.key("machine").as_str())
+            .is_none()
+    );
+    // nodelink's link makes the Machine Running.
+    let mut linked = m.clone();
+    linked["status"]["nodeRef"] = json!({"kind": "Node", "name": node["metadata"]["name"]});
+    world.put(api.machines, linked);
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(4));
+    assert_eq!(
+        world.get(api.machines, &key).unwrap()["status"]["phase"],
+        "Running"
+    );
+    assert_eq!(world.all(api.machines).len(), 1, "still none of its own");
+}
+
 #[test]
 fn nothing_changed_means_nothing_done() {
     let api = MachineApi::of(Flavor::OpenShift);
