@@ -15,8 +15,9 @@
 #
 # One control plane: etcd, kube-apiserver (RBAC on), kube-controller-manager and
 # kube-scheduler built from k8s.io/kubernetes, kwok (Nodes become Ready, bound pods
-# Running), and the test-bed machine controller (`fleetscaler sim machines`: the simulated
-# fleet's machine logic against the real API). The CRDs are the projects' own: OpenShift's
+# Running), OpenShift's MachineSet and nodelink controllers (machine-api-operator), and the
+# test-bed machine controller (`fleetscaler sim machines`: the cloud for OpenShift's
+# Machines; the simulated fleet's whole machine logic for Cluster API's). The CRDs are the projects' own: OpenShift's
 # MachineSet and Machine, Cluster API's MachineDeployment/MachineSet/Machine (served and
 # stored as v1beta2 only), OpenShift's ClusterAutoscaler and MachineAutoscaler.
 #
@@ -88,6 +89,11 @@ cmd_build() {
     build_one kubernetes "$k/kubectl" "$bin/kubectl"
     build_one kubernetes go.etcd.io/etcd/server/v3 "$bin/etcd"
     build_one kwok sigs.k8s.io/kwok/cmd/kwok "$bin/kwok"
+    # The Machine API controllers production runs: OpenShift's MachineSet and nodelink
+    # controllers. (Cluster API's core manager, pinned in testbed/capi, is built once `up`
+    # starts it: until then it would cost every cold build about 7 minutes for nothing.)
+    build_one mao github.com/openshift/machine-api-operator/cmd/machineset "$bin/machineset-controller"
+    build_one mao github.com/openshift/machine-api-operator/cmd/nodelink-controller "$bin/nodelink-controller"
     if [ $upstream = 1 ] && [ ! -x "$bin/cluster-autoscaler" ]; then
         upstream_apis "$testbed/autoscaler/apis"
         build_one autoscaler k8s.io/autoscaler/cluster-autoscaler "$bin/cluster-autoscaler" clusterapi
@@ -159,6 +165,10 @@ crds() {
     local m=$ocp/machine/v1beta1/zz_generated.crd-manifests
     cp "$m/0000_10_machine-api_01_machinesets-Default.crd.yaml" "$out/ocp-machinesets.yaml"
     cp "$m/0000_10_machine-api_01_machines-Default.crd.yaml" "$out/ocp-machines.yaml"
+    # The cluster-wide configuration OpenShift's MachineSet controller reads at start.
+    local c=$ocp/config/v1/zz_generated.crd-manifests
+    cp "$c/0000_10_config-operator_01_infrastructures-Default.crd.yaml" "$out/ocp-infrastructures.yaml"
+    cp "$c/0000_10_config-operator_01_dnses.crd.yaml" "$out/ocp-dnses.yaml"
     for kind in machinedeployments machinesets machines; do
         cp "$capi/core/config/crd/bases/cluster.x-k8s.io_$kind.yaml" "$out/capi-$kind.yaml"
     done
@@ -345,10 +355,48 @@ start_controllers() {
         --node-lease-duration-seconds 40 --cidr 10.64.0.0/12 --server-address ""
 }
 
+# OpenShift's own MachineSet controller (it creates and deletes the Machines, choosing which
+# as production does) and nodelink (Machine <-> Node links). Their admission webhooks stay
+# off: they validate a cloud's providerSpec, and the cloud here is the project's.
+start_openshift_controllers() {
+    local dir=$1 bin=$2 kc=$1/kubeconfig
+    start "$dir" machineset-controller env KUBECONFIG="$kc" "$bin/machineset-controller" \
+        --namespace openshift-machine-api --webhook-enabled=false --leader-elect=false \
+        --metrics-bind-address 0 --health-addr 0
+    start "$dir" nodelink-controller env KUBECONFIG="$kc" "$bin/nodelink-controller" \
+        --namespace openshift-machine-api --leader-elect=false
+}
+
+# The test-bed machine controller: the cloud for OpenShift's Machines (its real controllers
+# run beside it); Cluster API's controllers are still its own.
 start_machines() {
     local dir=$1 fleetscaler=$2 delay=$3
     start "$dir" machines "$fleetscaler" sim machines --kubeconfig "$dir/kubeconfig" \
-        --provision-delay "$delay"
+        --provision-delay "$delay" --real-controllers openshift
+}
+
+# What OpenShift's controllers read of the cluster: its Infrastructure (platform None: no
+# cloud of theirs to default a providerSpec for) and DNS.
+openshift_config() {
+    local dir=$1 name=$2 url
+    url=https://127.0.0.1:$(cat "$dir/run/apiserver.port")
+    kubectl_in "$dir" apply --server-side -f - >/dev/null <<EOF
+apiVersion: config.openshift.io/v1
+kind: Infrastructure
+metadata: {name: cluster}
+spec: {platformSpec: {type: None}}
+---
+apiVersion: config.openshift.io/v1
+kind: DNS
+metadata: {name: cluster}
+spec: {baseDomain: $name.testbed.local}
+EOF
+    kubectl_in "$dir" patch infrastructure cluster --subresource status --type merge -p "$(cat <<EOF
+{"status": {"infrastructureName": "$name", "platform": "None", "platformStatus": {"type": "None"},
+ "controlPlaneTopology": "HighlyAvailable", "infrastructureTopology": "HighlyAvailable",
+ "apiServerURL": "$url", "apiServerInternalURI": "$url", "etcdDiscoveryDomain": ""}}
+EOF
+)" >/dev/null
 }
 
 # kwok's own stages, but a node marked never-ready stays NotReady.
@@ -454,6 +502,8 @@ cmd_up() {
     # The default ServiceAccount appears once the controller-manager works: pods can be made.
     wait_for "the controller-manager" 60 "$dir" kubectl_in "$dir" get serviceaccount default \
         || { cmd_down "$dir"; die "kube-controller-manager did not start"; }
+    openshift_config "$dir" "$name" || { cmd_down "$dir"; die "could not write OpenShift's cluster configuration"; }
+    start_openshift_controllers "$dir" "$bin"
     [ -z "$fleetscaler" ] || start_machines "$dir" "$fleetscaler" "$delay"
     [ -z "$owner" ] || watch_owner "$dir" "$owner"
     log "$name up in $((SECONDS - start_time)) s: KUBECONFIG=$dir/kubeconfig"
@@ -466,7 +516,7 @@ watch_owner() {
         "$0" "$owner" "$dir" >/dev/null 2>&1 </dev/null &
 }
 
-components="machines kwok kube-scheduler kube-controller-manager kube-apiserver etcd"
+components="machines nodelink-controller machineset-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd"
 
 cmd_down() {
     local dir=${1:?usage: real-cluster.sh down DIR}

@@ -118,6 +118,12 @@ pub fn provision<W: MachineWorld>(
     let Some(machine) = world.get(api.machines, key) else {
         return Ok(None);
     };
+    if let Some(provider_id) = machine["spec"]["providerID"]
+        .as_str()
+        .filter(|p| !p.is_empty())
+    {
+        return resume(world, api, key, &machine, provider_id, launch.link);
+    }
     let owner = machine["metadata"]["ownerReferences"][0]["name"]
         .as_str()
         .unwrap_or_default()
@@ -130,6 +136,56 @@ pub fn provision<W: MachineWorld>(
         .map_err(|e| ApiError::invalid("MachineSet", &owner, e.to_string()))?;
     let infra = api.cluster_of(&set);
     provision_as(world, api, &infra, key, launch, &profile)
+}
+
+/// A Machine whose instance was launched (its provider ID is set) but whose status did not
+/// say so (the status write lost a race with another controller's): the instance is not
+/// launched again, as a cloud provider's `Exists` check prevents; its status is written from
+/// the Node that carries its provider ID, if one does.
+fn resume<W: MachineWorld>(
+    world: &mut W,
+    api: &MachineApi,
+    key: &Key,
+    machine: &Value,
+    provider_id: &str,
+    link: Link,
+) -> Result<Option<String>, W::Error> {
+    let node = world
+        .list(Resource::Nodes, |_, n| {
+            (n["spec"]["providerID"] == provider_id).then(|| n.clone())
+        })
+        .into_iter()
+        .flatten()
+        .next();
+    let name = node
+        .as_ref()
+        .and_then(|n| n["metadata"]["name"].as_str())
+        .map(str::to_string);
+    let linked = !machine["status"]["nodeRef"].is_null();
+    world.modify(api.machines, key, |m| {
+        if let Some(n) = &node {
+            let ip = n["status"]["addresses"]
+                .as_array()
+                .and_then(|a| a.iter().find(|a| a["type"] == "InternalIP"))
+                .map_or(Value::Null, |a| a["address"].clone());
+            m["status"]["addresses"] = json!([{"type": "InternalIP", "address": ip},
+                {"type": "InternalDNS", "address": n["metadata"]["name"]}]);
+        }
+        let phase = match (link, &node) {
+            (Link::Here, Some(n)) => {
+                m["status"]["nodeRef"] = api.node_ref(
+                    n["metadata"]["name"].as_str().unwrap_or_default(),
+                    &n["metadata"]["uid"],
+                );
+                "Running"
+            }
+            (Link::Elsewhere, Some(_)) if linked => "Running",
+            _ => "Provisioned",
+        };
+        m["status"]["phase"] = json!(phase);
+        initialized(api, &mut m["status"]);
+    })?;
+    Ok(name)
 }
 
 /// How an instance is launched: the group's failure mode, the cloud's capacity faults in

@@ -242,3 +242,18 @@ pub(super) fn timing() -> Timing {
         ..Timing::fast()
     }
 }
+
+/// A Machine of `set` as OpenShift's MachineSet controller creates it: owned, no status, no
+/// finalizer.
+pub(super) fn set_controllers_machine(world: &mut Fake, set: &Value, name: &str) -> Value {
+    let api = MachineApi::of(Flavor::OpenShift);
+    world.put(
+        api.machines,
+        json!({
+        "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+        "metadata": {"name": name, "namespace": OCP_NS,
+            "ownerReferences": [{"kind": "MachineSet", "name": set["metadata"]["name"],
+                "uid": set["metadata"]["uid"], "controller": true}]},
+        "spec": set["spec"]["template"]["spec"]}),
+    )
+}

@@ -341,15 +341,7 @@ fn in_the_cloud_role_machines_come_from_the_sets_controller_and_nodes_are_linked
     let start = Instant::now();
     ctl.step(&mut world, &timing(), start);
     assert!(world.all(api.machines).is_empty(), "the sets are not ours");
-    world.put(
-        api.machines,
-        json!({
-        "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
-        "metadata": {"name": "infra-worker-a-x1", "namespace": OCP_NS,
-            "ownerReferences": [{"kind": "MachineSet", "name": "infra-worker-a",
-                "uid": set["metadata"]["uid"], "controller": true}]},
-        "spec": set["spec"]["template"]["spec"]}),
-    );
+    set_controllers_machine(&mut world, &set, "infra-worker-a-x1");
     ctl.step(&mut world, &timing(), start);
     let key = Key::new(OCP_NS, "infra-worker-a-x1");
     let m = world.get(api.machines, &key).unwrap();
@@ -489,5 +481,34 @@ fn a_provisioning_machine_is_looked_at_again_only_once_due() {
     assert_ne!(
         first["status"]["phase"], "Provisioning",
         "provisioned once due"
+    );
+}
+
+/// A Machine whose status write was lost (another controller wrote first) still has its
+/// provider ID: the next pass writes its status from its Node and launches nothing again.
+#[test]
+fn a_launched_machine_is_never_launched_twice() {
+    let api = MachineApi::of(Flavor::OpenShift);
+    let mut world = Fake::new();
+    let set = ocp_set(&mut world, 1);
+    let mut ctl = MachineController::with_role(api, Role::Cloud);
+    let start = Instant::now();
+    set_controllers_machine(&mut world, &set, "w-1");
+    ctl.step(&mut world, &timing(), start);
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(3));
+    let key = Key::new(OCP_NS, "w-1");
+    let mut lost = world.get(api.machines, &key).unwrap();
+    lost["status"] = json!({});
+    world.put(api.machines, lost);
+    for s in [6, 9] {
+        ctl.step(&mut world, &timing(), start + Duration::from_secs(s));
+    }
+    let nodes = world.all(Resource::Nodes);
+    assert_eq!(nodes.len(), 1, "launched again: {nodes:?}");
+    let m = world.get(api.machines, &key).unwrap();
+    assert_eq!(m["status"]["phase"], "Provisioned");
+    assert_eq!(
+        m["status"]["addresses"][1]["address"],
+        nodes[0]["metadata"]["name"]
     );
 }
