@@ -72,7 +72,7 @@ pub enum DemoError {
 pub async fn run(args: DemoArgs) -> Result<(), DemoError> {
     // The demo's traces follow the OTEL_* variables alone.
     let telemetry = super::run::start_telemetry("warn", &HubConfig::default())?;
-    let listener = server::bind(&args.listen).await?;
+    let listener = server::bind(&args.listen, "--listen").await?;
     let fleet = Fleet::start(sim_settings(&args)).await?;
     // Dropped when `run` returns, which removes the directory and the kubeconfig in it.
     let (kubeconfig, private_dir) = write_kubeconfig(&fleet, args.kubeconfig_out.as_deref())?;

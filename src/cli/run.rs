@@ -48,7 +48,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let mut telemetry = start_logs_and_traces("info", args.log_format, &config.hub)?;
     let metrics = metrics_exporter(&config)?;
     let listen = args.listen.unwrap_or_else(|| config.hub.listen.clone());
-    let listener = server::bind(&listen).await?;
+    let listener = server::bind(&listen, "--listen or hub.listen").await?;
     // The other replicas reach this one at the port really bound (`--listen`, port 0).
     if let (Ok(bound), None) = (listener.local_addr(), &config.hub.sharding.advertise) {
         config.hub.sharding.advertise = crate::hub::advertised(&bound.to_string());

@@ -50,11 +50,24 @@ use crate::hub::FleetView;
 const PROBE_CONNECTIONS: usize = 32;
 
 #[derive(Debug, thiserror::Error)]
-#[error("cannot listen on {addr}: {source}")]
+#[error("cannot listen on {addr}: {source}{}", taken_hint(.source, .setting))]
 pub struct ListenError {
     pub addr: String,
+    /// What chose the address (`--listen or hub.listen`), named when the port is taken.
+    pub setting: &'static str,
     #[source]
     pub source: std::io::Error,
+}
+
+/// A port already in use is the first error a new user meets (a second `demo`, another
+/// service on 8080): say how to choose another.
+fn taken_hint(source: &std::io::Error, setting: &str) -> String {
+    match source.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            format!(" (another process holds it: choose another address with {setting})")
+        }
+        _ => String::new(),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -79,10 +92,12 @@ pub struct Endpoints {
     pub probes: Option<SocketAddr>,
 }
 
-/// Binds the listen address (so a taken port is reported before anything starts).
-pub async fn bind(addr: &str) -> Result<TcpListener, ListenError> {
+/// Binds the listen address (so a taken port is reported before anything starts);
+/// `setting` is what chose it, for the error.
+pub async fn bind(addr: &str, setting: &'static str) -> Result<TcpListener, ListenError> {
     TcpListener::bind(addr).await.map_err(|source| ListenError {
         addr: addr.to_string(),
+        setting,
         source,
     })
 }
@@ -124,12 +139,13 @@ pub async fn start(
     let s = &hub.serving;
     let Prepared { tls, access } = Prepared::new(hub).await?;
     let probes = match s.secured() {
-        true => Some(bind(&s.probe_listen).await?),
+        true => Some(bind(&s.probe_listen, "hub.serving.probe_listen").await?),
         false => None,
     };
     let endpoints = Endpoints {
         main: main.local_addr().map_err(|source| ListenError {
             addr: "the main port".into(),
+            setting: "--listen or hub.listen",
             source,
         })?,
         https: tls.is_some(),

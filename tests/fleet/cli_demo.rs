@@ -141,3 +141,21 @@ fn demo_serves_its_fleet_keeps_its_kubeconfig_private_and_stops_cleanly_on_sigte
     assert_eq!(std::fs::read_dir(&cwd).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 25, point 4: a port already in use (a second demo, another service) says how to
+/// choose another, once.
+#[test]
+fn a_taken_port_says_how_to_choose_another() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+        .args(["demo", "--clusters", "1", "--listen", &addr])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    let hint = "(another process holds it: choose another address with --listen)";
+    assert!(err.contains(&format!("cannot listen on {addr}: ")), "{err}");
+    assert_eq!(err.matches(hint).count(), 1, "{err}");
+    drop(taken);
+}

@@ -75,7 +75,9 @@ fn failed(out: &Output) -> String {
 
 /// The hub's HTTP server on a free port.
 async fn serve(hub: &Hub) -> SocketAddr {
-    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
+    let listener = fleetscaler::server::bind("127.0.0.1:0", "--listen")
+        .await
+        .unwrap();
     let addr = listener.local_addr().unwrap();
     let cancel = hub.cancel.clone();
     tokio::spawn(fleetscaler::server::serve(listener, hub.view(), cancel));

@@ -52,7 +52,9 @@ async fn setup() -> Setup {
     let fleet = quiet_fleet(2, Flavor::OpenShift).await;
     let dir = TempDir::new("dashboard");
     let hub = Hub::start(fleet_config(&fleet, dir.path(), SettingsPatch::default())).await;
-    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
+    let listener = fleetscaler::server::bind("127.0.0.1:0", "--listen")
+        .await
+        .unwrap();
     let addr = fleetscaler::server::local_addr(&listener).unwrap();
     let server = CancellationToken::new();
     tokio::spawn(fleetscaler::server::serve(
@@ -317,7 +319,9 @@ async fn a_degraded_fleet_shows_a_banner_naming_the_cluster_at_fault() {
     let mut config = fleet_config(&fleet, dir.path(), SettingsPatch::default());
     config.fleet.max_unhealthy_clusters = Some(0);
     let hub = Hub::start(config).await;
-    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
+    let listener = fleetscaler::server::bind("127.0.0.1:0", "--listen")
+        .await
+        .unwrap();
     let base = format!(
         "http://{}",
         fleetscaler::server::local_addr(&listener).unwrap()

@@ -89,7 +89,9 @@ pub(crate) async fn served(tune: impl FnOnce(&mut ServingConfig)) -> Served {
     tune(&mut config.hub.serving);
     let hub = Hub::start(config.clone()).await;
     let cancel = CancellationToken::new();
-    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
+    let listener = fleetscaler::server::bind("127.0.0.1:0", "--listen")
+        .await
+        .unwrap();
     let endpoints = fleetscaler::server::start(&config.hub, listener, hub.view(), cancel.clone())
         .await
         .unwrap();
@@ -365,7 +367,9 @@ async fn by_default_the_hub_serves_plain_and_open_on_one_port() {
     let config = fleet_config(&fleet, dir.path(), fast_settings());
     let hub = Hub::start(config.clone()).await;
     let cancel = CancellationToken::new();
-    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
+    let listener = fleetscaler::server::bind("127.0.0.1:0", "--listen")
+        .await
+        .unwrap();
     let e = fleetscaler::server::start(&config.hub, listener, hub.view(), cancel.clone())
         .await
         .unwrap();

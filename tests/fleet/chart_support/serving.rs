@@ -48,7 +48,9 @@ pub async fn serve(hub: HubConfig) -> (Hub, Endpoints, CancellationToken) {
     };
     let running = Hub::start(config.clone()).await;
     let cancel = CancellationToken::new();
-    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
+    let listener = fleetscaler::server::bind("127.0.0.1:0", "--listen")
+        .await
+        .unwrap();
     let endpoints =
         fleetscaler::server::start(&config.hub, listener, running.view(), cancel.clone())
             .await

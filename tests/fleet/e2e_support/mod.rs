@@ -337,7 +337,9 @@ pub async fn more_passes(view: &fleetscaler::hub::FleetView, name: &str, n: u64)
 
 /// The hub's HTTP server (plain, open) on a free port; it stops when the token fires.
 pub async fn serve_http(hub: &Hub) -> (std::net::SocketAddr, CancellationToken) {
-    let listener = fleetscaler::server::bind("127.0.0.1:0").await.unwrap();
+    let listener = fleetscaler::server::bind("127.0.0.1:0", "--listen")
+        .await
+        .unwrap();
     let addr = listener.local_addr().unwrap();
     let cancel = CancellationToken::new();
     tokio::spawn(fleetscaler::server::serve(
