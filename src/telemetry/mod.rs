@@ -109,9 +109,11 @@ type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync>;
 
 /// `traced`: the OpenTelemetry layer is installed beside it (JSON lines then carry ids).
 fn log_layer(default_filter: &str, format: LogFormat, traced: bool) -> BoxedLayer {
-    // kube's watcher logs every failed attempt at error level; the runners report a failing
-    // watch once, with the cluster's name, so kube's own lines are left out by default.
-    let default = format!("{default_filter},kube_runtime=off");
+    // kube's watcher logs every failed attempt at error level, and kube's HTTP layer every
+    // failed request ("failed with error client error (Connect)"); the runners report each
+    // failure once, with the cluster's name, server and cause, so kube's own lines are left
+    // out of the logs by default (traces keep kube's request spans).
+    let default = format!("{default_filter},kube_runtime=off,kube_client::client::builder=off");
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
     match format {
         LogFormat::Text => log_layer_with(filter),

@@ -173,6 +173,69 @@ async fn a_run_that_cannot_start_says_why_in_json() {
     );
 }
 
+/// Issue 25, point 4: an unreachable cluster's failure is one line (the runner's, naming
+/// the cluster and the cause), not followed by kube's vaguer "failed with error client error
+/// (Connect)" at ERROR level.
+#[tokio::test]
+async fn an_unreachable_cluster_fails_in_one_line_per_attempt() {
+    let dir = TempDir::new("json-logs-unreachable");
+    let kubeconfig = dir.path().join("refused.kubeconfig");
+    let refused = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = refused.local_addr().unwrap().port();
+    drop(refused);
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: a\n  cluster: {{server: \"https://127.0.0.1:{port}\"}}\n\
+             users:\n- name: a\n  user: {{token: t}}\ncontexts:\n- name: sim-1\n  context: {{cluster: a, user: a}}\n"
+        ),
+    )
+    .unwrap();
+    let options = HubOptions {
+        tracing: "",
+        defaults: "",
+        vars: &[],
+        args: &["--log-format", "json"],
+        clusters: 1,
+    };
+    let mut hub = HubProcess::start(dir.path(), &kubeconfig, options);
+    eventually(LONG, "two failed attempts reported", || {
+        let failed = lines(&hub)
+            .into_iter()
+            .filter(|l| {
+                l["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("cluster runner failed"))
+            })
+            .count();
+        async move { (failed >= 2).then_some(()) }
+    })
+    .await;
+    let all = lines(&hub);
+    let kube: Vec<&Value> = all
+        .iter()
+        .filter(|l| l["target"].as_str().is_some_and(|t| t.starts_with("kube")))
+        .collect();
+    assert!(kube.is_empty(), "kube's own lines: {kube:?}");
+    let failed = all
+        .iter()
+        .find(|l| {
+            l["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("cluster runner failed"))
+        })
+        .unwrap();
+    assert_eq!(failed["fields"]["k8s.cluster.name"], "sim-1", "{failed}");
+    assert!(
+        failed["message"]
+            .as_str()
+            .unwrap()
+            .contains("Connection refused"),
+        "{failed}"
+    );
+    hub.stop().await;
+}
+
 #[test]
 fn an_unknown_log_format_is_refused() {
     let mut command = Command::new(env!("CARGO_BIN_EXE_fleetscaler"));
