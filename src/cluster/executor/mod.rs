@@ -254,6 +254,11 @@ impl Executor {
             entries.push(entry_of(action, result.await));
         }
         let mut removals = Vec::new();
+        if plan.scale_down.is_empty() {
+            return Execution { entries, removals };
+        }
+        // Owns a copy of the budgets and controllers (each removal keeps it): made only in
+        // the passes that remove nodes, not in every pass.
         let check = DrainCheck::new(snapshot, settings);
         for down in &plan.scale_down {
             let (entry, removal) = self
