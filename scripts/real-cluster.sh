@@ -15,11 +15,15 @@
 #
 # One control plane: etcd, kube-apiserver (RBAC on), kube-controller-manager and
 # kube-scheduler built from k8s.io/kubernetes, kwok (Nodes become Ready, bound pods
-# Running), OpenShift's MachineSet and nodelink controllers (machine-api-operator), and the
-# test-bed machine controller (`fleetscaler sim machines`: the cloud for OpenShift's
-# Machines; the simulated fleet's whole machine logic for Cluster API's). The CRDs are the projects' own: OpenShift's
-# MachineSet and Machine, Cluster API's MachineDeployment/MachineSet/Machine (served and
-# stored as v1beta2 only), OpenShift's ClusterAutoscaler and MachineAutoscaler.
+# Running), the Machine API controllers production runs (OpenShift's MachineSet and nodelink
+# controllers from machine-api-operator; Cluster API's core manager with its webhooks, and a
+# Cluster object for the test bed itself), and the test-bed machine controller
+# (`fleetscaler sim machines`) playing only the cloud: OpenShift's Machine actuator, and
+# Cluster API's infrastructure provider of AWSMachines (scripts/testbed/machine-api.sh).
+# The CRDs are the projects' own: OpenShift's MachineSet and Machine, Cluster API's core
+# kinds (MachineDeployment/MachineSet/Machine served and stored as v1beta2 only), OpenShift's
+# ClusterAutoscaler and MachineAutoscaler; the cloud's kinds are the project's
+# (scripts/testbed/cloud/crds.yaml).
 #
 # FLEETSCALER_BIN names the fleetscaler binary for the machine controller (default: built
 # with cargo). --owner PID stops the control plane when that process ends, so a test that
@@ -29,6 +33,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)
 testbed=$here/testbed
+# shellcheck source=testbed/machine-api.sh
+. "$testbed/machine-api.sh"
 # The Go toolchain every component is built with: pinned, since a newer Go can change what
 # the apiserver serves (Go 1.27's JSON default breaks the OpenAPI document of some versions).
 export GOTOOLCHAIN=go1.26.8
@@ -90,17 +96,25 @@ cmd_build() {
     build_one kubernetes go.etcd.io/etcd/server/v3 "$bin/etcd"
     build_one kwok sigs.k8s.io/kwok/cmd/kwok "$bin/kwok"
     # The Machine API controllers production runs: OpenShift's MachineSet and nodelink
-    # controllers. (Cluster API's core manager, pinned in testbed/capi, is built once `up`
-    # starts it: until then it would cost every cold build about 7 minutes for nothing.)
+    # controllers, and Cluster API's core manager.
     build_one mao github.com/openshift/machine-api-operator/cmd/machineset "$bin/machineset-controller"
     build_one mao github.com/openshift/machine-api-operator/cmd/nodelink-controller "$bin/nodelink-controller"
+    build_one capi sigs.k8s.io/cluster-api/core "$bin/cluster-api-manager"
     if [ $upstream = 1 ] && [ ! -x "$bin/cluster-autoscaler" ]; then
         upstream_apis "$testbed/autoscaler/apis"
         build_one autoscaler k8s.io/autoscaler/cluster-autoscaler "$bin/cluster-autoscaler" clusterapi
     fi
-    if [ ! -d "$bin/crds" ]; then
+    if [ ! -d "$bin/crds.v2" ]; then
         crds "$bin/crds.tmp"
-        mv "$bin/crds.tmp" "$bin/crds"
+        mv "$bin/crds.tmp" "$bin/crds.v2"
+    fi
+    if [ ! -f "$bin/capi-webhooks.yaml" ]; then
+        local capi
+        capi=$(module_dir sigs.k8s.io/cluster-api)
+        [ -n "$capi" ] || die "could not download sigs.k8s.io/cluster-api"
+        cp "$capi/core/config/webhook/manifests.yaml" "$bin/capi-webhooks.yaml.tmp"
+        chmod u+w "$bin/capi-webhooks.yaml.tmp"
+        mv "$bin/capi-webhooks.yaml.tmp" "$bin/capi-webhooks.yaml"
     fi
     # Taken from the module cache now, so that `up` never needs Go's caches.
     if [ ! -f "$bin/kwok-stages.yaml" ]; then
@@ -169,8 +183,10 @@ crds() {
     local c=$ocp/config/v1/zz_generated.crd-manifests
     cp "$c/0000_10_config-operator_01_infrastructures-Default.crd.yaml" "$out/ocp-infrastructures.yaml"
     cp "$c/0000_10_config-operator_01_dnses.crd.yaml" "$out/ocp-dnses.yaml"
-    for kind in machinedeployments machinesets machines; do
-        cp "$capi/core/config/crd/bases/cluster.x-k8s.io_$kind.yaml" "$out/capi-$kind.yaml"
+    # Every kind of Cluster API's core: its manager watches them all.
+    local f
+    for f in "$capi"/core/config/crd/bases/*.yaml; do
+        cp "$f" "$out/capi-$(basename "$f")"
     done
     cp "$cao/install/01_clusterautoscaler.crd.yaml" "$out/clusterautoscalers.yaml"
     cp "$cao/install/02_machineautoscaler.crd.yaml" "$out/machineautoscalers.yaml"
@@ -193,6 +209,8 @@ certs() {
         leaf apiserver "/CN=kube-apiserver" \
             "subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
         leaf admin "/O=system:masters/CN=kubernetes-admin" ""
+        # Cluster API's webhooks, served on loopback.
+        leaf webhook "/CN=cluster-api-webhooks" "subjectAltName=IP:127.0.0.1"
         openssl genrsa -out sa.key 2048 2>/dev/null
         openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     )
@@ -355,50 +373,6 @@ start_controllers() {
         --node-lease-duration-seconds 40 --cidr 10.64.0.0/12 --server-address ""
 }
 
-# OpenShift's own MachineSet controller (it creates and deletes the Machines, choosing which
-# as production does) and nodelink (Machine <-> Node links). Their admission webhooks stay
-# off: they validate a cloud's providerSpec, and the cloud here is the project's.
-start_openshift_controllers() {
-    local dir=$1 bin=$2 kc=$1/kubeconfig
-    start "$dir" machineset-controller env KUBECONFIG="$kc" "$bin/machineset-controller" \
-        --namespace openshift-machine-api --webhook-enabled=false --leader-elect=false \
-        --metrics-bind-address 0 --health-addr 0
-    start "$dir" nodelink-controller env KUBECONFIG="$kc" "$bin/nodelink-controller" \
-        --namespace openshift-machine-api --leader-elect=false
-}
-
-# The test-bed machine controller: the cloud for OpenShift's Machines (its real controllers
-# run beside it); Cluster API's controllers are still its own.
-start_machines() {
-    local dir=$1 fleetscaler=$2 delay=$3
-    start "$dir" machines "$fleetscaler" sim machines --kubeconfig "$dir/kubeconfig" \
-        --provision-delay "$delay" --real-controllers openshift
-}
-
-# What OpenShift's controllers read of the cluster: its Infrastructure (platform None: no
-# cloud of theirs to default a providerSpec for) and DNS.
-openshift_config() {
-    local dir=$1 name=$2 url
-    url=https://127.0.0.1:$(cat "$dir/run/apiserver.port")
-    kubectl_in "$dir" apply --server-side -f - >/dev/null <<EOF
-apiVersion: config.openshift.io/v1
-kind: Infrastructure
-metadata: {name: cluster}
-spec: {platformSpec: {type: None}}
----
-apiVersion: config.openshift.io/v1
-kind: DNS
-metadata: {name: cluster}
-spec: {baseDomain: $name.testbed.local}
-EOF
-    kubectl_in "$dir" patch infrastructure cluster --subresource status --type merge -p "$(cat <<EOF
-{"status": {"infrastructureName": "$name", "platform": "None", "platformStatus": {"type": "None"},
- "controlPlaneTopology": "HighlyAvailable", "infrastructureTopology": "HighlyAvailable",
- "apiServerURL": "$url", "apiServerInternalURI": "$url", "etcdDiscoveryDomain": ""}}
-EOF
-)" >/dev/null
-}
-
 # kwok's own stages, but a node marked never-ready stays NotReady.
 kwok_config() {
     local out=$1 kwok stage
@@ -437,7 +411,7 @@ kubectl_in() {
 
 apply_crds() {
     local dir=$1 bin=$2
-    kubectl_in "$dir" apply --server-side -f "$bin/crds" >/dev/null
+    kubectl_in "$dir" apply --server-side -f "$bin/crds.v2" -f "$testbed/cloud/crds.yaml" >/dev/null
     # Cluster API is served and stored as v1beta2 only, as on a cluster whose conversion
     # webhook is absent: v1beta1 answers nothing rather than wrong shapes.
     local crd versions i patch
@@ -504,6 +478,8 @@ cmd_up() {
         || { cmd_down "$dir"; die "kube-controller-manager did not start"; }
     openshift_config "$dir" "$name" || { cmd_down "$dir"; die "could not write OpenShift's cluster configuration"; }
     start_openshift_controllers "$dir" "$bin"
+    start_cluster_api "$dir" "$bin" || { cmd_down "$dir"; die "Cluster API's manager did not start"; }
+    capi_cluster "$dir" "$name" || { cmd_down "$dir"; die "could not create the Cluster object"; }
     [ -z "$fleetscaler" ] || start_machines "$dir" "$fleetscaler" "$delay"
     [ -z "$owner" ] || watch_owner "$dir" "$owner"
     log "$name up in $((SECONDS - start_time)) s: KUBECONFIG=$dir/kubeconfig"
@@ -516,7 +492,7 @@ watch_owner() {
         "$0" "$owner" "$dir" >/dev/null 2>&1 </dev/null &
 }
 
-components="machines nodelink-controller machineset-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd"
+components="machines cluster-api-manager nodelink-controller machineset-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd"
 
 cmd_down() {
     local dir=${1:?usage: real-cluster.sh down DIR}

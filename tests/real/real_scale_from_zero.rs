@@ -1,8 +1,9 @@
 //! Scale from zero on a real apiserver, with no capacity annotations: the hub finds the
-//! Cluster API infrastructure template's kind through discovery (a provider's CRD, as
-//! Cluster API's AWS provider installs it), reads its `status.capacity` through the
-//! ServiceAccount bound to docs/managed-cluster-rbac.yaml, and scales the group 0 -> 1 for a
-//! pod nothing else can take.
+//! Cluster API infrastructure template's kind through discovery (the test bed's cloud
+//! serves AWSMachineTemplates, as Cluster API's AWS provider does), reads its
+//! `status.capacity` through the ServiceAccount bound to docs/managed-cluster-rbac.yaml,
+//! and scales the group 0 -> 1 for a pod nothing else can take; Cluster API's real
+//! controllers make the Machine.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::real_support;
@@ -13,51 +14,17 @@ use real_support::*;
 
 const LONG: Duration = Duration::from_secs(120);
 
-/// The provider's CRD, reduced to what matters here: a namespaced kind with a status
-/// subresource in the infrastructure group.
-const CRD: &str = r#"apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: awsmachinetemplates.infrastructure.cluster.x-k8s.io
-spec:
-  group: infrastructure.cluster.x-k8s.io
-  names: {kind: AWSMachineTemplate, listKind: AWSMachineTemplateList, plural: awsmachinetemplates, singular: awsmachinetemplate}
-  scope: Namespaced
-  versions:
-  - name: v1beta2
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        x-kubernetes-preserve-unknown-fields: true
-"#;
-
-const TEMPLATE: &str = r#"apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
-kind: AWSMachineTemplate
-metadata:
-  name: workers
-  namespace: openshift-cluster-api
-spec:
-  template:
-    spec:
-      instanceType: m6i.2xlarge
-"#;
-
 #[test]
 fn a_group_at_zero_scales_from_its_infrastructure_templates_capacity() {
     let cps = up(&["zero"], &["--provision-delay", "1s"]);
     let cp = &cps[0];
-    cp.apply(CRD);
-    cp.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "crd/awsmachinetemplates.infrastructure.cluster.x-k8s.io",
-        "--timeout=60s",
-    ]);
-    cp.apply(TEMPLATE);
-    // As the provider does: capacity in the status, through its subresource.
+    let group = capi_machine_deployment("zero", "workers", 0, 0, 2, 8)
+        .lines()
+        .filter(|l| !l.contains("capacity.cluster-autoscaler.kubernetes.io/"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    cp.apply(&group);
+    // As the provider does: capacity in the template's status, through its subresource.
     cp.kubectl(&[
         "patch",
         "awsmachinetemplate",
@@ -69,12 +36,6 @@ fn a_group_at_zero_scales_from_its_infrastructure_templates_capacity() {
         "-p",
         r#"{"status":{"capacity":{"cpu":"8","memory":"32Gi","pods":"110"},"nodeInfo":{"architecture":"amd64","operatingSystem":"linux"}}}"#,
     ]);
-    let group = capi_machine_deployment("zero", "workers", 0, 0, 2, 8)
-        .lines()
-        .filter(|l| !l.contains("capacity.cluster-autoscaler.kubernetes.io/"))
-        .collect::<Vec<_>>()
-        .join("\n");
-    cp.apply(&group);
 
     let dir = TempDir::new("real-zero");
     let kubeconfig = dir.path().join("zero.kubeconfig");

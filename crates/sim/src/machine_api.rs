@@ -175,7 +175,8 @@ impl Profile {
         template: Option<&Value>,
     ) -> Result<Profile, ProfileError> {
         let annotations = &set["metadata"]["annotations"];
-        let status = template.map_or(&Value::Null, |t| &t["status"]["capacity"]);
+        let infra_template = template.unwrap_or(&Value::Null);
+        let status = &infra_template["status"]["capacity"];
         let gpu_in_template = status
             .as_object()
             .and_then(|c| c.keys().find(|k| k.ends_with("/gpu")).cloned());
@@ -252,6 +253,7 @@ impl Profile {
                 (
                     annotations["sim.fleetscaler.io/instance-type"]
                         .as_str()
+                        .or(infra_template["spec"]["template"]["spec"]["instanceType"].as_str())
                         .unwrap_or("m6i.2xlarge")
                         .to_string(),
                     zone,

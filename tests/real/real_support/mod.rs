@@ -403,7 +403,8 @@ spec:
     )
 }
 
-/// A Cluster API (v1beta2) MachineDeployment of `cpu`-CPU workers between min and max.
+/// A Cluster API (v1beta2) MachineDeployment of `cpu`-CPU workers between min and max, and
+/// the AWSMachineTemplate (the test bed's cloud) its machines are cloned from.
 pub fn capi_machine_deployment(
     cluster: &str,
     name: &str,
@@ -413,7 +414,17 @@ pub fn capi_machine_deployment(
     cpu: u32,
 ) -> String {
     format!(
-        r#"apiVersion: cluster.x-k8s.io/v1beta2
+        r#"apiVersion: infrastructure.cluster.x-k8s.io/v1beta2
+kind: AWSMachineTemplate
+metadata:
+  name: {name}
+  namespace: openshift-cluster-api
+spec:
+  template:
+    spec:
+      instanceType: m6i.xlarge
+---
+apiVersion: cluster.x-k8s.io/v1beta2
 kind: MachineDeployment
 metadata:
   name: {name}

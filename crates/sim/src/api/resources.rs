@@ -23,6 +23,9 @@ pub enum Resource {
     /// Cluster API AWS provider's machine templates: scale from zero reads their
     /// `status.capacity`.
     AwsMachineTemplates,
+    /// The provider's machines, one per Cluster API Machine: the test bed's cloud
+    /// (`sim machines` beside Cluster API's real controllers) launches their instances.
+    AwsMachines,
     /// A management cluster's inventory (the hub's `[membership]`): kubeconfig Secrets,
     /// SIG-Multicluster ClusterProfiles, and Open Cluster Management's ManagedClusters with
     /// their ManagedServiceAccounts.
@@ -72,7 +75,7 @@ const OCM_AUTHENTICATION: &str = "authentication.open-cluster-management.io";
 
 impl Resource {
     /// Every served resource, in table order.
-    pub const ALL: [Resource; 24] = [
+    pub const ALL: [Resource; 25] = [
         Resource::Namespaces,
         Resource::Nodes,
         Resource::Pods,
@@ -89,6 +92,7 @@ impl Resource {
         Resource::ClusterAutoscalers,
         Resource::MachineAutoscalers,
         Resource::AwsMachineTemplates,
+        Resource::AwsMachines,
         Resource::Secrets,
         Resource::ClusterProfiles,
         Resource::ManagedClusters,
@@ -151,7 +155,7 @@ pub fn group_versions() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-const DEFS: [ResourceDef; 24] = [
+const DEFS: [ResourceDef; 25] = [
     ResourceDef {
         group: CORE,
         version: "v1",
@@ -357,6 +361,18 @@ const DEFS: [ResourceDef; 24] = [
         kind: "AWSMachineTemplate",
         plural: "awsmachinetemplates",
         singular: "awsmachinetemplate",
+        namespaced: true,
+        short_names: &[],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: CAPI_INFRASTRUCTURE,
+        version: "v1beta2",
+        kind: "AWSMachine",
+        plural: "awsmachines",
+        singular: "awsmachine",
         namespaced: true,
         short_names: &[],
         status: true,

@@ -15,6 +15,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 
 use super::discovery::{Served, served};
 use super::world::KubeWorld;
+use crate::api::resources::Resource;
 use crate::cli::wait_for_signal;
 use crate::controllers::machines::{MachineController, Role};
 use crate::error::SimError;
@@ -46,9 +47,10 @@ pub struct MachinesArgs {
     /// Deadline of each API call.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub request_timeout: Duration,
-    /// Machine APIs whose set controllers run for real beside this one (`openshift`: the
-    /// machine-api-operator's MachineSet and nodelink controllers): for those this
-    /// controller plays only the cloud.
+    /// Machine APIs whose controllers run for real beside this one (`openshift`: the
+    /// machine-api-operator's MachineSet and nodelink controllers; `cluster-api`: Cluster
+    /// API's core manager): for those this controller plays only the cloud (for Cluster
+    /// API, the infrastructure provider of AWSMachines).
     #[arg(long, value_delimiter = ',', value_parser = flavor)]
     pub real_controllers: Vec<Flavor>,
 }
@@ -56,8 +58,9 @@ pub struct MachinesArgs {
 fn flavor(text: &str) -> Result<Flavor, String> {
     match text {
         "openshift" => Ok(Flavor::OpenShift),
+        "cluster-api" => Ok(Flavor::ClusterApi),
         other => Err(format!(
-            "{other:?}: the real controllers run for openshift only"
+            "{other:?}: the real controllers are openshift's or cluster-api's"
         )),
     }
 }
@@ -140,7 +143,14 @@ impl Testbed {
             }
         }
         self.controllers = kept;
-        self.world.serve(&apis);
+        let cloud: &[_] = if self.real_controllers.contains(&Flavor::ClusterApi)
+            && apis.iter().any(|a| a.flavor == Flavor::ClusterApi)
+        {
+            &[Resource::AwsMachines, Resource::AwsMachineTemplates]
+        } else {
+            &[]
+        };
+        self.world.serve(&apis, cloud);
         self.served = Some(apis.clone());
         let names: Vec<String> = apis.iter().map(|a| a.api_version()).collect();
         if names.is_empty() {
@@ -276,8 +286,15 @@ mod tests {
             parse("openshift").unwrap().args.real_controllers,
             vec![Flavor::OpenShift]
         );
-        let err = parse("cluster-api").err().unwrap().to_string();
-        assert!(err.contains("openshift only"), "{err}");
+        assert_eq!(
+            parse("openshift,cluster-api")
+                .unwrap()
+                .args
+                .real_controllers,
+            vec![Flavor::OpenShift, Flavor::ClusterApi]
+        );
+        let err = parse("capi").err().unwrap().to_string();
+        assert!(err.contains("openshift's or cluster-api's"), "{err}");
         let none = Cli::try_parse_from(["x", "--kubeconfig", "kc"]).unwrap();
         assert!(none.args.real_controllers.is_empty());
     }

@@ -131,8 +131,10 @@ impl KubeWorld {
         }
     }
 
-    /// The resources the controllers of `apis` work on, and Nodes.
-    pub fn serve(&mut self, apis: &[MachineApi]) {
+    /// The resources the controllers of `apis` work on, Nodes, and `cloud`: the provider's
+    /// kinds when this plays Cluster API's infrastructure provider (at Cluster API's
+    /// version, v1beta2, as the test bed's CRDs serve them).
+    pub fn serve(&mut self, apis: &[MachineApi], cloud: &[Resource]) {
         let mut targets = BTreeMap::new();
         let node = Target {
             resource: Resource::Nodes,
@@ -148,6 +150,10 @@ impl KubeWorld {
                 let version = api.version;
                 targets.insert(resource, Target { resource, version });
             }
+        }
+        for &resource in cloud {
+            let version = resource.def().version;
+            targets.insert(resource, Target { resource, version });
         }
         self.targets = targets;
     }

@@ -11,6 +11,7 @@
 //! The logic runs against a [`MachineWorld`]: the simulated fleet's state (`SimWorld`) or a
 //! real API server (`sim::testbed`), so both behave alike by construction.
 
+mod infra;
 mod objects;
 #[cfg(test)]
 mod tests;
@@ -26,9 +27,10 @@ use crate::faults::CapacityFault;
 use crate::machine_api::{FAILURE_MODE_ANNOTATION, MachineApi};
 use crate::settings::{Flavor, Timing};
 use crate::store::Key;
+pub use infra::INFRA_FINALIZER;
 pub use objects::{
-    Counts, Launch, Link, create_machine, machine_deployment_status, machine_set_for, provision,
-    provision_as, selector_string, set_machine_set_status,
+    Counts, Instance, Launch, Link, create_machine, machine_deployment_status, machine_set_for,
+    provision, provision_as, selector_string, set_machine_set_status,
 };
 pub use world::{MachineWorld, Refusal, SimWorld};
 
@@ -166,11 +168,13 @@ pub enum Role {
     /// Everything: deployments, sets, machines and the cloud (the simulated fleet).
     #[default]
     Whole,
-    /// The cloud and the Machine controller's part that talks to it: real controllers own
-    /// the sets (they create and delete Machines) and link Nodes (nodelink). Each Machine
-    /// gets the Machine controller's finalizer, its instance (provider ID, addresses, phase
-    /// Provisioned, then Running once linked) and its Node; a deleted one loses its Node and
-    /// then its finalizer.
+    /// The cloud, beside the real controllers of the API. OpenShift: they own the sets
+    /// (they create and delete Machines) and link Nodes (nodelink), and this plays the
+    /// Machine controller's part that talks to the cloud: each Machine gets the Machine
+    /// controller's finalizer, its instance (provider ID, addresses, phase Provisioned,
+    /// then Running once linked) and its Node; a deleted one loses its Node and then its
+    /// finalizer. Cluster API: its controllers own Machines and Nodes too, and this plays
+    /// the infrastructure provider of AWSMachines (`infra`).
     Cloud,
 }
 
@@ -198,6 +202,9 @@ impl MachineController {
         let mut watched = vec![api.machine_sets, api.machines, Resource::Nodes];
         if api.flavor == Flavor::ClusterApi {
             watched.push(Resource::CapiMachineDeployments);
+            if role == Role::Cloud {
+                watched.push(Resource::AwsMachines);
+            }
         }
         MachineController {
             api,
@@ -234,15 +241,20 @@ impl MachineController {
         if seen.is_some() && seen == self.last_revision && !due {
             return;
         }
-        if self.role == Role::Whole {
-            if self.api.flavor == Flavor::ClusterApi {
-                self.sync_deployments(world);
+        match (self.role, self.api.flavor) {
+            (Role::Whole, flavor) => {
+                if flavor == Flavor::ClusterApi {
+                    self.sync_deployments(world);
+                }
+                self.sync_sets(world);
+                self.sync_machines(world, timing, now);
             }
-            self.sync_sets(world);
-        } else {
-            self.adopt_machines(world);
+            (Role::Cloud, Flavor::OpenShift) => {
+                self.adopt_machines(world);
+                self.sync_machines(world, timing, now);
+            }
+            (Role::Cloud, Flavor::ClusterApi) => self.sync_infra(world, timing, now),
         }
-        self.sync_machines(world, timing, now);
         // Our own writes count as changes: the next pass sees them (a status that depends on
         // another status settles) and, writing nothing new, goes quiet.
         self.last_revision = seen;

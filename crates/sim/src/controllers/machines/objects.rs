@@ -217,7 +217,7 @@ pub enum Link {
 }
 
 /// The AWSMachineTemplate a Cluster API MachineSet's machines are made from, if served.
-fn infrastructure_template<W: MachineWorld>(
+pub(super) fn infrastructure_template<W: MachineWorld>(
     world: &W,
     set: &Value,
     namespace: &str,
@@ -239,65 +239,95 @@ pub fn provision_as<W: MachineWorld>(
     launch: &Launch,
     profile: &Profile,
 ) -> Result<Option<String>, W::Error> {
-    let (mode, link) = (launch.mode, launch.link);
+    let link = launch.link;
+    let annotations = match link {
+        Link::Here => api.node_annotations(&key.namespace, &key.name, infra),
+        Link::Elsewhere => json!({}),
+    };
+    let instance = match launch_instance(world, launch, profile, key, annotations)? {
+        Ok(instance) => instance,
+        Err(message) => return fail(world, api, key, &message).map(|()| None),
+    };
+    let node_ref = instance
+        .node
+        .as_ref()
+        .map(|(name, uid)| api.node_ref(name, uid));
+    world
+        .modify(api.machines, key, |m| {
+            m["spec"]["providerID"] = json!(instance.provider_id);
+            m["status"]["addresses"] = instance.addresses.clone();
+            match (node_ref, link) {
+                (Some(node_ref), Link::Here) => {
+                    m["status"]["phase"] = json!("Running");
+                    m["status"]["nodeRef"] = node_ref;
+                }
+                _ => m["status"]["phase"] = json!("Provisioned"),
+            }
+            initialized(api, &mut m["status"]);
+        })
+        .map(|()| instance.node.map(|(name, _)| name))
+}
+
+/// An instance the cloud launched.
+#[derive(Debug)]
+pub struct Instance {
+    pub provider_id: String,
+    pub instance_id: String,
+    /// `status.addresses` of its machine: InternalIP and InternalDNS.
+    pub addresses: Value,
+    /// The Node it registered (name, uid); none in failure mode `no-node`.
+    pub node: Option<(String, Value)>,
+}
+
+/// Launches the instance of `profile` for the machine at `key` as `launch` says: the
+/// cloud's refusal as its message (the failure mode, a capacity fault, or a Node the API
+/// refused: an instance that never joins), or the instance, its Node registered with
+/// `annotations` (kwok makes it Ready, unless the mode is `not-ready`).
+pub fn launch_instance<W: MachineWorld>(
+    world: &mut W,
+    launch: &Launch,
+    profile: &Profile,
+    key: &Key,
+    mut annotations: Value,
+) -> Result<Result<Instance, String>, W::Error> {
+    let mode = launch.mode;
     if let Some(message) = launch_failure(mode, launch.capacity, profile) {
-        return fail(world, api, key, &message).map(|()| None);
+        return Ok(Err(message));
     }
     let (a, b) = (world.rng().below(250) + 1, world.rng().below(250) + 2);
     let ip = format!("10.0.{a}.{b}");
     let node_name = node_name(world, profile, &key.name, a, b);
-    let provider_id = provider_id(&profile.zone, world.rng().next_u64());
-    let addresses = json!([{"type": "InternalIP", "address": ip}, {"type": "InternalDNS", "address": node_name}]);
-    if mode == Some("no-node") {
-        return world
-            .modify(api.machines, key, |m| {
-                m["spec"]["providerID"] = json!(provider_id);
-                m["status"]["phase"] = json!("Provisioned");
-                m["status"]["addresses"] = addresses;
-                initialized(api, &mut m["status"]);
-            })
-            .map(|()| None);
-    }
-    let mut annotations = match link {
-        Link::Here => api.node_annotations(&key.namespace, &key.name, infra),
-        Link::Elsewhere => json!({}),
+    let instance_id = format!("i-0{:016x}", world.rng().next_u64());
+    let mut instance = Instance {
+        provider_id: provider_id(&profile.zone, &instance_id),
+        instance_id,
+        addresses: json!([{"type": "InternalIP", "address": ip}, {"type": "InternalDNS", "address": node_name}]),
+        node: None,
     };
+    if mode == Some("no-node") {
+        return Ok(Ok(instance));
+    }
     if mode == Some("not-ready") {
         annotations[NEVER_READY_ANNOTATION] = json!("true");
     }
     let node_object = node(
         &node_name,
-        &provider_id,
+        &instance.provider_id,
         profile,
         annotations,
         &ip,
         &now_rfc3339(),
     );
-    // A Node the API refuses is an instance that never joins: the Machine fails with the
-    // API's words, as a real provider reports what it could not do.
-    let created = match world.create(Resource::Nodes, "", node_object) {
-        Ok(created) => created,
-        Err(refused) if refused.is_refusal() => {
-            let message = format!("its Node {node_name} was refused: {refused}");
-            return fail(world, api, key, &message).map(|()| None);
+    match world.create(Resource::Nodes, "", node_object) {
+        Ok(created) => {
+            instance.node = Some((node_name, created["metadata"]["uid"].clone()));
+            Ok(Ok(instance))
         }
-        Err(other) => return Err(other),
-    };
-    let node_ref = api.node_ref(&node_name, &created["metadata"]["uid"]);
-    world
-        .modify(api.machines, key, |m| {
-            m["spec"]["providerID"] = json!(provider_id);
-            m["status"]["addresses"] = addresses;
-            match link {
-                Link::Here => {
-                    m["status"]["phase"] = json!("Running");
-                    m["status"]["nodeRef"] = node_ref;
-                }
-                Link::Elsewhere => m["status"]["phase"] = json!("Provisioned"),
-            }
-            initialized(api, &mut m["status"]);
-        })
-        .map(|()| Some(node_name))
+        Err(refused) if refused.is_refusal() => {
+            Ok(Err(format!("its Node {node_name} was refused: {refused}")))
+        }
+        Err(other) => Err(other),
+    }
 }
 
 /// The name the instance's Node registers with: AWS's private DNS name in a region
@@ -327,11 +357,11 @@ fn node_name<W: MachineWorld>(
 }
 
 /// AWS's provider ID (`aws:///us-east-1a/i-0…`); without a zone, `aws:///i-0…`.
-fn provider_id(zone: &str, instance: u64) -> String {
+fn provider_id(zone: &str, instance: &str) -> String {
     if zone.is_empty() {
-        format!("aws:///i-0{instance:016x}")
+        format!("aws:///{instance}")
     } else {
-        format!("aws:///{zone}/i-0{instance:016x}")
+        format!("aws:///{zone}/{instance}")
     }
 }
 

@@ -4,6 +4,7 @@
 
 mod capacity;
 mod fake;
+mod infra;
 
 use std::time::Duration;
 
