@@ -1,8 +1,10 @@
 //! The hub's real binary against real control planes (kube-apiserver, etcd,
-//! controller-manager, scheduler, kwok, the test-bed machine controller): an OpenShift
-//! cluster and a Cluster API cluster served as v1beta2 only, at once. Pending pods make
-//! both scale up; once the load is gone the extra nodes are drained through the real
-//! Eviction API under a PodDisruptionBudget and removed; users see it all with kubectl in
+//! controller-manager, scheduler, kwok, the Machine API controllers production runs, the
+//! test bed's cloud): an OpenShift cluster and a Cluster API cluster served as v1beta2 only,
+//! at once. Pending pods make both scale up; once the load is gone the extra node is
+//! drained through the real Eviction API under a PodDisruptionBudget and removed — the
+//! node the hub chose, and no other, by the real MachineSet controllers; users see it all
+//! with kubectl in
 //! the status ConfigMap and the Events. The hub reaches both clusters as users are told to
 //! set it up: through a ServiceAccount token bound to exactly docs/managed-cluster-rbac.yaml,
 //! and the apiserver's audit log shows no request of it refused.
@@ -63,6 +65,29 @@ fn events_with_reason(cp: &ControlPlane, namespace: &str, reason: &str) -> Vec<V
         "--field-selector",
         &format!("reason={reason}"),
     ])
+}
+
+fn node_names(cp: &ControlPlane) -> Vec<String> {
+    let mut names: Vec<String> = cp
+        .items(&["nodes"])
+        .iter()
+        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The nodes the hub marked for deletion, by its events on them (upstream's words).
+fn nodes_marked_for_deletion(cp: &ControlPlane) -> Vec<String> {
+    let mut names: Vec<String> = events_with_reason(cp, "default", "ScaleDown")
+        .iter()
+        .filter(|e| e["involvedObject"]["kind"] == "Node")
+        .filter(|e| e["message"] == "marked the node as toBeDeleted/unschedulable")
+        .filter_map(|e| e["involvedObject"]["name"].as_str().map(str::to_string))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 struct Group {
@@ -143,6 +168,7 @@ fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
         );
     }
 
+    let before: Vec<Vec<String>> = cps.iter().map(node_names).collect();
     // Scale-down through a budget: three pods left, one per node (the ReplicaSet removes
     // pods where they are most crowded), which fit on two nodes; at most one of them away
     // at a time. One node is drained through the Eviction API and its pod moves.
@@ -161,10 +187,30 @@ fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
             "3",
         ]);
     }
-    for (cp, g) in [(ocp, &OCP_GROUP), (capi, &CAPI_GROUP)] {
+    for ((cp, g), before) in [(ocp, &OCP_GROUP), (capi, &CAPI_GROUP)]
+        .into_iter()
+        .zip(&before)
+    {
         eventually(LONG, "one node drained and removed", || {
-            (group_replicas(cp, g) == 2 && ready_nodes(cp) == 2).then_some(())
+            (group_replicas(cp, g) == 2 && node_names(cp).len() == 2).then_some(())
         });
+        // The real controllers removed the node the hub chose, and no other: the hub marked
+        // its Machine, and the MachineSet controller deleted the marked one.
+        let after = node_names(cp);
+        let removed: Vec<&String> = before.iter().filter(|n| !after.contains(n)).collect();
+        let chosen = nodes_marked_for_deletion(cp);
+        assert_eq!(removed.len(), 1, "{}: removed {removed:?}", cp.name);
+        assert_eq!(
+            chosen,
+            vec![removed[0].clone()],
+            "{}: the hub chose {chosen:?}",
+            cp.name
+        );
+        assert!(
+            after.iter().all(|n| before.contains(n)),
+            "{}: a new node {after:?}",
+            cp.name
+        );
         eventually(LONG, "the three web pods running", || {
             (running_pods(cp, "web") == 3).then_some(())
         });

@@ -136,6 +136,9 @@ pub enum ReasonCode {
     /// A pod's ReplicaSet or ReplicationController asks for fewer replicas than
     /// `min_replica_count`.
     MinReplicasReached,
+    /// The node's MachineDeployment is rolling out: a MachineSet of an older revision still
+    /// has machines (upstream's Cluster API provider skips such nodes for scale-down).
+    NodeGroupRollingOut,
 }
 
 impl ReasonCode {
@@ -185,11 +188,12 @@ impl ReasonCode {
             ReasonCode::PodTooNew => "PodTooNew",
             ReasonCode::NotSimulated => "NotSimulated",
             ReasonCode::MinReplicasReached => "MinReplicasReached",
+            ReasonCode::NodeGroupRollingOut => "NodeGroupRollingOut",
         }
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 44] = [
+    pub const ALL: [ReasonCode; 45] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -234,6 +238,7 @@ impl ReasonCode {
         ReasonCode::NotSimulated,
         ReasonCode::UnexpectedError,
         ReasonCode::MinReplicasReached,
+        ReasonCode::NodeGroupRollingOut,
     ];
 }
 
@@ -357,6 +362,7 @@ mod tests {
             NotSimulated => 41,
             UnexpectedError => 42,
             MinReplicasReached => 43,
+            NodeGroupRollingOut => 44,
         }
     }
 

@@ -36,6 +36,8 @@ pub struct ScalableResource {
     pub uid: Arc<str>,
     /// `spec.replicas`; the API defaults it to 1.
     pub replicas: i64,
+    /// `status.replicas`: the machines it has, as its controller last counted them.
+    pub status_replicas: Option<i64>,
     pub owner: Option<OwnerRef>,
     /// Annotations the autoscaler reads (sizes, capacity, options); raw, validated by the engine.
     pub annotations: BTreeMap<Arc<str>, Arc<str>>,
@@ -91,6 +93,13 @@ impl Machine {
 struct ScalableWire {
     metadata: ObjectMeta,
     spec: ScalableSpecWire,
+    status: ScalableStatusWire,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct ScalableStatusWire {
+    replicas: Option<i64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -180,6 +189,10 @@ const KEPT_ANNOTATION_PREFIXES: [&str; 4] = [
     "autoscaling.openshift.io/",
 ];
 
+/// The revision of a MachineDeployment a MachineSet of it was made for (kept too: it tells
+/// whether the deployment is rolling out).
+pub const REVISION_ANNOTATION: &str = "machinedeployment.clusters.x-k8s.io/revision";
+
 /// Labels Cluster API propagates from a machine template to its Node.
 fn propagates_to_node(key: &str) -> bool {
     let domain = key.split_once('/').map_or("", |(d, _)| d);
@@ -226,9 +239,10 @@ impl ScalableResource {
             .iter()
             .flatten()
             .filter(|(k, _)| {
-                KEPT_ANNOTATION_PREFIXES
-                    .iter()
-                    .any(|pre| k.starts_with(pre))
+                *k == REVISION_ANNOTATION
+                    || KEPT_ANNOTATION_PREFIXES
+                        .iter()
+                        .any(|pre| k.starts_with(pre))
             })
             .map(|(k, v)| (p.str(k), p.str(v)))
             .collect();
@@ -257,6 +271,7 @@ impl ScalableResource {
             key,
             uid: p.opt_str(meta.uid.as_ref()),
             replicas: wire.spec.replicas.unwrap_or(1),
+            status_replicas: wire.status.replicas,
             owner: controller_of(meta, p),
             annotations,
             template_labels: p.labels(Some(&label_map)),

@@ -402,7 +402,11 @@ fn v1beta2_machineset_belongs_to_its_deployment() {
         ("MachineDeployment", "dev-md-0")
     );
     assert_eq!(ms.replicas, 1);
-    assert!(ms.annotations.is_empty(), "no autoscaler annotation");
+    // The deployment's revision it was made for is kept (is the deployment rolling out?);
+    // no other annotation of it is the autoscaler's.
+    let kept: Vec<&str> = ms.annotations.keys().map(|k| &**k).collect();
+    assert_eq!(kept, ["machinedeployment.clusters.x-k8s.io/revision"]);
+    assert_eq!(ms.status_replicas, Some(1));
 }
 
 #[test]

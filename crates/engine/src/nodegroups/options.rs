@@ -209,6 +209,7 @@ mod tests {
             key: ObjectKey::new("ns", "w"),
             uid: "u".into(),
             replicas: 1,
+            status_replicas: None,
             owner: None,
             annotations: annotations
                 .iter()

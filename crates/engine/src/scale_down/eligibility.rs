@@ -138,6 +138,9 @@ fn check(
             format!("its node group {} is at its min size {}", g.id, g.min),
         ));
     }
+    if let Some(why) = super::rollout::rolling_out(input.snapshot, g) {
+        return Err((ReasonCode::NodeGroupRollingOut, why));
+    }
     if node.scale_down_disabled {
         return Err((
             ReasonCode::ScaleDownDisabledAnnotation,

@@ -10,6 +10,7 @@ mod controllers;
 mod drain;
 mod eligibility;
 mod removal;
+mod rollout;
 mod select;
 #[cfg(test)]
 mod tests;

@@ -451,7 +451,7 @@ impl MachineController {
     }
 
     /// Keeps one MachineDeployment's MachineSet (creating it, or passing on replicas and the
-    /// failure mode) and writes the deployment's status.
+    /// deployment's annotations) and writes the deployment's status.
     fn sync_deployment<W: MachineWorld>(&self, world: &mut W, md: &Value, sets: &[(Key, Value)]) {
         let uid = md["metadata"]["uid"].as_str();
         let owned: Vec<&(Key, Value)> = sets
@@ -459,7 +459,7 @@ impl MachineController {
             .filter(|(_, s)| uid.is_some() && controller_uid(s) == uid)
             .collect();
         let replicas = md["spec"]["replicas"].as_i64().unwrap_or(1);
-        let mode = md["metadata"]["annotations"][FAILURE_MODE_ANNOTATION].clone();
+        let annotations = objects::set_annotations(md);
         match owned.first() {
             None => {
                 let set = machine_set_for(md, &self.api, world.rng());
@@ -469,16 +469,14 @@ impl MachineController {
             Some((key, _)) => {
                 let _ = world.modify(Resource::CapiMachineSets, key, |s| {
                     s["spec"]["replicas"] = json!(replicas);
-                    match &mode {
-                        Value::String(m) => {
-                            s["metadata"]["annotations"][FAILURE_MODE_ANNOTATION] = json!(m)
-                        }
-                        _ => {
-                            if let Some(a) = s["metadata"]["annotations"].as_object_mut() {
-                                a.remove(FAILURE_MODE_ANNOTATION);
-                            }
-                        }
+                    // In place, as Cluster API does: the deployment's now, the set's own
+                    // revision kept.
+                    let mut kept = annotations;
+                    let revision = "machinedeployment.clusters.x-k8s.io/revision";
+                    if let Some(r) = s["metadata"]["annotations"].get(revision) {
+                        kept.insert(revision.into(), r.clone());
                     }
+                    s["metadata"]["annotations"] = Value::Object(kept);
                 });
             }
         }

@@ -31,20 +31,48 @@ pub fn selector_string(selector: &Value) -> String {
         .unwrap_or_default()
 }
 
-/// The Cluster API MachineSet a MachineDeployment owns.
-pub fn machine_set_for(md: &Value, api: &MachineApi, rng: &mut Rng) -> Value {
-    let md_name = md["metadata"]["name"].as_str().unwrap_or_default();
-    let name = format!("{md_name}-{}", rng.name_suffix());
+/// The annotations Cluster API's MachineDeployment controller does not copy to its
+/// MachineSets (`mdutil.annotationsToSkip`): they describe the deployment itself.
+const NOT_COPIED_TO_SETS: [&str; 6] = [
+    "kubectl.kubernetes.io/last-applied-configuration",
+    "machinedeployment.clusters.x-k8s.io/revision",
+    "machinedeployment.clusters.x-k8s.io/revision-history",
+    "machinedeployment.clusters.x-k8s.io/desired-replicas",
+    "machinedeployment.clusters.x-k8s.io/max-replicas",
+    "cluster.x-k8s.io/conversion-data",
+];
+
+/// A MachineSet's annotations as Cluster API's MachineDeployment controller keeps them
+/// (`MachineSetAnnotationsFromMachineDeployment`): every annotation of the deployment but
+/// its own bookkeeping (so the autoscaler's min/max annotations too: a set owned by a
+/// deployment is still no node group), and the deployment's desired and maximum replicas
+/// (a rolling update's default surge is one).
+pub fn set_annotations(md: &Value) -> serde_json::Map<String, Value> {
     let mut annotations = serde_json::Map::new();
     if let Some(a) = md["metadata"]["annotations"].as_object() {
         for (k, v) in a {
-            if k.starts_with(crate::machine_api::CAPACITY_PREFIX)
-                || k.starts_with("sim.fleetscaler.io/")
-            {
+            if !NOT_COPIED_TO_SETS.contains(&k.as_str()) {
                 annotations.insert(k.clone(), v.clone());
             }
         }
     }
+    let replicas = md["spec"]["replicas"].as_i64().unwrap_or(1);
+    annotations.insert(
+        "machinedeployment.clusters.x-k8s.io/desired-replicas".into(),
+        json!(replicas.to_string()),
+    );
+    annotations.insert(
+        "machinedeployment.clusters.x-k8s.io/max-replicas".into(),
+        json!((replicas + 1).to_string()),
+    );
+    annotations
+}
+
+/// The Cluster API MachineSet a MachineDeployment owns.
+pub fn machine_set_for(md: &Value, api: &MachineApi, rng: &mut Rng) -> Value {
+    let md_name = md["metadata"]["name"].as_str().unwrap_or_default();
+    let name = format!("{md_name}-{}", rng.name_suffix());
+    let mut annotations = set_annotations(md);
     annotations.insert(
         "machinedeployment.clusters.x-k8s.io/revision".into(),
         json!("1"),

@@ -188,6 +188,42 @@ fn cluster_api_deployments_make_v1beta2_sets_and_machines() {
     assert_eq!(m["spec"]["providerID"], node["spec"]["providerID"]);
 }
 
+/// As Cluster API's MachineDeployment controller: a set carries every annotation of its
+/// deployment (the autoscaler's min/max ones too) but the deployment's bookkeeping, kept in
+/// step when the deployment's change.
+#[test]
+fn a_deployments_annotations_are_copied_to_its_set_and_kept_in_step() {
+    let api = MachineApi::of(Flavor::ClusterApi);
+    let mut world = Fake::new();
+    let mut md = capi_deployment(&mut world, 2);
+    md["metadata"]["annotations"] = json!({
+        "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
+        "kubectl.kubernetes.io/last-applied-configuration": "{}",
+        "machinedeployment.clusters.x-k8s.io/revision": "3"});
+    world.put(Resource::CapiMachineDeployments, md.clone());
+    let mut ctl = MachineController::new(api);
+    ctl.step(&mut world, &timing(), Instant::now());
+    let annotations =
+        |world: &Fake| world.all(api.machine_sets)[0]["metadata"]["annotations"].clone();
+    assert_eq!(
+        annotations(&world),
+        json!({"cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "5",
+            "machinedeployment.clusters.x-k8s.io/desired-replicas": "2",
+            "machinedeployment.clusters.x-k8s.io/max-replicas": "3",
+            "machinedeployment.clusters.x-k8s.io/revision": "1"})
+    );
+    md["metadata"]["annotations"] = json!({"team": "a"});
+    world.put(Resource::CapiMachineDeployments, md);
+    ctl.step(&mut world, &timing(), Instant::now());
+    assert_eq!(
+        annotations(&world),
+        json!({"team": "a",
+            "machinedeployment.clusters.x-k8s.io/desired-replicas": "2",
+            "machinedeployment.clusters.x-k8s.io/max-replicas": "3",
+            "machinedeployment.clusters.x-k8s.io/revision": "1"})
+    );
+}
+
 #[test]
 fn cluster_api_status_is_v1beta2_and_written_alone() {
     let api = MachineApi::of(Flavor::ClusterApi);
