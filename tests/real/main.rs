@@ -18,6 +18,7 @@ mod real_autoscaling;
 mod real_faults;
 mod real_helm;
 mod real_leader;
+mod real_machine_api;
 mod real_scale_down;
 mod real_scale_from_zero;
 mod real_serving;

@@ -2,10 +2,10 @@
 //! MachineDeployment → one MachineSet; MachineSet replicas → Machines, removing Machines
 //! that carry the delete-machine annotation first when scaling down; a Machine becomes a
 //! Node after the provisioning delay, or fails as its MachineSet's failure mode says
-//! (`fail`: phase Failed with an error message; `no-node`: never gets a node; `not-ready`:
-//! its node never turns Ready) or as a capacity fault of the simulated cloud matching its
-//! instance type and zone says (phase Failed with the cloud's error); a deleted Machine
-//! takes its Node with it after the deprovisioning delay. Orphans are garbage-collected as
+//! (`fail`: the cloud's error as its failure, and phase Failed on OpenShift; `no-node`:
+//! never gets a node; `not-ready`: its node never turns Ready) or as a capacity fault of the
+//! simulated cloud matching its instance type and zone says (failed with the cloud's error);
+//! a deleted Machine takes its Node with it after the deprovisioning delay. Orphans are garbage-collected as
 //! the owner-reference GC would.
 //!
 //! The logic runs against a [`MachineWorld`]: the simulated fleet's state (`SimWorld`) or a
@@ -46,6 +46,9 @@ struct MachineView {
     owner_name: String,
     deleting: bool,
     phase: String,
+    /// The cloud refused it: never launched again (Cluster API v1beta2 has no phase Failed,
+    /// only the failure fields).
+    failed: bool,
     node: Option<String>,
     marked: bool,
     /// Whether it carries the Machine controller's finalizer.
@@ -107,6 +110,24 @@ struct WireStatus {
     #[serde(deserialize_with = "or_default")]
     phase: String,
     node_ref: Option<WireNodeRef>,
+    /// OpenShift's failure.
+    error_message: Option<String>,
+    #[serde(deserialize_with = "or_default")]
+    deprecated: WireDeprecated,
+}
+
+/// Cluster API v1beta2's `status.deprecated.v1beta1`, where a failure is reported.
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct WireDeprecated {
+    #[serde(deserialize_with = "or_default")]
+    v1beta1: WireFailure,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct WireFailure {
+    failure_message: Option<String>,
 }
 
 #[derive(Default, serde::Deserialize)]
@@ -129,6 +150,9 @@ impl MachineWire {
             owner_kind: owner.kind,
             owner_name: owner.name,
             deleting: self.metadata.deletion_timestamp.is_some(),
+            failed: self.status.phase == "Failed"
+                || self.status.error_message.is_some()
+                || self.status.deprecated.v1beta1.failure_message.is_some(),
             phase: self.status.phase,
             node: self.status.node_ref.and_then(|n| n.name),
             marked: self
@@ -306,7 +330,7 @@ impl MachineController {
             alive.sort_by_key(|m| {
                 (
                     !m.marked,
-                    m.phase != "Failed",
+                    !m.failed,
                     m.node.is_some(),
                     has_ready_node(world, m),
                     std::cmp::Reverse((m.created.clone(), m.key.name.clone())),
@@ -367,7 +391,8 @@ impl MachineController {
         let names: HashSet<&str> = machines.iter().map(|m| &*m.key.name).collect();
         self.timers.retain(|name, _| names.contains(name.as_str()));
         for m in &machines {
-            let timed = m.deleting || matches!(m.phase.as_str(), "" | "Provisioning");
+            let timed =
+                m.deleting || (!m.failed && matches!(m.phase.as_str(), "" | "Provisioning"));
             if !timed || m.owner_kind != "MachineSet" {
                 self.timers.remove(&*m.key.name);
                 continue;

@@ -416,8 +416,8 @@ fn launch_failure(
         .map(|f| f.failure_message(instance_type, zone))
 }
 
-/// A machine whose instance could not be launched: phase Failed, the cloud's error as its
-/// failure message. Its reason is the Machine APIs' category for a failed create
+/// A machine whose instance could not be launched: the cloud's error as its failure message
+/// (and phase Failed on OpenShift). Its reason is the Machine APIs' category for a failed create
 /// (`CreateError`), not the cloud's code: what went wrong, the message says, as a real
 /// provider's does, so that readers of machines tell capacity errors by the cloud's words.
 fn fail<W: MachineWorld>(
@@ -427,7 +427,11 @@ fn fail<W: MachineWorld>(
     message: &str,
 ) -> Result<(), W::Error> {
     world.modify(api.machines, key, |m| {
-        m["status"]["phase"] = json!("Failed");
+        // Cluster API v1beta2 has no phase Failed any more (its Machine controller never
+        // sets it): the failure is in the v1beta1 fields alone.
+        if api.flavor == Flavor::OpenShift {
+            m["status"]["phase"] = json!("Failed");
+        }
         api.set_failure(&mut m["status"], "CreateError", message);
     })
 }

@@ -292,7 +292,8 @@ fn failure_modes_shape_the_machine_and_its_node() {
     }
     ctl.step(&mut world, &timing(), start + Duration::from_secs(3));
     for m in world.all(api.machines) {
-        assert_eq!(m["status"]["phase"], "Failed");
+        // As Cluster API v1beta2: no phase Failed, the failure in the v1beta1 fields.
+        assert_eq!(m["status"]["phase"], "Provisioning");
         let legacy = &m["status"]["deprecated"]["v1beta1"];
         assert!(
             legacy["failureMessage"]
