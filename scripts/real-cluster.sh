@@ -6,7 +6,8 @@
 #                                                  (cached); prints the directory of binaries;
 #                                                  --upstream: also cluster-autoscaler
 #   scripts/real-cluster.sh up DIR [--name NAME] [--provision-delay D] [--no-machines]
-#                                                  [--no-watch-cache] [--owner PID]
+#                                                  [--no-cluster-api] [--no-watch-cache]
+#                                                  [--owner PID]
 #                                                  start one control plane; returns once it is
 #                                                  ready; writes DIR/kubeconfig (context NAME)
 #   scripts/real-cluster.sh down DIR               stop exactly the processes `up` started
@@ -410,12 +411,17 @@ kubectl_in() {
 }
 
 apply_crds() {
-    local dir=$1 bin=$2
-    kubectl_in "$dir" apply --server-side -f "$bin/crds.v2" -f "$testbed/cloud/crds.yaml" >/dev/null
+    local dir=$1 bin=$2 capi=$3 files=() f
+    for f in "$bin"/crds.v2/*.yaml; do
+        [ "$capi" = 1 ] || [[ $(basename "$f") != capi-* ]] || continue
+        files+=(-f "$f")
+    done
+    [ "$capi" = 0 ] || files+=(-f "$testbed/cloud/crds.yaml")
+    kubectl_in "$dir" apply --server-side "${files[@]}" >/dev/null
     # Cluster API is served and stored as v1beta2 only, as on a cluster whose conversion
     # webhook is absent: v1beta1 answers nothing rather than wrong shapes.
     local crd versions i patch
-    for crd in machinedeployments machinesets machines; do
+    for crd in $([ "$capi" = 0 ] || echo machinedeployments machinesets machines); do
         crd=$crd.cluster.x-k8s.io
         versions=$(kubectl_in "$dir" get crd "$crd" -o jsonpath='{.spec.versions[*].name}')
         i=0
@@ -434,12 +440,14 @@ apply_crds() {
 }
 
 cmd_up() {
-    local dir="" name=testbed delay=2s machines=1 owner="" apiserver_flags=""
+    local dir="" name=testbed delay=2s machines=1 capi=1 owner="" apiserver_flags=""
     while [ $# -gt 0 ]; do
         case $1 in
         --name) name=$2; shift 2 ;;
         --provision-delay) delay=$2; shift 2 ;;
         --no-machines) machines=0; shift ;;
+        # An OpenShift cluster as most are: no Cluster API (its CRDs, manager and Cluster).
+        --no-cluster-api) capi=0; shift ;;
         # Watches served by etcd itself: a watch from a compacted revision is a 410 at once
         # (the watch cache would replay its state as ADDED events instead, until it has
         # dropped events of its own).
@@ -472,14 +480,16 @@ cmd_up() {
     start_apiserver "$dir" "$bin"
     wait_for kube-apiserver 60 "$dir" api_ready "$dir" || { cmd_down "$dir"; die "kube-apiserver did not become ready"; }
     start_controllers "$dir" "$bin"
-    apply_crds "$dir" "$bin" || { cmd_down "$dir"; die "could not apply the CRDs"; }
+    apply_crds "$dir" "$bin" "$capi" || { cmd_down "$dir"; die "could not apply the CRDs"; }
     # The default ServiceAccount appears once the controller-manager works: pods can be made.
     wait_for "the controller-manager" 60 "$dir" kubectl_in "$dir" get serviceaccount default \
         || { cmd_down "$dir"; die "kube-controller-manager did not start"; }
     openshift_config "$dir" "$name" || { cmd_down "$dir"; die "could not write OpenShift's cluster configuration"; }
     start_openshift_controllers "$dir" "$bin"
-    start_cluster_api "$dir" "$bin" || { cmd_down "$dir"; die "Cluster API's manager did not start"; }
-    capi_cluster "$dir" "$name" || { cmd_down "$dir"; die "could not create the Cluster object"; }
+    if [ $capi = 1 ]; then
+        start_cluster_api "$dir" "$bin" || { cmd_down "$dir"; die "Cluster API's manager did not start"; }
+        capi_cluster "$dir" "$name" || { cmd_down "$dir"; die "could not create the Cluster object"; }
+    fi
     [ -z "$fleetscaler" ] || start_machines "$dir" "$fleetscaler" "$delay"
     [ -z "$owner" ] || watch_owner "$dir" "$owner"
     log "$name up in $((SECONDS - start_time)) s: KUBECONFIG=$dir/kubeconfig"
