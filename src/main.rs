@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 /// Projecting a cluster's objects is mostly allocation: mimalloc does it faster than the
 /// system's allocator and returns the memory of a relist's burst instead of keeping it.
@@ -36,6 +36,13 @@ enum Command {
     Status(fleetscaler::cli::status::StatusArgs),
     /// Run only a simulated fleet (HTTPS Kubernetes API servers on loopback), for kubectl or tests.
     Sim(fleetscaler::sim::cli::SimArgs),
+    /// Shell completions on stdout: `source <(fleetscaler completions bash)`.
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
+    },
+    /// This command line's manual page (roff) on stdout: `fleetscaler man | man -l -`.
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -72,6 +79,14 @@ fn main() -> ExitCode {
             rt.block_on(fleetscaler::cli::status::run(&args, &mut out))
                 .map_err(anyhow::Error::from)
         }),
+        // Both from the command line's own definition, so they never fall behind it.
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "fleetscaler", &mut out);
+            Ok(())
+        }
+        Command::Man => clap_mangen::Man::new(Cli::command())
+            .render(&mut out)
+            .map_err(anyhow::Error::from),
         Command::Sim(args) => {
             drop(out);
             // `sim machines` reports each failed call as one log line of its own (`RUST_LOG`

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::cluster::client::{ClientError, load_kubeconfig};
+use crate::cluster::client::{ClientError, kubeconfig_place, load_kubeconfig, require_context};
 use crate::config::{ConfigIssue, FleetConfig};
 
 /// Every kubeconfig problem, each under the key that names the file or the context. The
@@ -14,12 +14,9 @@ pub fn check(cfg: &FleetConfig) -> Vec<ConfigIssue> {
     let mut issues = Vec::new();
     let mut reported = BTreeSet::new();
     for (i, c) in cfg.clusters.iter().enumerate().filter(|(_, c)| c.enabled) {
-        let (key, files) = match &c.kubeconfig {
-            Some(path) => (format!("clusters[{i}].kubeconfig"), vec![path.clone()]),
-            None if !cfg.hub.kubeconfigs.is_empty() => {
-                ("hub.kubeconfigs".to_string(), cfg.hub.kubeconfigs.clone())
-            }
-            None => ("hub.kubeconfigs".to_string(), Vec::new()),
+        let key = match &c.kubeconfig {
+            Some(_) => format!("clusters[{i}].kubeconfig"),
+            None => "hub.kubeconfigs".to_string(),
         };
         let kubeconfig = match load_kubeconfig(c.kubeconfig.as_deref(), &cfg.hub.kubeconfigs) {
             Ok(kc) => kc,
@@ -34,32 +31,11 @@ pub fn check(cfg: &FleetConfig) -> Vec<ConfigIssue> {
                 continue;
             }
         };
-        let context = c.context();
-        if !kubeconfig.contexts.iter().any(|n| n.name == context) {
-            let known: Vec<&str> = kubeconfig
-                .contexts
-                .iter()
-                .map(|n| n.name.as_str())
-                .collect();
-            let source = if files.is_empty() {
-                "the default kubeconfig".to_string()
-            } else {
-                files
-                    .iter()
-                    .map(|p| p.display().to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            };
+        let place = || kubeconfig_place(c.kubeconfig.as_deref(), &cfg.hub.kubeconfigs);
+        if let Err(e) = require_context(&kubeconfig, c.context(), place) {
             issues.push(ConfigIssue {
                 key: format!("clusters[{i}].context"),
-                message: format!(
-                    "context {context:?} is not in {source} (its contexts: {})",
-                    if known.is_empty() {
-                        "none".to_string()
-                    } else {
-                        known.join(", ")
-                    }
-                ),
+                message: e.to_string(),
             });
         }
     }

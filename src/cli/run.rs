@@ -59,6 +59,7 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
         config.clusters.len(),
         args.config.display()
     );
+    warn_misconfigured(&config, &args.config);
     let cancel = CancellationToken::new();
     let serving = config.hub.clone();
     server::check(&serving).await?;
@@ -74,6 +75,19 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     }
     stop_gracefully(hub, cancel, telemetry).await;
     Ok(())
+}
+
+/// What `check-config` would say of the kubeconfigs and contexts, said at start: a cluster
+/// whose context is mistyped runs as misconfigured, and the hub's first lines say why.
+fn warn_misconfigured(config: &FleetConfig, path: &std::path::Path) {
+    for issue in super::kubeconfigs::check(config) {
+        tracing::warn!(
+            "{}: {}: {} (the cluster is misconfigured until this is fixed; `fleetscaler check-config` checks it)",
+            path.display(),
+            issue.key,
+            issue.message
+        );
+    }
 }
 
 /// Spans still queued at a clean stop, and the metrics read once more, are sent within this

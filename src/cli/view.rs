@@ -97,6 +97,7 @@ pub fn cluster_line(r: &ClusterReport, now: Timestamp) -> String {
         Phase::Running if r.dry_run => "dry-run",
         Phase::Running => "running",
         Phase::Failed => "FAILED",
+        Phase::Misconfigured => "MISCONFIG",
         Phase::Stopped => "stopped",
     };
     let last = match (&r.message, r.last_action()) {

@@ -33,6 +33,13 @@ pub enum ClientError {
         #[source]
         source: KubeconfigError,
     },
+    /// The context fleet.toml names is not in the kubeconfig: a typo, or the wrong file.
+    #[error("context {context:?} is not in {place} (its contexts: {known})")]
+    UnknownContext {
+        context: String,
+        place: String,
+        known: String,
+    },
     #[error("kubeconfig context {context:?}: {source}")]
     Context {
         context: String,
@@ -78,6 +85,75 @@ pub enum ContextError {
         "the token of user {user:?} holds a character no HTTP header can carry (a line break?)"
     )]
     Token { user: String },
+}
+
+/// Contexts named in an unknown-context error, at most: a kubeconfig of a thousand clusters
+/// must not make a thousand-name log line.
+const CONTEXTS_NAMED: usize = 20;
+
+/// The context fleet.toml names is in the kubeconfig read from `place` (said in the error:
+/// the file, the hub's files, the default kubeconfig), or an error that lists its contexts.
+pub fn require_context(
+    kubeconfig: &Kubeconfig,
+    context: &str,
+    place: impl FnOnce() -> String,
+) -> Result<(), ClientError> {
+    if kubeconfig.contexts.iter().any(|c| c.name == context) {
+        return Ok(());
+    }
+    let names: Vec<&str> = kubeconfig
+        .contexts
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    let mut known = names
+        .iter()
+        .take(CONTEXTS_NAMED)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.is_empty() {
+        known = "none".into();
+    } else if names.len() > CONTEXTS_NAMED {
+        known.push_str(&format!(", and {} more", names.len() - CONTEXTS_NAMED));
+    }
+    Err(ClientError::UnknownContext {
+        context: context.to_string(),
+        place: place(),
+        known,
+    })
+}
+
+/// The API server a context points at, as its kubeconfig says (what a connection error
+/// names, beside the context).
+pub fn server_of(kubeconfig: &Kubeconfig, context: &str) -> Option<String> {
+    let ctx = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == context)?
+        .context
+        .as_ref()?;
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.name == ctx.cluster)?
+        .cluster
+        .as_ref()?
+        .server
+        .clone()
+}
+
+/// Where a cluster's kubeconfig comes from, as its errors name it.
+pub fn kubeconfig_place(cluster_file: Option<&Path>, hub_files: &[PathBuf]) -> String {
+    match cluster_file {
+        Some(path) => path.display().to_string(),
+        None if hub_files.is_empty() => "the default kubeconfig".to_string(),
+        None => hub_files
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
 }
 
 /// The kubeconfig a cluster reads: its own file if fleet.toml names one, else the hub's
@@ -244,7 +320,7 @@ async fn build_client(
 
 /// What kube's client stack takes on trust and panics on later, checked here: the cluster's
 /// server is an http(s) URL, and the user's token fits in an HTTP header. A context that
-/// is not there is left to kube, which names it.
+/// is not there is [`require_context`]'s to name (or kube's, on paths that do not ask it).
 fn check_context(kubeconfig: &Kubeconfig, context: &str) -> Result<(), ContextError> {
     use secrecy::ExposeSecret;
     let Some(ctx) = kubeconfig
@@ -255,20 +331,14 @@ fn check_context(kubeconfig: &Kubeconfig, context: &str) -> Result<(), ContextEr
     else {
         return Ok(());
     };
-    let server = kubeconfig
-        .clusters
-        .iter()
-        .find(|c| c.name == ctx.cluster)
-        .and_then(|c| c.cluster.as_ref())
-        .and_then(|c| c.server.as_deref());
-    if let Some(server) = server {
+    if let Some(server) = server_of(kubeconfig, context) {
         let ok = server.parse::<http::Uri>().ok().is_some_and(|u| {
             matches!(u.scheme_str(), Some("https" | "http")) && u.host().is_some()
         });
         if !ok {
             return Err(ContextError::Server {
                 cluster: ctx.cluster.clone(),
-                server: server.to_string(),
+                server,
             });
         }
     }

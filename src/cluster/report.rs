@@ -31,6 +31,9 @@ pub enum Phase {
     Running,
     /// The runner stopped on an error; the hub restarts it after a backoff.
     Failed,
+    /// Its configuration cannot be used (a context not in its kubeconfig, a kubeconfig that
+    /// is not one): tried again after a backoff, and not counted as an unhealthy cluster.
+    Misconfigured,
     /// Removed from fleet.toml, disabled, or the hub is shutting down.
     Stopped,
 }
@@ -42,6 +45,7 @@ impl Phase {
             Phase::Syncing => "syncing",
             Phase::Running => "running",
             Phase::Failed => "failed",
+            Phase::Misconfigured => "misconfigured",
             Phase::Stopped => "stopped",
         }
     }

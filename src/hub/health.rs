@@ -22,6 +22,9 @@ pub enum ClusterState {
     Unhealthy,
     /// Its runner failed and is waiting to be restarted.
     Failed,
+    /// Its configuration cannot be used (fleet.toml or its kubeconfig): a mistake to fix, not
+    /// an outage, so it does not count against the fleet.
+    Misconfigured,
     /// Connecting or listing before its first pass.
     Starting,
     /// Disabled, removed or shutting down: not counted.
@@ -32,10 +35,11 @@ pub enum ClusterState {
 pub const STARTUP_LIMIT: Duration = Duration::from_secs(180);
 
 impl ClusterState {
-    pub const ALL: [ClusterState; 5] = [
+    pub const ALL: [ClusterState; 6] = [
         ClusterState::Healthy,
         ClusterState::Unhealthy,
         ClusterState::Failed,
+        ClusterState::Misconfigured,
         ClusterState::Starting,
         ClusterState::Stopped,
     ];
@@ -65,6 +69,7 @@ impl ClusterState {
             }
             Phase::Connecting | Phase::Syncing => (ClusterState::Starting, Some(message())),
             Phase::Failed => (ClusterState::Failed, r.message.clone()),
+            Phase::Misconfigured => (ClusterState::Misconfigured, r.message.clone()),
             Phase::Stopped => (ClusterState::Stopped, r.message.clone()),
             Phase::Running => match &r.last_pass {
                 None => (
@@ -89,6 +94,7 @@ impl ClusterState {
             ClusterState::Healthy => "healthy",
             ClusterState::Unhealthy => "unhealthy",
             ClusterState::Failed => "failed",
+            ClusterState::Misconfigured => "misconfigured",
             ClusterState::Starting => "starting",
             ClusterState::Stopped => "stopped",
         }
@@ -330,6 +336,22 @@ mod tests {
         assert_eq!(h.state, FleetState::Degraded);
         let two = [reports[0].clone(), reports[2].clone()];
         assert_eq!(judge(&two, &config).state, FleetState::Healthy);
+    }
+
+    /// Issue 25, point 3: two of three clusters with a mistyped context paused scale-down in
+    /// the third, healthy one.
+    #[test]
+    fn misconfigured_clusters_never_degrade_it() {
+        let config = FleetHealthConfig::default();
+        let reports = [
+            report("a", Phase::Misconfigured, false, 0, 0),
+            report("b", Phase::Misconfigured, false, 0, 0),
+            report("c", Phase::Running, true, 3, 0),
+        ];
+        let h = judge(&reports, &config);
+        assert_eq!(h.state, FleetState::Healthy, "{}", h.reason);
+        assert!(!h.scale_down_paused);
+        assert_eq!(ClusterState::of(&reports[0]).as_str(), "misconfigured");
     }
 
     #[test]

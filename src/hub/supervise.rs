@@ -14,7 +14,10 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::cluster::ClusterName;
-use crate::cluster::client::{connect_as, inline_kubeconfig, load_kubeconfig, user_agent};
+use crate::cluster::client::{
+    connect_as, inline_kubeconfig, kubeconfig_place, load_kubeconfig, require_context, server_of,
+    user_agent,
+};
 use crate::cluster::error::Category;
 use crate::cluster::fleet_inputs::FleetLink;
 use crate::cluster::gate::WriteGate;
@@ -78,9 +81,13 @@ where
         let memory = EngineMemory::default();
         loop {
             let started = Instant::now();
-            let (failure, category) = match attempt(&s, &cancel, &run, &memory).await {
+            let Failure {
+                message: failure,
+                category,
+                misconfigured,
+            } = match attempt(&s, &cancel, &run, &memory).await {
                 Ok(()) if cancel.is_cancelled() => break,
-                Ok(()) => (
+                Ok(()) => Failure::of(
                     "the runner stopped without being asked to".to_string(),
                     Category::Other,
                 ),
@@ -97,19 +104,31 @@ where
             ) {
                 backoff = backoff.max(PERMANENT_BACKOFF);
             }
-            tracing::warn!(
-                "cluster runner failed, restarting in {}s: {failure}",
-                backoff.as_secs()
-            );
+            // A configuration mistake is not an outage: the cluster is reported misconfigured
+            // (not counted against the fleet's health) until its configuration changes.
+            let (phase, what) = if misconfigured {
+                (
+                    Phase::Misconfigured,
+                    "cluster is misconfigured, trying again",
+                )
+            } else {
+                (Phase::Failed, "cluster runner failed, restarting")
+            };
+            tracing::warn!("{what} in {}s: {failure}", backoff.as_secs());
             let message = format!(
-                "{failure} ({}; restarting in {}s)",
+                "{failure} ({}; {} in {}s)",
                 category.as_str(),
+                if misconfigured {
+                    "trying again"
+                } else {
+                    "restarting"
+                },
                 backoff.as_secs()
             );
             s.report.send_modify(|r| {
                 r.restarts += 1;
                 r.counters.record_error(category);
-                r.set_phase(Phase::Failed, Some(message), Timestamp::now());
+                r.set_phase(phase, Some(message), Timestamp::now());
             });
             tokio::select! {
                 _ = cancel.cancelled() => break,
@@ -124,9 +143,38 @@ where
     .await
 }
 
+/// Why an attempt ended.
+struct Failure {
+    message: String,
+    category: Category,
+    /// The cluster's configuration cannot be used (a context not in its kubeconfig, a
+    /// kubeconfig that does not parse as one): someone has to fix fleet.toml or the file.
+    misconfigured: bool,
+}
+
+impl Failure {
+    fn of(message: String, category: Category) -> Self {
+        Failure {
+            message,
+            category,
+            misconfigured: false,
+        }
+    }
+}
+
+/// The failure to build a client: a configuration mistake when it will not pass by itself.
+fn configuration(e: crate::cluster::client::ClientError) -> Failure {
+    let (message, category) = classify(e);
+    Failure {
+        message,
+        misconfigured: category == Category::Invalid,
+        category,
+    }
+}
+
 /// A kubeconfig that cannot be read or used needs someone to fix it; a credential plugin
 /// that failed may do better next time.
-fn configuration(e: crate::cluster::client::ClientError) -> (String, Category) {
+fn classify(e: crate::cluster::client::ClientError) -> (String, Category) {
     use crate::cluster::client::ClientError;
     let category = match &e {
         // A file not there yet (a Secret being mounted) or a plugin that failed may do
@@ -139,6 +187,7 @@ fn configuration(e: crate::cluster::client::ClientError) -> (String, Category) {
         ClientError::KubeconfigFile(_) => Category::Invalid,
         ClientError::Build { .. } => Category::Other,
         ClientError::Context { .. }
+        | ClientError::UnknownContext { .. }
         | ClientError::Invalid { .. }
         | ClientError::Inline { .. }
         | ClientError::InCluster { .. } => Category::Invalid,
@@ -152,7 +201,7 @@ async fn attempt<R, F>(
     cancel: &CancellationToken,
     run: &R,
     memory: &EngineMemory,
-) -> Result<(), (String, Category)>
+) -> Result<(), Failure>
 where
     R: Fn(Arc<Context>, watch::Receiver<Arc<RunnerSpec>>, CancellationToken) -> F,
     F: Future<Output = Result<(), RunnerError>> + Send + 'static,
@@ -163,6 +212,15 @@ where
         None => load_kubeconfig(c.kubeconfig.as_deref(), &c.hub_kubeconfigs),
     }
     .map_err(configuration)?;
+    if c.discovered.is_none() {
+        let place = || kubeconfig_place(c.kubeconfig.as_deref(), &c.hub_kubeconfigs);
+        require_context(&kubeconfig, &c.context, place).map_err(configuration)?;
+    }
+    // Every failure of the runner says where it was talking to.
+    let target = match server_of(&kubeconfig, &c.context) {
+        Some(server) => format!("server {server}, context {}", c.context),
+        None => format!("context {}", c.context),
+    };
     // Every request says which replica sent it (the API server's audit log keeps it).
     let agent = user_agent(Some(&s.instance));
     let client = tokio::select! {
@@ -184,12 +242,15 @@ where
     });
     let task = tokio::spawn(run(ctx, s.spec.clone(), cancel.child_token()).in_current_span());
     match task.await {
-        Ok(result) => result.map_err(|e| (e.to_string(), e.category())),
-        Err(e) if e.is_panic() => Err((
+        Ok(result) => result.map_err(|e| Failure::of(format!("{e} ({target})"), e.category())),
+        Err(e) if e.is_panic() => Err(Failure::of(
             format!("the runner panicked: {}", panic_message(e)),
             Category::Other,
         )),
-        Err(e) => Err((format!("the runner task ended: {e}"), Category::Other)),
+        Err(e) => Err(Failure::of(
+            format!("the runner task ended: {e}"),
+            Category::Other,
+        )),
     }
 }
 
@@ -250,6 +311,43 @@ mod tests {
             pool: Default::default(),
         };
         (s, report_rx)
+    }
+
+    /// Issue 25, point 3: a mistyped context is a misconfigured cluster, said in the words
+    /// check-config uses, never a runner started on it.
+    #[tokio::test(start_paused = true)]
+    async fn a_context_not_in_the_kubeconfig_is_a_misconfigured_cluster() {
+        let dir = std::env::temp_dir().join(format!("fleetscaler-sup-ctx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (mut s, mut report) = supervised(&dir);
+        s.connection.context = "esat".into();
+        let runs = Arc::new(AtomicUsize::new(0));
+        let counted = runs.clone();
+        let run = move |_ctx, _spec, _cancel: CancellationToken| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async move { Ok(()) }
+        };
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(supervise_with(s, cancel.clone(), run));
+        let seen = report
+            .wait_for(|r| r.phase == Phase::Misconfigured)
+            .await
+            .unwrap()
+            .clone();
+        let message = seen.message.unwrap_or_default();
+        let file = dir.join("kubeconfig");
+        assert!(
+            message.starts_with(&format!(
+                "context \"esat\" is not in {} (its contexts: east)",
+                file.display()
+            )),
+            "{message}"
+        );
+        assert!(message.contains("trying again in 30s"), "{message}");
+        assert_eq!(runs.load(Ordering::SeqCst), 0);
+        cancel.cancel();
+        task.await.unwrap();
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[tokio::test(start_paused = true)]

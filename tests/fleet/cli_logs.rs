@@ -233,6 +233,12 @@ async fn an_unreachable_cluster_fails_in_one_line_per_attempt() {
             .contains("Connection refused"),
         "{failed}"
     );
+    // Issue 25, point 4: where it was talking to.
+    let server = format!("(server https://127.0.0.1:{port}, context sim-1)");
+    assert!(
+        failed["message"].as_str().unwrap().contains(&server),
+        "{failed}"
+    );
     hub.stop().await;
 }
 

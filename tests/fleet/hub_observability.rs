@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use e2e_support::*;
 use fleetscaler::cluster::report::Phase;
-use fleetscaler::hub::health::FleetState;
+use fleetscaler::hub::health::{ClusterState, FleetState};
 use fleetscaler::sim::faults::Faults;
 use fleetscaler::sim::settings::Flavor;
 use serde_json::Value;
@@ -228,6 +228,57 @@ async fn a_degraded_fleet_holds_scale_down_everywhere() {
         async move { (n < scaled).then_some(()) }
     })
     .await;
+    hub.stop().await;
+    fleet.shutdown().await;
+}
+
+/// Issue 25, point 3: two of three clusters with a mistyped context were counted unhealthy,
+/// so the fleet was degraded and the healthy one never scaled down. Misconfigured clusters
+/// are reported as such, with check-config's words, and count for nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mistyped_contexts_do_not_hold_back_the_healthy_cluster() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let dir = TempDir::new("misconfigured");
+    let mut config = fleet_config(&fleet, dir.path(), fast_settings());
+    for typo in ["east", "west"] {
+        let mut c = cluster_config(typo);
+        c.context = Some(format!("{typo}-typo"));
+        config.clusters.push(c);
+    }
+    let hub = Hub::start(config).await;
+    let view = hub.view();
+    for typo in ["east", "west"] {
+        let r = eventually(LONG, "the cluster reported misconfigured", || {
+            let r = view.report(typo).unwrap();
+            async move { (r.phase == Phase::Misconfigured).then_some(r) }
+        })
+        .await;
+        let message = r.message.unwrap_or_default();
+        assert!(
+            message.contains(&format!("context \"{typo}-typo\" is not in"))
+                && message.contains("(its contexts: sim-1)"),
+            "{message}"
+        );
+    }
+    let one = &fleet.clusters()[0];
+    create_pods(one, "web", 8, "3").await;
+    eventually(LONG, "all eight pods running", || {
+        let n = running(&pods(one, "web"));
+        async move { (n == 8).then_some(()) }
+    })
+    .await;
+    let scaled = sum_replicas(&worker_groups(one));
+    delete_pods(one, "web").await;
+    eventually(LONG, "sim-1 scaled down", || {
+        let n = sum_replicas(&worker_groups(one));
+        async move { (n < scaled).then_some(()) }
+    })
+    .await;
+    let h = view.health();
+    assert_eq!(h.state, FleetState::Healthy, "{}", h.reason);
+    // As the API and the dashboard class it.
+    let east = view.report("east").unwrap();
+    assert_eq!(ClusterState::of(&east), ClusterState::Misconfigured);
     hub.stop().await;
     fleet.shutdown().await;
 }

@@ -26,6 +26,7 @@ mod chart_observability;
 mod chart_serving;
 mod chart_sharding;
 mod cli_check_config;
+mod cli_completions;
 mod cli_demo;
 mod cli_logs;
 mod cli_plan;

@@ -125,6 +125,11 @@ fn two_replicas_share_real_clusters_and_one_takes_over_the_others() {
         ok.then_some(())
     });
 
+    // a has written to m1 (its first pass's status) before it dies: holding the lease is
+    // not yet having written, and on a loaded machine the first pass comes later.
+    eventually(LONG, "a writing to m1", || {
+        (writers(m1) == ["a"]).then_some(())
+    });
     // a dies without letting go: b takes m1 once a's Leases expire, and scales it.
     a.kill();
     eventually(LONG, "b holding m1", || {

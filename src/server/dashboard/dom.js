@@ -89,6 +89,9 @@ export function health(c) {
   switch (c.phase) {
     case "failed":
       return {level: "bad", text: "failed", detail: c.message};
+    case "misconfigured":
+      // A mistake in fleet.toml or a kubeconfig: to fix, but not an outage.
+      return {level: "warn", text: "misconfigured", detail: c.message};
     case "connecting":
     case "syncing":
       return {level: "idle", text: c.phase, detail: c.message};
