@@ -53,10 +53,6 @@ fn replicas(cp: &ControlPlane, resource: &str, namespace: &str, name: &str) -> i
         .unwrap_or(-1)
 }
 
-fn ready_nodes(cp: &ControlPlane) -> usize {
-    cp.items(&["nodes"]).iter().filter(|n| is_ready(n)).count()
-}
-
 fn events_with_reason(cp: &ControlPlane, namespace: &str, reason: &str) -> Vec<Value> {
     cp.items(&[
         "events",
@@ -65,16 +61,6 @@ fn events_with_reason(cp: &ControlPlane, namespace: &str, reason: &str) -> Vec<V
         "--field-selector",
         &format!("reason={reason}"),
     ])
-}
-
-fn node_names(cp: &ControlPlane) -> Vec<String> {
-    let mut names: Vec<String> = cp
-        .items(&["nodes"])
-        .iter()
-        .filter_map(|n| n["metadata"]["name"].as_str().map(str::to_string))
-        .collect();
-    names.sort();
-    names
 }
 
 /// The nodes the hub marked for deletion, by its events on them (upstream's words).

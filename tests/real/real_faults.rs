@@ -15,7 +15,6 @@ use real_support::*;
 use serde_json::Value;
 
 const LONG: Duration = Duration::from_secs(180);
-const TAINT: &str = "ToBeDeletedByClusterAutoscaler";
 const GROUP: &str = "w";
 
 fn hub_toml(kubeconfig: &Path) -> String {
@@ -37,20 +36,6 @@ use_cluster_autoscaler = false
 "#,
         kubeconfig.display()
     )
-}
-
-fn tainted(cp: &ControlPlane) -> Vec<String> {
-    cp.items(&["nodes"])
-        .iter()
-        .filter(|n| {
-            n["spec"]["taints"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|t| t["key"] == TAINT)
-        })
-        .map(name)
-        .collect()
 }
 
 fn machines(cp: &ControlPlane) -> Vec<Value> {
@@ -82,7 +67,8 @@ fn settled(cp: &ControlPlane) -> Option<()> {
     let marked = alive
         .iter()
         .any(|m| !m["metadata"]["annotations"]["machine.openshift.io/delete-machine"].is_null());
-    (alive.len() as i64 == replicas(cp) && !marked && tainted(cp).is_empty()).then_some(())
+    (alive.len() as i64 == replicas(cp) && !marked && tainted_for_deletion(cp).is_empty())
+        .then_some(())
 }
 
 fn set_min_available(cp: &ControlPlane, n: u32) {
@@ -160,7 +146,7 @@ fn compaction_and_apiserver_restarts_lose_nothing_and_leave_nothing_half_done() 
     // The removal waits 3 s after the taint before it drains: the apiserver goes down in
     // that window, under the drain, the mark and the decrement.
     eventually(LONG, "a node tainted for removal", || {
-        tainted(cp).into_iter().next()
+        tainted_for_deletion(cp).into_iter().next()
     });
     cp.restart("kube-apiserver");
     // The removal finishes, or is undone (or repaired) and done again, on that node or

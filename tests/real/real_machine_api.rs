@@ -74,28 +74,16 @@ fn spec_replicas(cp: &ControlPlane, resource: &str, ns: &str, name: &str) -> i64
         .unwrap()
 }
 
-fn node_names(cp: &ControlPlane) -> Vec<String> {
-    let mut names: Vec<String> = cp.items(&["nodes"]).iter().map(name).collect();
-    names.sort();
-    names
-}
-
-fn ready_nodes(cp: &ControlPlane) -> usize {
-    cp.items(&["nodes"]).iter().filter(|n| is_ready(n)).count()
-}
-
-fn tainted_for_deletion(cp: &ControlPlane) -> Vec<String> {
-    cp.items(&["nodes"])
-        .iter()
-        .filter(|n| {
-            n["spec"]["taints"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|t| t["key"] == "ToBeDeletedByClusterAutoscaler")
-        })
-        .map(name)
-        .collect()
+/// `kubectl annotate` of the `workers` MachineDeployment (`key=value`, or `key-` to remove).
+fn annotate_workers(cp: &ControlPlane, annotation: &str) {
+    cp.kubectl(&[
+        "annotate",
+        "machinedeployment",
+        "-n",
+        CAPI_NS,
+        "workers",
+        annotation,
+    ]);
 }
 
 /// The MachineSets of MachineDeployment `md`: (name, spec.replicas, status.replicas).
@@ -160,14 +148,7 @@ fn a_rolling_out_machine_deployment_keeps_its_idle_nodes_until_the_rollout_ends(
          metadata: {name: workers-v2, namespace: openshift-cluster-api}\n\
          spec: {template: {spec: {instanceType: m6i.xlarge}}}\n",
     );
-    cp.kubectl(&[
-        "annotate",
-        "machinedeployment",
-        "-n",
-        CAPI_NS,
-        "workers",
-        "sim.fleetscaler.io/failure-mode=not-ready",
-    ]);
+    annotate_workers(cp, "sim.fleetscaler.io/failure-mode=not-ready");
     cp.kubectl(&[
         "patch",
         "machinedeployment",
@@ -219,14 +200,7 @@ fn a_rolling_out_machine_deployment_keeps_its_idle_nodes_until_the_rollout_ends(
     );
 
     // The rollout ends: new machines get Ready nodes, the old ones are replaced.
-    cp.kubectl(&[
-        "annotate",
-        "machinedeployment",
-        "-n",
-        CAPI_NS,
-        "workers",
-        "sim.fleetscaler.io/failure-mode-",
-    ]);
+    annotate_workers(cp, "sim.fleetscaler.io/failure-mode-");
     for node in cp.items(&["nodes"]).iter().filter(|n| !is_ready(n)) {
         cp.kubectl(&[
             "annotate",

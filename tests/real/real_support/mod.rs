@@ -324,6 +324,33 @@ pub fn http_get(addr: &str, path: &str) -> Option<String> {
         .or_else(|| head.starts_with("HTTP/1.0 200").then(|| body.to_string()))
 }
 
+/// The names of the cluster's Nodes, sorted.
+pub fn node_names(cp: &ControlPlane) -> Vec<String> {
+    let mut names: Vec<String> = cp.items(&["nodes"]).iter().map(name).collect();
+    names.sort();
+    names
+}
+
+/// How many of the cluster's Nodes are Ready.
+pub fn ready_nodes(cp: &ControlPlane) -> usize {
+    cp.items(&["nodes"]).iter().filter(|n| is_ready(n)).count()
+}
+
+/// The Nodes carrying the autoscaler's deletion taint.
+pub fn tainted_for_deletion(cp: &ControlPlane) -> Vec<String> {
+    cp.items(&["nodes"])
+        .iter()
+        .filter(|n| {
+            n["spec"]["taints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|t| t["key"] == "ToBeDeletedByClusterAutoscaler")
+        })
+        .map(name)
+        .collect()
+}
+
 /// `name` of an object.
 pub fn name(v: &Value) -> String {
     v["metadata"]["name"]
