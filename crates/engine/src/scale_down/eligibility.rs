@@ -91,8 +91,15 @@ pub(super) fn candidates(
 ) -> (Vec<Candidate>, Vec<NotRemovable>) {
     let mut out = Vec::new();
     let mut stays = Vec::new();
+    // Once per group, not per node: a group of a thousand nodes has one rollout state.
+    let rollouts: Vec<Option<String>> = input
+        .groups
+        .groups
+        .iter()
+        .map(|g| super::rollout::rolling_out(input.snapshot, g))
+        .collect();
     for (i, node) in input.snapshot.nodes.iter().enumerate() {
-        match check(input, i, node, &pods_on[i]) {
+        match check(input, i, node, &pods_on[i], &rollouts) {
             Ok(Some(c)) => out.push(c),
             Ok(None) => {}
             Err((code, message)) => stays.push(NotRemovable {
@@ -110,6 +117,7 @@ fn check(
     i: usize,
     node: &Node,
     pods: &[&Pod],
+    rollouts: &[Option<String>],
 ) -> Result<Option<Candidate>, (ReasonCode, String)> {
     let settings = input.settings;
     match input.cluster.readiness[i] {
@@ -138,8 +146,8 @@ fn check(
             format!("its node group {} is at its min size {}", g.id, g.min),
         ));
     }
-    if let Some(why) = super::rollout::rolling_out(input.snapshot, g) {
-        return Err((ReasonCode::NodeGroupRollingOut, why));
+    if let Some(why) = &rollouts[group] {
+        return Err((ReasonCode::NodeGroupRollingOut, why.clone()));
     }
     if node.scale_down_disabled {
         return Err((

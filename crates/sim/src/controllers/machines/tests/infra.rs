@@ -55,6 +55,15 @@ fn cloned(world: &mut Fake, annotations: Value, owned: bool) -> Key {
     Key::new(CAPI_NS, "md-a-x-1")
 }
 
+/// One pass of the provider, `secs` after `start`.
+fn at(ctl: &mut MachineController, world: &mut Fake, start: Instant, secs: u64) {
+    ctl.step(
+        world,
+        &timing(),
+        start + std::time::Duration::from_secs(secs),
+    );
+}
+
 fn provider() -> MachineController {
     MachineController::with_role(CAPI, Role::Cloud)
 }
@@ -73,7 +82,7 @@ fn an_owned_awsmachine_gets_an_instance_and_a_node_after_the_delay() {
     );
     let mut ctl = provider();
     let start = Instant::now();
-    ctl.step(&mut world, &timing(), start);
+    at(&mut ctl, &mut world, start, 0);
     let m = infra(&world, &key);
     assert_eq!(m["metadata"]["finalizers"], json!([INFRA_FINALIZER]));
     assert!(
@@ -82,11 +91,7 @@ fn an_owned_awsmachine_gets_an_instance_and_a_node_after_the_delay() {
     );
     assert!(world.all(Resource::Nodes).is_empty());
 
-    ctl.step(
-        &mut world,
-        &timing(),
-        start + std::time::Duration::from_secs(3),
-    );
+    at(&mut ctl, &mut world, start, 3);
     let m = infra(&world, &key);
     let nodes = world.all(Resource::Nodes);
     assert_eq!(nodes.len(), 1);
@@ -121,11 +126,7 @@ fn an_owned_awsmachine_gets_an_instance_and_a_node_after_the_delay() {
     assert_eq!(machine_writes, 0);
 
     // Provisioned: nothing more to do, and no second instance.
-    ctl.step(
-        &mut world,
-        &timing(),
-        start + std::time::Duration::from_secs(9),
-    );
+    at(&mut ctl, &mut world, start, 9);
     assert_eq!(world.all(Resource::Nodes).len(), 1);
 }
 
@@ -135,12 +136,8 @@ fn an_awsmachine_not_yet_owned_by_its_machine_waits() {
     let key = cloned(&mut world, json!({}), false);
     let mut ctl = provider();
     let start = Instant::now();
-    ctl.step(&mut world, &timing(), start);
-    ctl.step(
-        &mut world,
-        &timing(),
-        start + std::time::Duration::from_secs(5),
-    );
+    at(&mut ctl, &mut world, start, 0);
+    at(&mut ctl, &mut world, start, 5);
     assert!(world.all(Resource::Nodes).is_empty());
     assert!(infra(&world, &key)["spec"].get("providerID").is_none());
 }
@@ -151,12 +148,8 @@ fn the_clouds_refusal_is_reported_where_cluster_api_reads_it() {
     let key = cloned(&mut world, json!({FAILURE_MODE_ANNOTATION: "fail"}), true);
     let mut ctl = provider();
     let start = Instant::now();
-    ctl.step(&mut world, &timing(), start);
-    ctl.step(
-        &mut world,
-        &timing(),
-        start + std::time::Duration::from_secs(3),
-    );
+    at(&mut ctl, &mut world, start, 0);
+    at(&mut ctl, &mut world, start, 3);
     let m = infra(&world, &key);
     assert_eq!(m["status"]["failureReason"], "CreateError");
     let message = m["status"]["failureMessage"].as_str().unwrap();
@@ -166,11 +159,7 @@ fn the_clouds_refusal_is_reported_where_cluster_api_reads_it() {
     );
     assert!(world.all(Resource::Nodes).is_empty());
     // Failed for good: never launched again.
-    ctl.step(
-        &mut world,
-        &timing(),
-        start + std::time::Duration::from_secs(9),
-    );
+    at(&mut ctl, &mut world, start, 9);
     assert!(world.all(Resource::Nodes).is_empty());
 }
 
@@ -183,12 +172,8 @@ fn a_launch_whose_status_was_lost_is_reported_not_repeated() {
     world.put(Resource::AwsMachines, m);
     let mut ctl = provider();
     let start = Instant::now();
-    ctl.step(&mut world, &timing(), start);
-    ctl.step(
-        &mut world,
-        &timing(),
-        start + std::time::Duration::from_secs(3),
-    );
+    at(&mut ctl, &mut world, start, 0);
+    at(&mut ctl, &mut world, start, 3);
     let m = infra(&world, &key);
     assert_eq!(m["status"]["initialization"]["provisioned"], true);
     assert_eq!(m["spec"]["providerID"], "aws:///us-east-1b/i-0abc");
@@ -201,29 +186,17 @@ fn a_deleted_awsmachine_terminates_then_lets_go_leaving_the_node_to_cluster_api(
     let key = cloned(&mut world, json!({}), true);
     let mut ctl = provider();
     let start = Instant::now();
-    ctl.step(&mut world, &timing(), start);
-    ctl.step(
-        &mut world,
-        &timing(),
-        start + std::time::Duration::from_secs(3),
-    );
+    at(&mut ctl, &mut world, start, 0);
+    at(&mut ctl, &mut world, start, 3);
     let mut m = infra(&world, &key);
     m["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:01:00Z");
     world.put(Resource::AwsMachines, m);
-    ctl.step(
-        &mut world,
-        &timing(),
-        start + std::time::Duration::from_secs(4),
-    );
+    at(&mut ctl, &mut world, start, 4);
     assert_eq!(
         infra(&world, &key)["metadata"]["finalizers"],
         json!([INFRA_FINALIZER])
     );
-    ctl.step(
-        &mut world,
-        &timing(),
-        start + std::time::Duration::from_secs(6),
-    );
+    at(&mut ctl, &mut world, start, 6);
     assert!(
         world.get(Resource::AwsMachines, &key).is_none(),
         "its finalizer gone, so is it"
