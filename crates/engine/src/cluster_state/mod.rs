@@ -159,6 +159,12 @@ fn node_readiness(
 ) -> NodeReadiness {
     let machine_going =
         groups.machine_of_node[index].is_some_and(|m| snapshot.machines[m].deleting);
+    // A group's own `maxnodestartuptime` applies to its nodes only (upstream's
+    // `updateReadinessStats` lets it leak to the nodes it reads next: not copied).
+    let startup_time = groups.group_of_node[index]
+        .map_or(settings.max_node_startup_time, |g| {
+            groups.groups[g].options.startup_time(settings)
+        });
     // A ToBeDeleted taint older than 5 minutes is left over from an interrupted removal.
     let tainted = match node.to_be_deleted_at {
         Some(Some(at)) => add(at, STALE_DELETION_TAINT) > now,
@@ -170,10 +176,7 @@ fn node_readiness(
     } else if node.is_ready() && !settings.has_startup_taint(node) {
         // A node with a startup taint left is still starting, whatever its condition says.
         NodeReadiness::Ready
-    } else if node
-        .created
-        .is_some_and(|c| add(c, settings.max_node_startup_time) > now)
-    {
+    } else if node.created.is_some_and(|c| add(c, startup_time) > now) {
         NodeReadiness::NotStarted
     } else {
         NodeReadiness::Unready

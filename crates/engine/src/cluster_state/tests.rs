@@ -356,3 +356,30 @@ fn nodes_that_register_but_never_get_ready_still_time_out() {
         "MachineSet.machine.openshift.io/openshift-machine-api/b"
     );
 }
+
+#[test]
+fn a_groups_startup_time_applies_to_its_own_nodes_only() {
+    // Upstream's clusterapi provider reads `maxnodestartuptime` per group (`GetOptions`),
+    // and `updateReadinessStats` uses it to tell not-started nodes from unready ones.
+    let slow = machineset("slow", 0, 10, 1).annotation(
+        "machine.openshift.io/autoscaling-options-maxnodestartuptime",
+        "1h",
+    );
+    let mut items = vec![slow.json(), machineset("plain", 0, 10, 1).json()];
+    let booting = |name: &str| node(name).not_ready().created(&ts(-30));
+    items.extend(group_node("gpu-0", "slow", booting("gpu-0")));
+    items.extend(group_node("cpu-0", "plain", booting("cpu-0")));
+    let p = pass(&snapshot(items), &mut EngineState::default(), 0);
+    let c = &p.health.cluster;
+    // 30 minutes in: within the slow group's hour, past the cluster's 15 minutes.
+    assert_eq!((c.not_started, c.unready), (1, 1));
+    let group = |name: &str| {
+        p.health
+            .node_groups
+            .iter()
+            .find(|g| g.id.to_string().contains(name))
+            .unwrap()
+    };
+    assert_eq!(group("slow").not_started, 1);
+    assert_eq!(group("plain").unready, 1);
+}

@@ -23,6 +23,7 @@ pub struct GroupOptions {
     pub scale_down_unneeded_time: Option<Duration>,
     pub scale_down_unready_time: Option<Duration>,
     pub max_node_provision_time: Option<Duration>,
+    pub max_node_startup_time: Option<Duration>,
     pub ignore_daemonsets_utilization: Option<bool>,
     /// Per setting key (fleet.toml's name): the value and the annotation it came from.
     pub overrides: BTreeMap<&'static str, GroupOverride>,
@@ -58,7 +59,7 @@ fn known_options() -> String {
 }
 
 /// (annotation key suffix, the setting it overrides).
-const KEYS: [(&str, &str); 6] = [
+const KEYS: [(&str, &str); 7] = [
     (
         "scaledownutilizationthreshold",
         "scale_down_utilization_threshold",
@@ -70,6 +71,7 @@ const KEYS: [(&str, &str); 6] = [
     ("scaledownunneededtime", "scale_down_unneeded_time"),
     ("scaledownunreadytime", "scale_down_unready_time"),
     ("maxnodeprovisiontime", "max_node_provision_time"),
+    ("maxnodestartuptime", "max_node_startup_time"),
     (
         "ignoredaemonsetsutilization",
         "ignore_daemonsets_utilization",
@@ -143,6 +145,11 @@ impl GroupOptions {
                 self.max_node_provision_time = Some(d);
                 format_go_duration(d).into()
             }
+            "max_node_startup_time" => {
+                let d = duration()?;
+                self.max_node_startup_time = Some(d);
+                format_go_duration(d).into()
+            }
             _ => {
                 let b = value.parse::<bool>().map_err(|_| OptionError::NotABool)?;
                 self.ignore_daemonsets_utilization = Some(b);
@@ -183,6 +190,10 @@ impl GroupOptions {
     pub fn provision_time(&self, s: &Settings) -> Duration {
         self.max_node_provision_time
             .unwrap_or(s.max_node_provision_time)
+    }
+
+    pub fn startup_time(&self, s: &Settings) -> Duration {
+        self.max_node_startup_time.unwrap_or(s.max_node_startup_time)
     }
 
     pub fn ignore_daemonsets_utilization(&self, s: &Settings) -> bool {
