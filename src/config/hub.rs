@@ -11,14 +11,7 @@ use super::tracing::TracingConfig;
 use crate::engine::settings::duration_serde;
 use crate::model::duration::format_go_duration;
 
-/// A Kubernetes namespace name: an RFC 1123 label.
-pub(crate) fn is_dns_label(name: &str) -> bool {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
-    (1..=63).contains(&name.len())
-        && name.chars().all(ok_char)
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
+pub(crate) use crate::model::meta::is_dns_label;
 
 const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 const MIN_RETRY_PERIOD: Duration = Duration::from_millis(100);

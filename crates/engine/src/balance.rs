@@ -281,6 +281,7 @@ mod tests {
             daemon_requests: Resources::default(),
             daemon_pods: 0,
             daemon_ports: vec![],
+            attach_limits: Arc::from([]),
         }
     }
 

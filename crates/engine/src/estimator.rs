@@ -171,6 +171,7 @@ mod tests {
             daemon_requests: Resources::new(100, 0),
             daemon_pods: 1,
             daemon_ports: vec![],
+            attach_limits: Arc::from([]),
         }
     }
 

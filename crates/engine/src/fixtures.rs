@@ -103,6 +103,15 @@ impl PodBuilder {
         list.as_array_mut().unwrap().push(c);
         self
     }
+    /// A volume backed by the PersistentVolumeClaim `claim`.
+    pub fn claim(mut self, claim: &str) -> Self {
+        let list = self.spec().entry("volumes").or_insert(json!([]));
+        let name = format!("v{}", list.as_array().map_or(0, Vec::len));
+        list.as_array_mut()
+            .unwrap()
+            .push(json!({"name": name, "persistentVolumeClaim": {"claimName": claim}}));
+        self
+    }
     /// Scheduled on a node and running.
     pub fn on(mut self, node: &str) -> Self {
         self.spec().insert("nodeName".into(), json!(node));
@@ -299,4 +308,36 @@ pub fn snapshot_of_text(text: &str) -> ClusterSnapshot {
     let mut b = SnapshotBuilder::default();
     b.add_text(text, "fixture").unwrap();
     b.finish().0
+}
+
+/// A PersistentVolumeClaim in `default`, bound to `volume` when given.
+pub fn pvc(name: &str, class: &str, volume: Option<&str>) -> Value {
+    json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"storageClassName": class, "volumeName": volume.unwrap_or(""),
+            "accessModes": ["ReadWriteOnce"]},
+        "status": {"phase": if volume.is_some() { "Bound" } else { "Pending" }}})
+}
+
+/// A PersistentVolume pinned to `zone` by the EBS CSI driver's topology key.
+pub fn zonal_pv(name: &str, zone: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": name},
+        "spec": {"csi": {"driver": "ebs.csi.aws.com", "volumeHandle": name},
+            "storageClassName": "gp3",
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.ebs.csi.aws.com/zone", "operator": "In", "values": [zone]}]}]}}},
+        "status": {"phase": "Bound"}})
+}
+
+/// A StorageClass; `wait`: `WaitForFirstConsumer`, else `Immediate`.
+pub fn storage_class(name: &str, wait: bool, zones: &[&str]) -> Value {
+    let mut sc = json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": name}, "provisioner": "ebs.csi.aws.com",
+        "volumeBindingMode": if wait { "WaitForFirstConsumer" } else { "Immediate" }});
+    if !zones.is_empty() {
+        sc["allowedTopologies"] = json!([{"matchLabelExpressions": [
+            {"key": "topology.ebs.csi.aws.com/zone", "values": zones}]}]);
+    }
+    sc
 }

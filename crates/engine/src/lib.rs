@@ -11,6 +11,7 @@
 
 pub mod balance;
 pub mod cluster_state;
+mod csi;
 pub mod estimator;
 pub mod expander;
 #[cfg(any(test, feature = "fixtures"))]
@@ -28,14 +29,13 @@ pub mod simulator;
 pub mod state;
 pub mod template;
 pub mod trace;
+mod unready_resources;
 pub mod what_if;
-
-use std::sync::Arc;
 
 use fleetscaler_model::{Warning, WarningCode};
 use jiff::Timestamp;
 
-use expander::{Priorities, SeededRng};
+use expander::SeededRng;
 use fleetscaler_model::ClusterSnapshot;
 use nodegroups::NodeGroups;
 use plan::NodeGroupStatus;
@@ -81,7 +81,7 @@ pub fn run_once_with(
     fleet_backoff::apply(&mut cluster, &groups, &templates, policy, now);
     let capacity_failures = fleet_backoff::found(&groups, &templates, state, now);
     warnings.extend(cluster.warnings.iter().cloned());
-    let priorities = priorities(snapshot, settings, state, &mut warnings);
+    let priorities = expander::configured(snapshot, settings, state, &mut warnings);
     let mut rng = SeededRng::new(settings.seed);
     let input = scale_up::ScaleUpInput {
         snapshot,
@@ -217,39 +217,6 @@ fn remember(
     if !down.actions.is_empty() {
         state.last_scale_down_delete = Some(now);
     }
-}
-
-/// The priority expander's configuration: from the settings (fleet.toml), else from the
-/// cluster's `cluster-autoscaler-priority-expander` ConfigMap.
-/// The priority expander's configuration, compiled once per change (`state` keeps it).
-fn priorities(
-    snapshot: &ClusterSnapshot,
-    settings: &Settings,
-    state: &mut EngineState,
-    warnings: &mut Vec<Warning>,
-) -> Option<Arc<Priorities>> {
-    if !settings
-        .expanders
-        .contains(&settings::ExpanderKind::Priority)
-    {
-        return None;
-    }
-    let cache = &mut state.priority_cache;
-    if let Some(map) = &settings.priorities {
-        return cache.from_settings(map, warnings);
-    }
-    let text = snapshot
-        .priority_expander
-        .as_ref()
-        .and_then(|c| c.priorities.as_deref());
-    let Some(text) = text else {
-        warnings.push(Warning::general(
-            WarningCode::PriorityExpander,
-            "the priority expander has no configuration (no `priorities` setting and no cluster-autoscaler-priority-expander ConfigMap): it keeps every option",
-        ));
-        return None;
-    };
-    cache.from_configmap(text, warnings)
 }
 
 fn node_group_statuses(

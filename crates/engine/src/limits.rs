@@ -82,6 +82,12 @@ impl NodeUsage {
             .then(|| format!("{n} {kind} GPUs (at most {MAX_PLAUSIBLE_GPUS} are believed)"))
     }
 
+    /// This usage with `count` GPUs of `kind` instead of what the node advertises.
+    pub fn with_gpus(mut self, kind: &Arc<str>, count: i64) -> Self {
+        self.gpu = Some((kind.clone(), u64::try_from(count).unwrap_or(0)));
+        self
+    }
+
     pub fn of_template(t: &TemplateNode) -> Self {
         NodeUsage::of(&t.capacity, t.labels.get_arc(GPU_LABEL))
     }

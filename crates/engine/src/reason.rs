@@ -139,6 +139,18 @@ pub enum ReasonCode {
     /// The node's MachineDeployment is rolling out: a MachineSet of an older revision still
     /// has machines (upstream's Cluster API provider skips such nodes for scale-down).
     NodeGroupRollingOut,
+    /// A volume of the pod can only be used from nodes its PersistentVolume's node affinity (or its StorageClass's allowed topologies, or the local volumes it could bind) selects, and this is not one.
+    VolumeNodeAffinityConflict,
+    /// A volume of the pod lives in a zone (or region) the node is not in.
+    VolumeZoneConflict,
+    /// A claim of the pod waits to be bound by the volume controllers, not for a node: an unbound claim of an `Immediate` class or of no class, or a local class with no free volume.
+    VolumeNotBound,
+    /// A claim, volume or StorageClass the pod needs does not exist: no node can run it.
+    VolumeMissing,
+    /// A `ReadWriteOncePod` claim of the pod is used by another pod.
+    VolumeClaimInUse,
+    /// The node cannot attach another volume of the pod's CSI driver (its CSINode's `allocatable.count`).
+    VolumeLimitReached,
 }
 
 impl ReasonCode {
@@ -189,11 +201,17 @@ impl ReasonCode {
             ReasonCode::NotSimulated => "NotSimulated",
             ReasonCode::MinReplicasReached => "MinReplicasReached",
             ReasonCode::NodeGroupRollingOut => "NodeGroupRollingOut",
+            ReasonCode::VolumeNodeAffinityConflict => "VolumeNodeAffinityConflict",
+            ReasonCode::VolumeZoneConflict => "VolumeZoneConflict",
+            ReasonCode::VolumeNotBound => "VolumeNotBound",
+            ReasonCode::VolumeMissing => "VolumeMissing",
+            ReasonCode::VolumeClaimInUse => "VolumeClaimInUse",
+            ReasonCode::VolumeLimitReached => "VolumeLimitReached",
         }
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 45] = [
+    pub const ALL: [ReasonCode; 51] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -239,6 +257,12 @@ impl ReasonCode {
         ReasonCode::UnexpectedError,
         ReasonCode::MinReplicasReached,
         ReasonCode::NodeGroupRollingOut,
+        ReasonCode::VolumeNodeAffinityConflict,
+        ReasonCode::VolumeZoneConflict,
+        ReasonCode::VolumeNotBound,
+        ReasonCode::VolumeMissing,
+        ReasonCode::VolumeClaimInUse,
+        ReasonCode::VolumeLimitReached,
     ];
 }
 
@@ -363,6 +387,12 @@ mod tests {
             UnexpectedError => 42,
             MinReplicasReached => 43,
             NodeGroupRollingOut => 44,
+            VolumeNodeAffinityConflict => 45,
+            VolumeZoneConflict => 46,
+            VolumeNotBound => 47,
+            VolumeMissing => 48,
+            VolumeClaimInUse => 49,
+            VolumeLimitReached => 50,
         }
     }
 

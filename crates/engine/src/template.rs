@@ -9,8 +9,10 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use super::csi::{self, AttachLimits};
 use super::nodegroups::{NodeGroup, NodeGroupId};
 use super::settings::Settings;
+use super::unready_resources::{declares_gpus, gpus_pending};
 use fleetscaler_model::infra::{InfraRef, InfrastructureTemplate};
 use fleetscaler_model::labels::Labels;
 use fleetscaler_model::node::{
@@ -100,6 +102,8 @@ pub struct TemplateNode {
     pub daemon_requests: Resources,
     pub daemon_pods: i64,
     pub daemon_ports: Vec<HostPort>,
+    /// How many volumes of each CSI driver a new node may attach (`csi`).
+    pub attach_limits: AttachLimits,
 }
 
 impl TemplateNode {
@@ -182,11 +186,19 @@ fn build(
     settings: &Settings,
     warnings: &mut Vec<Warning>,
 ) -> Result<TemplateNode, TemplateError> {
-    let mut template = match template_node_candidate(snapshot, group, settings) {
-        Some(node) => from_node(node, daemons),
+    let gpus_declared = declares_gpus(snapshot, group);
+    let mut template = match template_node_candidate(snapshot, group, settings, gpus_declared) {
+        Some(node) => TemplateNode {
+            attach_limits: csi::node_limits(snapshot, &node.name),
+            ..from_node(node, daemons)
+        },
         None => from_annotations(snapshot, group, daemons, settings, warnings)?,
     };
     template.platform = platform_of(snapshot, group);
+    if template.source != TemplateSource::Node {
+        let keys = csi::zone_keys(snapshot, template.platform);
+        template.labels = csi::with_zone_keys(template.labels, &keys);
+    }
     Ok(template)
 }
 
@@ -207,10 +219,13 @@ fn platform_of(snapshot: &ClusterSnapshot, group: &NodeGroup) -> Option<&'static
         })
 }
 
+/// A ready node of the group to copy; never one whose GPUs are not advertised yet (a new
+/// node would then look GPU-less), as upstream builds templates from ready nodes only.
 fn template_node_candidate<'a>(
     snapshot: &'a ClusterSnapshot,
     group: &NodeGroup,
     settings: &Settings,
+    gpus_declared: bool,
 ) -> Option<&'a Node> {
     group
         .nodes
@@ -222,6 +237,7 @@ fn template_node_candidate<'a>(
                 && !n.deleting
                 && !n.has_taint(TO_BE_DELETED_TAINT)
                 && !settings.has_startup_taint(n)
+                && !gpus_pending(n, gpus_declared)
         })
         .min_by(|a, b| a.name.cmp(&b.name))
 }
@@ -254,6 +270,7 @@ fn from_node(node: &Node, daemons: &Daemons) -> TemplateNode {
         daemon_requests: Resources::default(),
         daemon_pods: 0,
         daemon_ports: Vec::new(),
+        attach_limits: Arc::from([]),
     };
     for spec in daemons.on_node.get(&*node.name).into_iter().flatten() {
         add_daemon(&mut template, spec);
@@ -271,7 +288,7 @@ fn add_daemon(template: &mut TemplateNode, spec: &PodSpec) {
 
 /// The resources whose annotations (and platform) are read: the group's own, then (when it
 /// owns scalable resources: a MachineDeployment) the ones it owns, as either may carry them.
-fn annotated_resources<'a>(
+pub(crate) fn annotated_resources<'a>(
     snapshot: &'a ClusterSnapshot,
     group: &NodeGroup,
 ) -> Vec<&'a ScalableResource> {
@@ -333,9 +350,29 @@ fn from_annotations(
         daemon_requests: Resources::default(),
         daemon_pods: 0,
         daemon_ports: Vec::new(),
+        attach_limits: annotated_attach_limits(own, &mut skipped),
     };
     add_daemonsets(daemons, &mut template);
     Ok(template)
+}
+
+/// Upstream's `capacity.cluster-autoscaler.kubernetes.io/csi-driver` annotation.
+fn annotated_attach_limits(
+    own: &ScalableResource,
+    skipped: &mut impl FnMut(&str, &str, &str),
+) -> AttachLimits {
+    let Some(value) = own.annotation(csi::CSI_DRIVER_ANNOTATION) else {
+        return Arc::from([]);
+    };
+    let (limits, bad) = csi::parse_annotation(value);
+    for entry in bad {
+        skipped(
+            "csi-driver",
+            &entry,
+            "driver=count with a count of 0 or more",
+        );
+    }
+    limits.into()
 }
 
 /// The Cluster API infrastructure template of the group (its own reference first, then its

@@ -26,6 +26,7 @@ pub mod quote;
 pub mod resources;
 pub mod scheduling;
 pub mod snapshot;
+pub mod storage;
 pub mod warning;
 pub mod workload;
 

@@ -228,6 +228,15 @@ pub fn label_selector(
     Ok(LabelSelector { requirements })
 }
 
+/// A Kubernetes namespace name: an RFC 1123 label.
+pub fn is_dns_label(name: &str) -> bool {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    (1..=63).contains(&name.len())
+        && name.chars().all(ok_char)
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -58,11 +58,36 @@ pub enum PodPhase {
     Unknown,
 }
 
+/// A volume of the pod backed by a PersistentVolumeClaim.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ClaimRef {
+    /// `persistentVolumeClaim.claimName`.
+    Claim(Arc<str>),
+    /// A generic ephemeral volume: its claim is `<pod name>-<volume name>`, made by the
+    /// ephemeral volume controller from the template (its class and access modes kept here,
+    /// for when the claim does not exist yet).
+    Ephemeral {
+        volume: Arc<str>,
+        storage_class: Option<Arc<str>>,
+        read_write_once_pod: bool,
+    },
+}
+
+impl ClaimRef {
+    /// The claim's name for the pod named `pod`.
+    pub fn claim_name(&self, pod: &str) -> String {
+        match self {
+            ClaimRef::Claim(name) => name.to_string(),
+            ClaimRef::Ephemeral { volume, .. } => format!("{pod}-{volume}"),
+        }
+    }
+}
+
 /// Scheduler features the engine does not simulate; a pod that uses one gets it named in its
 /// explanation instead of it being silently ignored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum Unsimulated {
-    /// PersistentVolumeClaims: volume binding, volume zones and per-node volume limits.
+    /// PersistentVolumeClaims, when the cluster's storage objects were not read.
     VolumeBinding,
     /// `resourceClaims` (dynamic resource allocation).
     DynamicResources,
@@ -76,7 +101,7 @@ impl Unsimulated {
     pub fn describe(self) -> &'static str {
         match self {
             Unsimulated::VolumeBinding => {
-                "uses PersistentVolumeClaims: volume binding, volume zones and node volume limits are not simulated"
+                "uses PersistentVolumeClaims, and the cluster's claims, volumes and StorageClasses were not read: volume binding and zones are not simulated"
             }
             Unsimulated::DynamicResources => {
                 "uses resourceClaims: dynamic resource allocation is not simulated"
@@ -105,6 +130,8 @@ pub struct PodSpec {
     pub spread: Vec<SpreadConstraint>,
     /// Names of `hostPath` and disk-backed `emptyDir` volumes.
     pub local_volumes: Vec<Arc<str>>,
+    /// The PersistentVolumeClaims its volumes use, in the order of its volumes.
+    pub claims: Vec<ClaimRef>,
     pub unsimulated: Vec<Unsimulated>,
     pub restart_policy_always: bool,
     pub termination_grace_seconds: Option<i64>,

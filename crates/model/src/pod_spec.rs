@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1 as corev1;
 
 use super::labels::{LabelRequirement, LabelSelector};
 use super::meta::{FieldError, Projector, label_selector};
-use super::pod::{PodSpec, Unsimulated, effective_requests};
+use super::pod::{ClaimRef, PodSpec, Unsimulated, effective_requests};
 use super::scheduling::{
     AffinityTerm, HostPort, NamespaceScope, NodeRequirement, NodeSelector, NodeSelectorTerm,
     Protocol, SpreadConstraint, SpreadPolicy, TaintEffect, Toleration,
@@ -366,8 +366,19 @@ fn project_volumes(spec: &corev1::PodSpec, out: &mut PodSpec, p: &mut Projector)
         if v.host_path.is_some() || on_disk {
             out.local_volumes.push(p.str(&v.name));
         }
-        if v.persistent_volume_claim.is_some() || v.ephemeral.is_some() {
-            out.unsimulated.push(Unsimulated::VolumeBinding);
+        if let Some(claim) = &v.persistent_volume_claim {
+            out.claims.push(ClaimRef::Claim(p.str(&claim.claim_name)));
+        } else if let Some(e) = &v.ephemeral {
+            let spec = e.volume_claim_template.as_ref().map(|t| &t.spec);
+            out.claims.push(ClaimRef::Ephemeral {
+                volume: p.str(&v.name),
+                storage_class: spec
+                    .and_then(|s| s.storage_class_name.as_deref())
+                    .map(|c| p.str(c)),
+                read_write_once_pod: spec
+                    .and_then(|s| s.access_modes.as_ref())
+                    .is_some_and(|m| m.iter().any(|m| m == "ReadWriteOncePod")),
+            });
         }
     }
 }
@@ -478,7 +489,9 @@ mod tests {
                     {"name": "scratch", "emptyDir": {}},
                     {"name": "shm", "emptyDir": {"medium": "Memory"}},
                     {"name": "logs", "hostPath": {"path": "/var/log"}},
-                    {"name": "data", "persistentVolumeClaim": {"claimName": "data"}}
+                    {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                    {"name": "cache", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                        "storageClassName": "gp3", "accessModes": ["ReadWriteOncePod"]}}}}
                 ]
             }),
             &[],
@@ -488,6 +501,16 @@ mod tests {
         assert_eq!(spec.host_ports[0].port, 8080);
         let locals: Vec<&str> = spec.local_volumes.iter().map(|v| v.as_ref()).collect();
         assert_eq!(locals, vec!["scratch", "logs"]);
-        assert_eq!(spec.unsimulated, vec![Unsimulated::VolumeBinding]);
+        assert!(spec.unsimulated.is_empty(), "{:?}", spec.unsimulated);
+        assert_eq!(spec.claims[0], ClaimRef::Claim("data".into()));
+        assert_eq!(
+            spec.claims[1],
+            ClaimRef::Ephemeral {
+                volume: "cache".into(),
+                storage_class: Some("gp3".into()),
+                read_write_once_pod: true
+            }
+        );
+        assert_eq!(spec.claims[1].claim_name("web-0"), "web-0-cache");
     }
 }

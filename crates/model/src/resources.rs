@@ -11,10 +11,14 @@ pub const MEMORY: &str = "memory";
 pub const EPHEMERAL_STORAGE: &str = "ephemeral-storage";
 pub const PODS: &str = "pods";
 
-/// True for resource names that count as GPUs for limits and utilization:
-/// `nvidia.com/gpu`, `amd.com/gpu` and other `<vendor>/gpu` names, and Intel's `gpu.intel.com/*`.
+/// True for resource names that count as GPUs for limits and utilization: every name of
+/// upstream's `GPUVendorResourceNames` (`nvidia.com/gpu`, `amd.com/gpu`, `habana.ai/gaudi`,
+/// `gpu.intel.com/xe`, `microsoft.com/directx`), other `<vendor>/gpu` names, and Intel's
+/// `gpu.intel.com/*`.
 pub fn is_gpu_resource(name: &str) -> bool {
-    name.ends_with("/gpu") || name.starts_with("gpu.intel.com/")
+    name.ends_with("/gpu")
+        || name.starts_with("gpu.intel.com/")
+        || matches!(name, "habana.ai/gaudi" | "microsoft.com/directx")
 }
 
 /// An amount of every resource a pod can request or a node can offer.

@@ -8,6 +8,7 @@ use super::machine::{Machine, ScalableResource};
 use super::meta::ObjectKey;
 use super::node::Node;
 use super::pod::Pod;
+use super::storage::Storage;
 use super::workload::{DaemonSet, Namespace, PodDisruptionBudget};
 
 /// The ConfigMap the priority expander reads.
@@ -35,9 +36,13 @@ pub struct ClusterSnapshot {
     pub namespaces: Vec<Namespace>,
     pub cluster_autoscalers: Vec<ClusterAutoscaler>,
     pub machine_autoscalers: Vec<MachineAutoscaler>,
-    pub priority_expander: Option<PriorityExpanderConfig>,
+    /// Every ConfigMap named `cluster-autoscaler-priority-expander`; the engine reads the one
+    /// in the configured namespace and warns about the others.
+    pub priority_expanders: Vec<PriorityExpanderConfig>,
     /// Cluster API infrastructure templates the node groups point at (scale from zero).
     pub infrastructure_templates: Vec<InfrastructureTemplate>,
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
+    pub storage: Storage,
 }
 
 impl ClusterSnapshot {

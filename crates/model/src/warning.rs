@@ -49,6 +49,8 @@ pub enum WarningCode {
     AboveMaxSize,
     /// A node claiming more than any machine has: it counts as nothing against the limits.
     ImplausibleCapacity,
+    /// Nodes that should have GPUs and still advertise none past their startup time.
+    ResourcesNotReady,
 }
 
 impl WarningCode {
@@ -72,6 +74,7 @@ impl WarningCode {
             WarningCode::ScaleUp => "ScaleUp",
             WarningCode::AboveMaxSize => "AboveMaxSize",
             WarningCode::ImplausibleCapacity => "ImplausibleCapacity",
+            WarningCode::ResourcesNotReady => "ResourcesNotReady",
         }
     }
 }

@@ -273,7 +273,7 @@ impl Cache {
             .collect();
         s.cluster_autoscalers = self.cluster_autoscalers.items.clone();
         s.machine_autoscalers = self.machine_autoscalers.items.clone();
-        s.priority_expander = preferred_priority_config(&self.priority.items);
+        s.priority_expanders = self.priority.items.clone();
     }
 
     fn begin_relist(&mut self, kind: Kind) {
@@ -548,18 +548,6 @@ fn machine_moved(old: &Machine, new: &Machine) -> bool {
         || old.node_ref != new.node_ref
         || old.failure != new.failure
         || old.deleting != new.deleting
-}
-
-/// The autoscaler's own namespace wins over a copy of the ConfigMap elsewhere.
-fn preferred_priority_config(items: &[PriorityExpanderConfig]) -> Option<PriorityExpanderConfig> {
-    let preferred = |c: &&PriorityExpanderConfig| {
-        matches!(&*c.key.namespace, "openshift-machine-api" | "kube-system")
-    };
-    items
-        .iter()
-        .find(preferred)
-        .or_else(|| items.first())
-        .cloned()
 }
 
 fn object_meta(object: &Object) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {

@@ -14,6 +14,7 @@ mod tests;
 use fleetscaler_model::Warning;
 use jiff::Timestamp;
 
+use super::limits::NodeUsage;
 use super::nodegroups::{NodeGroup, NodeGroups};
 use super::plan::{
     ClusterHealth, FixTargetSize, GroupHealth, Health, InFlight, MachineDeletion, TimedOut,
@@ -21,6 +22,7 @@ use super::plan::{
 use super::reason::{ReasonCode, Unfit};
 use super::settings::Settings;
 use super::state::{EngineState, add};
+use super::unready_resources;
 use fleetscaler_model::ClusterSnapshot;
 use fleetscaler_model::node::Node;
 
@@ -73,6 +75,10 @@ impl GroupState {
 pub struct ClusterState {
     /// Per snapshot node.
     pub readiness: Vec<NodeReadiness>,
+    /// Per snapshot node: whether it should have GPUs and advertises none yet.
+    pub gpus_pending: Vec<bool>,
+    /// Per snapshot node: what it counts for against the cluster's limits.
+    pub usage: Vec<NodeUsage>,
     pub groups: Vec<GroupState>,
     pub health: Health,
     pub fix_target_size: Vec<FixTargetSize>,
@@ -103,14 +109,17 @@ pub fn assess(
     now: Timestamp,
 ) -> ClusterState {
     state.reset_old_backoffs(now, settings);
+    let (gpus_pending, usage) = unready_resources::assess(snapshot, groups);
     let readiness: Vec<NodeReadiness> = snapshot
         .nodes
         .iter()
         .enumerate()
-        .map(|(i, n)| node_readiness(n, i, snapshot, groups, settings, now))
+        .map(|(i, n)| node_readiness(n, i, snapshot, groups, gpus_pending[i], settings, now))
         .collect();
     let mut cs = ClusterState {
         readiness: Vec::new(),
+        gpus_pending: Vec::new(),
+        usage,
         groups: Vec::new(),
         health: Health::default(),
         fix_target_size: Vec::new(),
@@ -131,6 +140,13 @@ pub fn assess(
         cs.groups.push(gs);
     }
     cs.readiness = readiness;
+    cs.warnings.extend(unready_resources::gpus_still_missing(
+        snapshot,
+        groups,
+        &cs.readiness,
+        &gpus_pending,
+    ));
+    cs.gpus_pending = gpus_pending;
     state
         .failed_machines
         .retain(|m| snapshot.machines.iter().any(|x| x.key.to_string() == *m));
@@ -154,6 +170,7 @@ fn node_readiness(
     index: usize,
     snapshot: &ClusterSnapshot,
     groups: &NodeGroups,
+    gpus_pending: bool,
     settings: &Settings,
     now: Timestamp,
 ) -> NodeReadiness {
@@ -161,10 +178,9 @@ fn node_readiness(
         groups.machine_of_node[index].is_some_and(|m| snapshot.machines[m].deleting);
     // A group's own `maxnodestartuptime` applies to its nodes only (upstream's
     // `updateReadinessStats` lets it leak to the nodes it reads next: not copied).
-    let startup_time = groups.group_of_node[index]
-        .map_or(settings.max_node_startup_time, |g| {
-            groups.groups[g].options.startup_time(settings)
-        });
+    let startup_time = groups.group_of_node[index].map_or(settings.max_node_startup_time, |g| {
+        groups.groups[g].options.startup_time(settings)
+    });
     // A ToBeDeleted taint older than 5 minutes is left over from an interrupted removal.
     let tainted = match node.to_be_deleted_at {
         Some(Some(at)) => add(at, STALE_DELETION_TAINT) > now,
@@ -173,8 +189,9 @@ fn node_readiness(
     };
     if node.deleting || tainted || machine_going {
         NodeReadiness::Deleting
-    } else if node.is_ready() && !settings.has_startup_taint(node) {
-        // A node with a startup taint left is still starting, whatever its condition says.
+    } else if node.is_ready() && !settings.has_startup_taint(node) && !gpus_pending {
+        // A node with a startup taint left, or whose GPUs are not advertised yet, is still
+        // starting, whatever its condition says.
         NodeReadiness::Ready
     } else if node.created.is_some_and(|c| add(c, startup_time) > now) {
         NodeReadiness::NotStarted

@@ -118,7 +118,7 @@ fn two_groups(a_target: u64, extra: Vec<serde_json::Value>) -> ClusterSnapshot {
         machineset("a", 1, 10, a_target).json(),
         machineset("b", 1, 10, 1).json(),
         serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "cluster-autoscaler-priority-expander", "namespace": "kube-system"},
+            "metadata": {"name": "cluster-autoscaler-priority-expander", "namespace": "openshift-machine-api"},
             "data": {"priorities": "10:\n- .*/b$\n50:\n- .*/a$\n"}}),
     ];
     for g in ["a", "b"] {

@@ -3,8 +3,10 @@
 //! left tied at the end is settled by a seeded random pick, so a plan can be reproduced.
 
 mod priorities;
+mod source;
 
 pub use priorities::{MAX_PRIORITY_REGEX_BYTES, MAX_PRIORITY_REGEXES, Priorities, PriorityCache};
+pub(crate) use source::configured;
 
 use super::nodegroups::NodeGroupId;
 use super::settings::ExpanderKind;

@@ -193,7 +193,8 @@ impl GroupOptions {
     }
 
     pub fn startup_time(&self, s: &Settings) -> Duration {
-        self.max_node_startup_time.unwrap_or(s.max_node_startup_time)
+        self.max_node_startup_time
+            .unwrap_or(s.max_node_startup_time)
     }
 
     pub fn ignore_daemonsets_utilization(&self, s: &Settings) -> bool {

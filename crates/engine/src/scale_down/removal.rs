@@ -60,7 +60,7 @@ impl<'a> Removal<'a> {
         for (i, pods) in pods_on.iter().enumerate() {
             let Some(n) = sim_of[i] else { continue };
             for p in pods.iter().filter(|p| !p.is_expendable(cutoff)) {
-                sim.place(&PodShape::from(*p), n);
+                sim.place(&sim.shape(p), n);
             }
         }
         let nodes = sim.nodes().len();
@@ -91,7 +91,7 @@ impl<'a> Removal<'a> {
             else {
                 continue;
             };
-            self.sim.place(&PodShape::from(*pod), n);
+            self.sim.place(&self.sim.shape(pod), n);
             self.receivers[n].get_or_insert_with(|| {
                 format!("pending pod {} is expected to be scheduled here", pod.id)
             });
@@ -111,7 +111,7 @@ impl<'a> Removal<'a> {
                 .filter(|p| self.rules.classify(p) == Drain::Move)
                 .collect();
             for p in moving {
-                let shape = PodShape::from(p);
+                let shape = self.sim.shape(p);
                 if let Some(dest) = self.destination(&shape) {
                     self.sim.place(&shape, dest);
                     let from = &input.snapshot.nodes[i].name;
@@ -182,11 +182,11 @@ impl<'a> Removal<'a> {
     ) -> Result<(Vec<PodMove>, Option<String>), (ReasonCode, String)> {
         let at_risk = self.take_disruptions(pods)?;
         for p in pods {
-            self.sim.remove_pod(&PodShape::from(*p), from);
+            self.sim.remove_pod(&self.sim.shape(p), from);
         }
         let mut moves = Vec::with_capacity(pods.len());
         for p in pods {
-            let shape = PodShape::from(*p);
+            let shape = self.sim.shape(p);
             let dest = self.destination(&shape).ok_or_else(|| {
                 (
                     ReasonCode::NoPlaceToMovePods,

@@ -35,12 +35,11 @@ fn totals(input: &ScaleDownInput) -> Totals {
         memory_gib: 0.0,
         gpus: Default::default(),
     };
-    for (i, n) in input.snapshot.nodes.iter().enumerate() {
+    for (i, u) in input.cluster.usage.iter().enumerate() {
         if input.cluster.readiness[i] != NodeReadiness::Deleting {
-            let u = NodeUsage::of_node(n);
             t.cores += u.cores;
             t.memory_gib += u.memory as f64 / (1u64 << 30) as f64;
-            if let Some((kind, count)) = u.gpu {
+            if let Some((kind, count)) = &u.gpu {
                 *t.gpus.entry(kind.to_string()).or_default() += count;
             }
         }
@@ -120,15 +119,15 @@ pub(super) fn select(input: &ScaleDownInput, unneeded: &[Unneeded]) -> Selection
     };
     for u in due {
         let node = &input.snapshot.nodes[u.removable.candidate.node];
-        let usage = NodeUsage::of_node(node);
-        match budgets.why_not(input, u, &usage, &mut selection.skipped) {
+        let usage = &input.cluster.usage[u.removable.candidate.node];
+        match budgets.why_not(input, u, usage, &mut selection.skipped) {
             Some((code, message)) => selection.stays.push(NotRemovable {
                 node: node.name.clone(),
                 code,
                 message,
             }),
             None => {
-                budgets.take(u, &usage);
+                budgets.take(u, usage);
                 selection.actions.push(action(input, u));
             }
         }

@@ -65,6 +65,10 @@ impl<'a> Pass<'a> {
                 reasons.push(Reason::new(ReasonCode::NotSimulated, u.describe()));
             }
         }
+        if !pod.spec.claims.is_empty() && !self.input.snapshot.storage.listed {
+            let u = Unsimulated::VolumeBinding;
+            reasons.push(Reason::new(ReasonCode::NotSimulated, u.describe()));
+        }
         self.explanations.push(PodExplanation {
             pod: pod.id.clone(),
             outcome,

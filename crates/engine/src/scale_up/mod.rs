@@ -127,10 +127,10 @@ impl<'a> Pass<'a> {
         for (i, node) in s.nodes.iter().enumerate() {
             match input.cluster.readiness[i] {
                 NodeReadiness::Deleting => {}
-                NodeReadiness::NotStarted => limits.add(&NodeUsage::of_node(node), 1),
+                NodeReadiness::NotStarted => limits.add(&input.cluster.usage[i], 1),
                 NodeReadiness::Ready | NodeReadiness::Unready => {
                     by_name.insert(&node.name, sim.add_node(SimNode::existing(i, node)));
-                    limits.add(&NodeUsage::of_node(node), 1);
+                    limits.add(&input.cluster.usage[i], 1);
                 }
             }
         }
@@ -140,7 +140,7 @@ impl<'a> Pass<'a> {
         });
         for pod in running {
             if let Some(&node) = pod.node_name.as_deref().and_then(|n| by_name.get(n)) {
-                sim.place(&PodShape::from(pod), node);
+                sim.place(&sim.shape(pod), node);
             }
         }
         let mut pass = Pass {
@@ -243,7 +243,7 @@ impl<'a> Pass<'a> {
             } else if let Some(node) = &pod.nominated_node {
                 self.explain(pod, Outcome::FitsExisting, None, Some(node.clone()), vec![]);
             } else {
-                let shape = PodShape::from(pod);
+                let shape = self.sim.shape(pod);
                 let key = (
                     Arc::as_ptr(&pod.spec) as usize,
                     Arc::as_ptr(&pod.id.namespace) as *const u8 as usize,

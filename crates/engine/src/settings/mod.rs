@@ -186,6 +186,9 @@ pub struct Settings {
     /// Priority expander configuration (`priority → [regex]`); when unset the cluster's
     /// `cluster-autoscaler-priority-expander` ConfigMap is used.
     pub priorities: Option<BTreeMap<i32, Vec<String>>>,
+    /// The namespace the priority expander's ConfigMap is read from; `None`: the
+    /// autoscaler's own, `openshift-machine-api` on OpenShift and `kube-system` elsewhere.
+    pub priority_config_namespace: Option<String>,
     pub balance_similar_node_groups: bool,
     /// Labels ignored when comparing node groups, beside the built-in zone/hostname ones.
     pub balancing_ignored_labels: Vec<String>,
@@ -324,6 +327,7 @@ impl Default for Settings {
             max_nodes_per_scaleup: 1000,
             expanders: vec![ExpanderKind::LeastWaste],
             priorities: None,
+            priority_config_namespace: None,
             balance_similar_node_groups: false,
             balancing_ignored_labels: Vec::new(),
             node_groups: Vec::new(),

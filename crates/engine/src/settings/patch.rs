@@ -51,6 +51,8 @@ pub enum SettingError {
     NotAPercentage(f64),
     #[error("must be longer than 0s")]
     NoDuration,
+    #[error("{0:?} is not a namespace name (an RFC 1123 label)")]
+    NotANamespace(String),
     #[error("min is negative")]
     NegativeMin,
     #[error("max is negative")]
@@ -155,6 +157,14 @@ fn at_least_one(v: &u64) -> Result<u64, SettingError> {
     }
 }
 
+fn check_namespace(v: &str) -> Result<String, SettingError> {
+    if fleetscaler_model::meta::is_dns_label(v) {
+        Ok(v.to_string())
+    } else {
+        Err(SettingError::NotANamespace(v.to_string()))
+    }
+}
+
 fn fraction(v: &f64) -> Result<f64, SettingError> {
     if (0.0..=1.0).contains(v) {
         Ok(*v)
@@ -174,6 +184,8 @@ settings_patch! {
     expanders: Vec<ExpanderKind> => |v| check_expanders(v),
     /// Priority expander map; keys are priorities written as strings (TOML keys are strings).
     priorities: BTreeMap<String, Vec<String>> => |v| Ok(Some(parse_priorities_map(v)?)),
+    /// The one namespace the priority expander's ConfigMap is read from.
+    priority_config_namespace: String => |v| check_namespace(v).map(Some),
     balance_similar_node_groups: bool => any,
     balancing_ignored_labels: Vec<String> => any,
     node_groups: Vec<NodeGroupSpec> => |v| { v.iter().try_for_each(NodeGroupSpec::check)?; Ok(v.clone()) },

@@ -119,7 +119,7 @@ fn bad_thresholds_are_reported() {
 fn setting_keys_cover_every_patch_field() {
     let mut json: serde_json::Value = serde_json::json!({
         "pod_priority_threshold": 0, "max_nodes_total": 1, "cores": {"max": 2}, "memory_gib": {"max": 2},
-        "gpus": [], "max_nodes_per_scaleup": 5, "expanders": ["random"], "priorities": {"1": ["x"]},
+        "gpus": [], "max_nodes_per_scaleup": 5, "expanders": ["random"], "priorities": {"1": ["x"]}, "priority_config_namespace": "ops",
         "balance_similar_node_groups": true, "balancing_ignored_labels": [], "node_groups": [], "new_pod_scale_up_delay": "30s",
         "scale_down_enabled": false, "scale_down_delay_after_add": "1m", "scale_down_delay_after_delete": "1m",
         "scale_down_delay_after_failure": "1m", "scale_down_unneeded_time": "1m", "scale_down_unready_time": "1m",
@@ -163,4 +163,23 @@ fn zero_max_nodes_total_means_unlimited() {
     };
     patch.apply_to(&mut s);
     assert_eq!(s.max_nodes_total, None);
+}
+
+#[test]
+fn a_priority_config_namespace_must_be_a_namespace_name() {
+    let patch = SettingsPatch {
+        priority_config_namespace: Some("Tenant_A".into()),
+        ..Default::default()
+    };
+    let mut s = Settings::default();
+    let (set, warnings) = patch.apply_to(&mut s);
+    assert!(set.is_empty());
+    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings[0].key, "priority_config_namespace");
+    assert!(
+        warnings[0]
+            .message
+            .contains("\"Tenant_A\" is not a namespace name")
+    );
+    assert_eq!(s.priority_config_namespace, None);
 }

@@ -8,6 +8,7 @@
 
 mod predicates;
 mod topology;
+pub mod volumes;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,9 +19,11 @@ use fleetscaler_model::pod::{Pod, PodSpec};
 use fleetscaler_model::resources::Resources;
 use fleetscaler_model::scheduling::{HOSTNAME_LABEL, HostPort, Taint};
 
+use super::csi::AttachLimits;
 use super::reason::Unfit;
 use super::template::TemplateNode;
 use topology::Topology;
+use volumes::{VolumeIndex, VolumeNeeds};
 
 /// Where a simulated node comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,6 +50,10 @@ pub struct SimNode {
     pub host_ports: Vec<HostPort>,
     pub unschedulable: bool,
     pub kind: SimNodeKind,
+    /// Per CSI driver: how many of its volumes the node may attach.
+    pub attach_limits: AttachLimits,
+    /// Per CSI driver: the volumes of the pods placed on it.
+    pub attached: Vec<(Arc<str>, i64)>,
 }
 
 impl SimNode {
@@ -77,6 +84,8 @@ impl SimNode {
             host_ports: Vec::new(),
             unschedulable: node.unschedulable,
             kind: SimNodeKind::Existing(index),
+            attach_limits: Arc::from([]),
+            attached: Vec::new(),
         }
     }
 
@@ -94,6 +103,8 @@ impl SimNode {
             host_ports: template.daemon_ports.clone(),
             unschedulable: false,
             kind,
+            attach_limits: template.attach_limits.clone(),
+            attached: Vec::new(),
         }
     }
 
@@ -111,6 +122,8 @@ pub struct PodShape {
     pub namespace: Arc<str>,
     pub labels: Labels,
     pub spec: Arc<PodSpec>,
+    /// What its PersistentVolumeClaims ask of a node (`Simulator::shape` fills it in).
+    pub volumes: Option<Arc<VolumeNeeds>>,
 }
 
 impl From<&Pod> for PodShape {
@@ -119,6 +132,7 @@ impl From<&Pod> for PodShape {
             namespace: p.id.namespace.clone(),
             labels: p.labels.clone(),
             spec: p.spec.clone(),
+            volumes: None,
         }
     }
 }
@@ -137,19 +151,38 @@ pub struct Simulator {
     /// The pods on each node now, for building new topology counters.
     pods_on: Vec<Vec<PodShape>>,
     topology: Topology,
+    volumes: VolumeIndex,
+    /// Existing nodes' attach limits, by node name (from their CSINodes).
+    attach_limits: HashMap<Arc<str>, AttachLimits>,
 }
 
 impl Simulator {
     /// An empty simulation that knows the snapshot's namespace labels (for affinity terms
     /// with a namespace selector).
     pub fn for_snapshot(snapshot: &fleetscaler_model::ClusterSnapshot) -> Self {
-        Simulator::new(
+        let mut sim = Simulator::new(
             snapshot
                 .namespaces
                 .iter()
                 .map(|n| (n.name.clone(), n.labels.clone()))
                 .collect(),
-        )
+        );
+        sim.volumes = VolumeIndex::build(snapshot);
+        sim.attach_limits = snapshot
+            .storage
+            .csi_nodes
+            .iter()
+            .map(|c| (c.name.clone(), crate::csi::limits_of(c)))
+            .collect();
+        sim
+    }
+
+    /// The pod as the simulation sees it, its volumes' needs included.
+    pub fn shape(&self, pod: &Pod) -> PodShape {
+        PodShape {
+            volumes: self.volumes.of(pod),
+            ..PodShape::from(pod)
+        }
     }
 
     /// `namespaces`: namespace labels for affinity namespace selectors (may be empty).
@@ -159,6 +192,8 @@ impl Simulator {
             log: Vec::new(),
             pods_on: Vec::new(),
             topology: Topology::new(namespaces),
+            volumes: VolumeIndex::default(),
+            attach_limits: HashMap::new(),
         }
     }
 
@@ -175,7 +210,12 @@ impl Simulator {
         &self.pods_on[idx]
     }
 
-    pub fn add_node(&mut self, node: SimNode) -> usize {
+    pub fn add_node(&mut self, mut node: SimNode) -> usize {
+        if let SimNodeKind::Existing(_) = node.kind
+            && let Some(limits) = self.attach_limits.get(&node.name)
+        {
+            node.attach_limits = limits.clone();
+        }
         self.topology.add_node(&node);
         self.nodes.push(node);
         self.pods_on.push(Vec::new());
@@ -196,6 +236,9 @@ impl Simulator {
 
     fn apply(&mut self, pod: &PodShape, node: usize, delta: i32) {
         let n = &mut self.nodes[node];
+        if let Some(v) = &pod.volumes {
+            v.attach(&mut n.attached, i64::from(delta));
+        }
         if delta > 0 {
             n.requested.add(&pod.spec.requests);
             n.pods += 1;

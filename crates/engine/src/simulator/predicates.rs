@@ -76,6 +76,11 @@ pub(super) fn check_static(pod: &PodShape, node: &SimNode, explain: bool) -> Res
             format!("host port {port} is already taken")
         });
     }
+    if let Some(volumes) = &pod.volumes
+        && let Err((code, message)) = volumes.check(node)
+    {
+        return fail(code, &|| message.clone());
+    }
     Ok(())
 }
 

@@ -9,7 +9,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::api::{apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1};
+use k8s_openapi::api::{
+    apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1, storage::v1 as storagev1,
+};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -25,6 +27,7 @@ use super::meta::{FieldError, Projector, api_group, key_of};
 use super::node::Node;
 use super::pod::Pod;
 use super::snapshot::{ClusterSnapshot, PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
+use super::storage::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
 use super::warning::{Warning, WarningCode};
 use super::workload::{DaemonSet, Namespace, PodDisruptionBudget};
 
@@ -91,6 +94,10 @@ impl SnapshotBuilder {
 
     pub fn finish(mut self) -> (ClusterSnapshot, DumpReport) {
         self.set_listings();
+        // A dump with any claim, volume or class was made with storage in mind (a typed
+        // empty list of them counts too); one without leaves volumes unsimulated.
+        let st = &mut self.snapshot.storage;
+        st.listed |= !(st.claims.is_empty() && st.volumes.is_empty() && st.classes.is_empty());
         let mut warnings: Vec<Warning> = self
             .unsupported
             .iter()
@@ -227,6 +234,12 @@ impl SnapshotBuilder {
             .and_then(Value::as_str)
             .unwrap_or_default();
         let item_kind = kind.strip_suffix("List").unwrap_or_default();
+        if matches!(
+            item_kind,
+            "PersistentVolumeClaim" | "PersistentVolume" | "StorageClass"
+        ) {
+            self.snapshot.storage.listed = true;
+        }
         if let Some(c) =
             api_group(api_version).and_then(|g| ControllerKind::of_object(g, item_kind))
         {
@@ -262,6 +275,21 @@ impl SnapshotBuilder {
                 .namespaces
                 .push(Namespace::from_k8s(&typed::<corev1::Namespace>(value)?, p)),
             ("", "ConfigMap") => return self.add_configmap(value),
+            ("", "PersistentVolumeClaim") => s.storage.claims.push(
+                PersistentVolumeClaim::from_k8s(&typed::<corev1::PersistentVolumeClaim>(value)?, p),
+            ),
+            ("", "PersistentVolume") => s.storage.volumes.push(PersistentVolume::from_k8s(
+                &typed::<corev1::PersistentVolume>(value)?,
+                p,
+            )?),
+            ("storage.k8s.io", "StorageClass") => s.storage.classes.push(StorageClass::from_k8s(
+                &typed::<storagev1::StorageClass>(value)?,
+                p,
+            )),
+            ("storage.k8s.io", "CSINode") => s
+                .storage
+                .csi_nodes
+                .push(CsiNode::from_k8s(&typed::<storagev1::CSINode>(value)?, p)),
             ("policy", "PodDisruptionBudget") => {
                 // policy/v1beta1 has the same fields the engine reads.
                 let v1 = with_api_version(value, "policy/v1");
@@ -351,18 +379,7 @@ impl SnapshotBuilder {
             key: key_of(&cm.metadata, &mut self.projector),
             priorities: cm.data.and_then(|mut d| d.remove("priorities")),
         };
-        // The autoscaler's own namespace wins over a copy elsewhere.
-        let preferred = |c: &PriorityExpanderConfig| {
-            matches!(&*c.key.namespace, "openshift-machine-api" | "kube-system")
-        };
-        if self
-            .snapshot
-            .priority_expander
-            .as_ref()
-            .is_none_or(|old| !preferred(old) || preferred(&config))
-        {
-            self.snapshot.priority_expander = Some(config);
-        }
+        self.snapshot.priority_expanders.push(config);
         self.report.objects += 1;
         Ok(())
     }

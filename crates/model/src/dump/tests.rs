@@ -187,7 +187,7 @@ fn priority_expander_configmap_is_kept() {
     let text = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cluster-autoscaler-priority-expander","namespace":"kube-system"},"data":{"priorities":"10:\n- .*"}}"#;
     let (s, _) = load(text).unwrap();
     assert_eq!(
-        s.priority_expander.unwrap().priorities.as_deref(),
+        s.priority_expanders[0].priorities.as_deref(),
         Some("10:\n- .*")
     );
 }
