@@ -112,9 +112,10 @@ def cases(chart: Path) -> dict[str, dict]:
         # Three replicas sharing the clusters through Leases.
         "sharding": {"replicaCount": 3, "sharding": {"enabled": True},
                      "fleet": {"hub": {"sharding": {"lease_duration": "20s"}}}},
-        # Clusters found in the inventory: every source on, in every namespace (a ClusterRole).
+        # Clusters found in the inventory: every source on, in every namespace (a ClusterRole),
+        # which has to be asked for.
         "membership": {
-            "membership": {"enabled": True, "secrets": {"argocd": True},
+            "membership": {"enabled": True, "allNamespaces": True, "secrets": {"argocd": True},
                            "clusterProfiles": {"enabled": True},
                            "managedClusters": {"enabled": True}},
             "fleet": {"membership": {
@@ -136,6 +137,11 @@ def cases(chart: Path) -> dict[str, dict]:
                                 "volumeMounts": [{"name": "plugins", "mountPath": "/plugins"}]}],
             "extraVolumes": [{"name": "plugins", "emptyDir": {}}],
             "extraVolumeMounts": [{"name": "plugins", "mountPath": "/plugins", "readOnly": True}],
+        },
+        # ACM's ManagedClusters alone: cluster-scoped, read everywhere without allNamespaces.
+        "membership-managed": {
+            "membership": {"enabled": True, "secrets": {"enabled": False},
+                           "managedClusters": {"enabled": True}},
         },
         # configToml: membership from the environment.
         "membership-config-toml": {
@@ -209,7 +215,22 @@ REFUSED = {
     "a misspelt hub.serving key": (
         {"fleet": {"hub": {"serving": {"max_conections": 3}}}}, "max_conections"),
     "ClusterProfiles without a credential plugin": (
-        {"membership": {"enabled": True, "clusterProfiles": {"enabled": True}}}, "providers"),
+        {"membership": {"enabled": True, "namespaces": ["fleet"],
+                        "clusterProfiles": {"enabled": True}}}, "providers"),
+    "Secrets of every namespace without allNamespaces": (
+        {"membership": {"enabled": True}},
+        "membership.secrets (every Secret of each namespace it reads): list the inventory's "
+        "namespaces in membership.namespaces, or set membership.allNamespaces: true"),
+    "ClusterProfiles of every namespace without allNamespaces": (
+        {"membership": {"enabled": True, "secrets": {"enabled": False},
+                        "clusterProfiles": {"enabled": True}},
+         "fleet": {"membership": {"cluster_profiles": {"providers": {"p": {"command": "/p"}}}}}},
+        "membership.clusterProfiles: list the inventory's namespaces in membership.namespaces"),
+    "allNamespaces beside named namespaces": (
+        {"membership": {"enabled": True, "allNamespaces": True, "namespaces": ["fleet"]}},
+        "membership.allNamespaces and membership.namespaces exclude each other"),
+    "allNamespaces that is no boolean": (
+        {"membership": {"allNamespaces": "yes"}}, "/membership/allNamespaces"),
     "membership.enabled in fleet, which the chart sets": (
         {"fleet": {"membership": {"enabled": True}}}, "enabled"),
     "a membership namespace that is no namespace name": (

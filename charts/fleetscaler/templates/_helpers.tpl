@@ -162,6 +162,28 @@ says.
 {{- end }}
 {{- end }}
 
+{{/*
+Membership's reach, refused when it would read more than asked for: an empty namespace list
+means every namespace to the hub and a ClusterRole to RBAC, which for Secrets is every Secret
+of the management cluster. So Secrets and ClusterProfiles (namespaced objects) need the
+namespaces named, or allNamespaces said out loud. ManagedClusters are cluster-scoped and each
+token Secret sits in its cluster's own namespace: they are read everywhere whatever this says.
+*/}}
+{{- define "fleetscaler.checkMembership" -}}
+{{- $m := .Values.membership }}
+{{- if $m.enabled }}
+{{- if and $m.allNamespaces $m.namespaces }}
+{{- fail "membership.allNamespaces and membership.namespaces exclude each other: name the namespaces the inventory is in, or read every namespace (not both)" }}
+{{- end }}
+{{- $sources := list }}
+{{- if $m.secrets.enabled }}{{ $sources = append $sources "membership.secrets (every Secret of each namespace it reads)" }}{{ end }}
+{{- if $m.clusterProfiles.enabled }}{{ $sources = append $sources "membership.clusterProfiles" }}{{ end }}
+{{- if and $sources (not $m.namespaces) (not $m.allNamespaces) }}
+{{- fail (printf "%s: list the inventory's namespaces in membership.namespaces, or set membership.allNamespaces: true to read them in every namespace (with secrets on, the hub may then read every Secret in the cluster)" (join " and " $sources)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* fleet.toml as mounted: configToml verbatim, or the fleet tree written as TOML. */}}
 {{- define "fleetscaler.fleetToml" -}}
 {{- if .Values.configToml }}

@@ -23,7 +23,7 @@ use crate::rbac_support::lost_fields;
 
 /// The release namespace and name scripts/helm_check.py renders with.
 pub const NAMESPACE: &str = "fleetscaler";
-pub const CASES: [&str; 16] = [
+pub const CASES: [&str; 17] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
@@ -39,6 +39,7 @@ pub const CASES: [&str; 16] = [
     "sharding",
     "membership",
     "membership-namespaced",
+    "membership-managed",
     "membership-config-toml",
 ];
 
