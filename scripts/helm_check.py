@@ -100,6 +100,14 @@ def cases(chart: Path) -> dict[str, dict]:
             },
             "fleet": {"hub": {"serving": {"max_connections": 64, "request_timeout": "15s"}}},
         },
+        # The token from a Secret named as the Prometheus Operator names it (authorization),
+        # beside the older bearerTokenSecret, which it wins over.
+        "monitor-authorization": {
+            "metrics": {"serviceMonitor": {
+                "enabled": True,
+                "authorization": {"credentials": {"name": "scraper", "key": "sa-token"}},
+                "bearerTokenSecret": {"name": "older-name"}}},
+        },
         # Your own Secret, served over TLS to anyone (authentication none), with a
         # ServiceMonitor trusting whatever it is given.
         "tls-secret": {
@@ -242,6 +250,9 @@ REFUSED = {
         {"extraVolumeMounts": [{"name": "plugins"}]}, "mountPath"),
     "a misspelt fleet.membership key": (
         {"fleet": {"membership": {"resyncs": "1s"}}}, "resyncs"),
+    "a ServiceMonitor authorization other than Bearer": (
+        {"metrics": {"serviceMonitor": {"authorization": {"type": "Basic"}}}},
+        "at '/metrics/serviceMonitor/authorization/type': value must be 'Bearer'"),
     "a binding subject without a name": (
         {"rbac": {"viewerSubjects": [{"kind": "Group"}]}}, "name"),
 }

@@ -23,7 +23,7 @@ use crate::rbac_support::lost_fields;
 
 /// The release namespace and name scripts/helm_check.py renders with.
 pub const NAMESPACE: &str = "fleetscaler";
-pub const CASES: [&str; 17] = [
+pub const CASES: [&str; 18] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
@@ -32,6 +32,7 @@ pub const CASES: [&str; 17] = [
     "single",
     "cert-manager",
     "tls-secret",
+    "monitor-authorization",
     "observability",
     "openshift",
     "openshift-forced",
