@@ -42,6 +42,19 @@ current-context: prod-east
 EDGE_CONTEXT = 'a "quoted" \\ context\twith\nnewline, <ü> & #hash'
 
 
+# An extra object given as a string of YAML, as upstream's chart users often write them.
+EXTRA_ROLE = """apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .Release.Name }}-plugin
+  namespace: inventory
+rules:
+  - apiGroups: [""]
+    resources: [secrets]
+    verbs: [get]
+"""
+
+
 def example(chart: Path, name: str) -> dict:
     return helm.values_from_yaml((chart / "examples" / name).read_text())
 
@@ -156,6 +169,32 @@ def cases(chart: Path) -> dict[str, dict]:
             "configToml": '[[clusters]]\nname = "prod-east"\n',
             "membership": {"enabled": True, "namespaces": ["fleet"]},
         },
+        # The Deployment's scheduling and rollout, extra objects (a map and a string, both
+        # through tpl) and extra rules, on one plain replica whose token only those rules need.
+        "deployment-values": {
+            "replicaCount": 1,
+            "leaderElection": {"enabled": False},
+            "serving": {"authentication": "none", "tls": {"enabled": False}},
+            "priorityClassName": "fleet-critical",
+            "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                 "whenUnsatisfiable": "ScheduleAnyway"},
+                {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname",
+                 "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"team": "platform"}}},
+            ],
+            "updateStrategy": {"type": "Recreate"},
+            "revisionHistoryLimit": 3,
+            "rbac": {"additionalRules": [
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["plugin-token"],
+                 "verbs": ["get"]}]},
+            "extraObjects": [
+                {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "{{ include \"fleetscaler.fullname\" . }}-extra"},
+                 "data": {"namespace": "{{ .Release.Namespace }}"}},
+                EXTRA_ROLE,
+            ],
+        },
         # Plain and open, as the chart served before: one port, no certificate, no reviews.
         "single": {
             "replicaCount": 1,
@@ -253,6 +292,21 @@ REFUSED = {
     "a ServiceMonitor authorization other than Bearer": (
         {"metrics": {"serviceMonitor": {"authorization": {"type": "Basic"}}}},
         "at '/metrics/serviceMonitor/authorization/type': value must be 'Bearer'"),
+    "Recreate with rollingUpdate": (
+        {"updateStrategy": {"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}},
+        "updateStrategy.rollingUpdate goes with type RollingUpdate only"),
+    "an update strategy the Deployment does not know": (
+        {"updateStrategy": {"type": "BlueGreen"}}, "/updateStrategy/type"),
+    "a negative revisionHistoryLimit": (
+        {"revisionHistoryLimit": -1}, "/revisionHistoryLimit"),
+    "a spread constraint without a topologyKey": (
+        {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]},
+        "topologyKey"),
+    "an extra object without a kind": (
+        {"extraObjects": [{"apiVersion": "v1", "metadata": {"name": "x"}}]}, "/extraObjects/0"),
+    "an additional rule without verbs": (
+        {"rbac": {"additionalRules": [{"apiGroups": [""], "resources": ["secrets"]}]}},
+        "verbs"),
     "a binding subject without a name": (
         {"rbac": {"viewerSubjects": [{"kind": "Group"}]}}, "name"),
 }

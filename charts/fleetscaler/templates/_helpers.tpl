@@ -54,6 +54,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- include "fleetscaler.fullname" . | trunc 30 | trimSuffix "-" }}
 {{- end }}
 
+{{/*
+topologySpreadConstraints, each without a labelSelector given the hub's pod labels: what a
+spread of this release's replicas means, and what a user cannot write before knowing the
+release's name.
+*/}}
+{{- define "fleetscaler.topologySpreadConstraints" -}}
+{{- $out := list }}
+{{- range .Values.topologySpreadConstraints }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (include "fleetscaler.selectorLabels" $ | fromYaml)) }}
+{{- end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- toYaml $out }}
+{{- end }}
+
 {{- define "fleetscaler.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
 {{- end }}

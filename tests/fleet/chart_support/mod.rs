@@ -23,13 +23,14 @@ use crate::rbac_support::lost_fields;
 
 /// The release namespace and name scripts/helm_check.py renders with.
 pub const NAMESPACE: &str = "fleetscaler";
-pub const CASES: [&str; 18] = [
+pub const CASES: [&str; 19] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
     "config-toml",
     "toml-edge",
     "single",
+    "deployment-values",
     "cert-manager",
     "tls-secret",
     "monitor-authorization",
