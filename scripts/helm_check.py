@@ -55,6 +55,52 @@ rules:
 """
 
 
+# The same settings under the chart's own names and under upstream cluster-autoscaler
+# chart's: the renders must be the same text. Over TLS from a Secret of yours, so that no
+# certificate is made anew in each render.
+UPSTREAM_BASE = {"serving": {"tls": {"source": "secret", "existingSecret": "my-tls"}},
+                 "podDisruptionBudget": {"maxUnavailable": 1, "annotations": {"team": "platform"}}}
+RELABEL = [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}]
+DROP_GO = [{"sourceLabels": ["__name__"], "regex": "go_.*", "action": "drop"}]
+OWN_NAMES = {
+    **UPSTREAM_BASE,
+    "metrics": {"serviceMonitor": {
+        "enabled": True, "interval": "15s", "labels": {"release": "prom"},
+        "annotations": {"team": "platform"}, "relabelings": RELABEL,
+        "metricRelabelings": DROP_GO}},
+    "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+    "extraEnv": [{"name": "FLEETSCALER_DEFAULTS__MAX_NODES_TOTAL", "value": "100"},
+                 {"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+    "serviceAccount": {"create": True, "name": "fleet-hub",
+                       "annotations": {"example.com/owner": "platform"}},
+    "securityContext": {"privileged": False},
+}
+UPSTREAM_NAMES = {
+    **UPSTREAM_BASE,
+    "serviceMonitor": {
+        "enabled": True, "interval": "15s", "namespace": "fleetscaler", "path": "/metrics",
+        "selector": {"release": "prom"}, "annotations": {"team": "platform"},
+        "relabelings": RELABEL, "metricRelabelings": DROP_GO},
+    "prometheusRule": {"enabled": True, "additionalLabels": {"release": "prom"}},
+    "extraEnv": {"FLEETSCALER_DEFAULTS__MAX_NODES_TOTAL": 100,
+                 "HTTPS_PROXY": "http://proxy:3128"},
+    "rbac": {"serviceAccount": {"create": True, "name": "fleet-hub",
+                                "annotations": {"example.com/owner": "platform"}}},
+    "containerSecurityContext": {"privileged": False},
+}
+# Both names, every upstream one saying otherwise: the chart's own names win each time.
+BOTH_NAMES = {
+    **OWN_NAMES,
+    "serviceMonitor": {
+        "enabled": False, "interval": "60s", "selector": {"release": "other"},
+        "annotations": {"team": "other"}, "relabelings": DROP_GO, "metricRelabelings": RELABEL},
+    "prometheusRule": {**OWN_NAMES["prometheusRule"], "additionalLabels": {"release": "other"}},
+    "rbac": {"serviceAccount": {"create": False, "name": "other",
+                                "annotations": {"example.com/owner": "other"}}},
+    "containerSecurityContext": {"privileged": True},
+}
+
+
 def example(chart: Path, name: str) -> dict:
     return helm.values_from_yaml((chart / "examples" / name).read_text())
 
@@ -195,6 +241,24 @@ def cases(chart: Path) -> dict[str, dict]:
                 EXTRA_ROLE,
             ],
         },
+        # Upstream cluster-autoscaler chart's names: the same as the chart's own, and losing
+        # to them where both are given.
+        "upstream-own-names": OWN_NAMES,
+        "upstream-names": UPSTREAM_NAMES,
+        "upstream-both-names": BOTH_NAMES,
+        # Upstream's names filling what the chart leaves empty (the ServiceMonitor's switch
+        # and interval, the ServiceAccount's create) and adding to the security lock-down
+        # without loosening it; the PrometheusRule's namespace, interval and rules of yours.
+        "upstream-fills": {
+            "serviceMonitor": {"enabled": True, "interval": "10s"},
+            "rbac": {"serviceAccount": {"create": False, "name": "existing-sa"}},
+            "containerSecurityContext": {"readOnlyRootFilesystem": False, "runAsUser": 1000},
+            "prometheusRule": {
+                "enabled": True, "namespace": "monitoring", "interval": "1m",
+                "rules": [{"alert": "FleetscalerAbsent",
+                           "expr": 'absent(up{job="{{ include "fleetscaler.fullname" . }}"})',
+                           "for": "5m", "labels": {"severity": "critical"}}]},
+        },
         # Plain and open, as the chart served before: one port, no certificate, no reviews.
         "single": {
             "replicaCount": 1,
@@ -307,6 +371,35 @@ REFUSED = {
     "an additional rule without verbs": (
         {"rbac": {"additionalRules": [{"apiGroups": [""], "resources": ["secrets"]}]}},
         "verbs"),
+    "upstream's ServiceMonitor in another namespace": (
+        {"serviceMonitor": {"enabled": True, "namespace": "monitoring"}},
+        'serviceMonitor.namespace "monitoring" (upstream cluster-autoscaler\'s chart) must be '
+        'the release namespace "fleetscaler", or unset'),
+    "upstream's ServiceMonitor on another path": (
+        {"serviceMonitor": {"path": "/custom"}},
+        "at '/serviceMonitor/path': value must be '/metrics'"),
+    "an upstream ServiceMonitor key with no meaning here": (
+        {"serviceMonitor": {"jobLabel": "app"}}, "jobLabel"),
+    "upstream relabelings as a map": (
+        {"serviceMonitor": {"relabelings": {"a": "b"}}}, "/serviceMonitor/relabelings"),
+    "upstream's PodDisruptionBudget selector": (
+        {"podDisruptionBudget": {"selector": {"app": "x"}}},
+        "podDisruptionBudget.selector (upstream cluster-autoscaler's chart) has no equivalent"),
+    "minAvailable and maxUnavailable": (
+        {"podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}},
+        "podDisruptionBudget: set minAvailable or maxUnavailable, not both"),
+    "upstream's automountServiceAccountToken": (
+        {"rbac": {"serviceAccount": {"automountServiceAccountToken": True}}},
+        "rbac.serviceAccount.automountServiceAccountToken (upstream cluster-autoscaler's chart) "
+        "has no equivalent"),
+    "upstream's pod securityContext in the container's": (
+        {"securityContext": {"fsGroup": 65534}},
+        "securityContext.fsGroup: securityContext is the container's here (upstream "
+        "cluster-autoscaler's securityContext is the pod's); move fsGroup to podSecurityContext"),
+    "an extraEnv map value that is no scalar": (
+        {"extraEnv": {"X": {"valueFrom": {}}}}, "/extraEnv"),
+    "a PrometheusRule namespace that is no namespace name": (
+        {"prometheusRule": {"namespace": "Monitoring"}}, "/prometheusRule/namespace"),
     "a binding subject without a name": (
         {"rbac": {"viewerSubjects": [{"kind": "Group"}]}}, "name"),
 }

@@ -7,6 +7,7 @@
 
 use crate::chart_support;
 
+use chart_support::promql;
 use chart_support::*;
 use serde_json::json;
 
@@ -115,4 +116,139 @@ fn extra_objects_go_through_tpl_and_extra_rules_get_a_cluster_role_of_their_own(
         let named = |d: &&serde_json::Value| d["metadata"]["name"] == "fleetscaler-additional";
         assert!(!docs(case).iter().any(|d| named(&d)), "{case}");
     }
+}
+
+/// A rendered case as Helm wrote it.
+fn text(case: &str) -> String {
+    let path = rendered().join(format!("{case}.yaml"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+}
+
+/// Where two renders part, for a readable failure.
+fn first_difference(a: &str, b: &str) -> Option<String> {
+    let (mut left, mut right) = (a.lines(), b.lines());
+    for line in 1.. {
+        match (left.next(), right.next()) {
+            (None, None) => return None,
+            (l, r) if l == r => {}
+            (l, r) => return Some(format!("line {line}: {l:?} against {r:?}")),
+        }
+    }
+    None
+}
+
+/// Upstream cluster-autoscaler chart's names give the very manifests the chart's own names
+/// give; given both, each upstream value saying otherwise, the chart's own names win every
+/// time. The settings took effect, so the sameness is not that of two renders ignoring them.
+#[test]
+fn upstream_chart_names_render_what_the_charts_own_names_render() {
+    let own = text("upstream-own-names");
+    for case in ["upstream-names", "upstream-both-names"] {
+        let difference = first_difference(&own, &text(case));
+        assert!(
+            difference.is_none(),
+            "{case} differs from upstream-own-names: {difference:?}"
+        );
+    }
+
+    let rendered = docs("upstream-names");
+    let monitor = one(&rendered, "ServiceMonitor");
+    assert_eq!(monitor["metadata"]["labels"]["release"], "prom");
+    assert_eq!(monitor["metadata"]["annotations"], json!({"team": "platform"}));
+    assert_eq!(monitor["metadata"]["namespace"], NAMESPACE);
+    let e = &monitor["spec"]["endpoints"][0];
+    assert_eq!(e["interval"], "15s");
+    assert_eq!(e["path"], "/metrics");
+    assert_eq!(
+        e["relabelings"],
+        json!([{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}])
+    );
+    assert_eq!(e["metricRelabelings"][0]["action"], "drop");
+    let rule = one(&rendered, "PrometheusRule");
+    assert_eq!(rule["metadata"]["labels"]["release"], "prom");
+
+    let env = literal_env(&rendered);
+    for (name, value) in [
+        ("FLEETSCALER_DEFAULTS__MAX_NODES_TOTAL", "100"),
+        ("HTTPS_PROXY", "http://proxy:3128"),
+    ] {
+        assert!(
+            env.contains(&(name.to_string(), value.to_string())),
+            "{name}={value} not in {env:?}"
+        );
+    }
+    let account = one(&rendered, "ServiceAccount");
+    assert_eq!(account["metadata"]["name"], "fleet-hub");
+    assert_eq!(
+        account["metadata"]["annotations"]["example.com/owner"],
+        "platform"
+    );
+    assert_eq!(pod_spec(&rendered)["serviceAccountName"], "fleet-hub");
+    let sc = &container(&rendered)["securityContext"];
+    assert_eq!(sc["privileged"], false);
+    assert_eq!(sc["readOnlyRootFilesystem"], true, "the lock-down stays");
+    let budget = one(&rendered, "PodDisruptionBudget");
+    assert_eq!(budget["spec"]["maxUnavailable"], 1);
+    assert!(budget["spec"]["minAvailable"].is_null(), "{budget}");
+    assert_eq!(budget["metadata"]["annotations"], json!({"team": "platform"}));
+}
+
+/// Upstream's names fill what the chart leaves empty (the ServiceMonitor's switch and
+/// interval, whether to create the ServiceAccount) and add to the container's lock-down
+/// without loosening it; with neither name, the chart's defaults hold.
+#[test]
+fn upstream_names_fill_what_the_chart_leaves_empty_and_never_loosen_the_lock_down() {
+    let rendered = docs("upstream-fills");
+    assert!(all(&rendered, "ServiceAccount").is_empty(), "not created");
+    assert_eq!(pod_spec(&rendered)["serviceAccountName"], "existing-sa");
+    let binding = one(&rendered, "RoleBinding");
+    assert_eq!(binding["subjects"][0]["name"], "existing-sa");
+    assert_eq!(endpoint("upstream-fills")["interval"], "10s");
+    let sc = &container(&rendered)["securityContext"];
+    assert_eq!(sc["runAsUser"], 1000, "added: {sc}");
+    assert_eq!(sc["readOnlyRootFilesystem"], true, "not loosened: {sc}");
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+
+    // Neither name: the defaults the chart applies last.
+    let rendered = docs("default");
+    let account = one(&rendered, "ServiceAccount");
+    assert_eq!(
+        pod_spec(&rendered)["serviceAccountName"],
+        account["metadata"]["name"]
+    );
+    assert!(all(&rendered, "ServiceMonitor").is_empty());
+    assert_eq!(endpoint("multi-cluster")["interval"], "30s");
+    assert_eq!(
+        one(&rendered, "PodDisruptionBudget")["spec"],
+        json!({"minAvailable": 1, "selector": one(&rendered, "Deployment")["spec"]["selector"]})
+    );
+}
+
+/// prometheusRule.namespace, .interval and .rules (upstream's chart has them under the same
+/// names): the rule where asked, every group on the interval, and your rules, through tpl, in
+/// a group of their own that Prometheus's own promtool accepts beside the shipped ones.
+#[test]
+fn the_prometheus_rule_takes_its_namespace_interval_and_your_rules() {
+    let rule = one(&docs("upstream-fills"), "PrometheusRule").clone();
+    assert_eq!(rule["metadata"]["namespace"], "monitoring");
+    let groups = rule["spec"]["groups"].as_array().unwrap();
+    assert!(groups.len() >= 2, "{groups:?}");
+    for g in groups {
+        assert_eq!(g["interval"], "1m", "{}", g["name"]);
+    }
+    let yours = groups.last().unwrap();
+    assert_eq!(yours["name"], "fleetscaler-additional");
+    assert_eq!(
+        yours["rules"],
+        json!([{"alert": "FleetscalerAbsent", "expr": "absent(up{job=\"fleetscaler\"})",
+                "for": "5m", "labels": {"severity": "critical"}}])
+    );
+    let shipped: usize = groups[..groups.len() - 1]
+        .iter()
+        .map(|g| g["rules"].as_array().unwrap().len())
+        .sum();
+    let dir = crate::e2e_support::TempDir::new("chart-your-rules");
+    let file = dir.path().join("rules.yaml");
+    std::fs::write(&file, json!({"groups": groups}).to_string()).unwrap();
+    promql::promtool_check_rules(&file, shipped + 1).unwrap_or_else(|e| panic!("{e}"));
 }

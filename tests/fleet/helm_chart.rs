@@ -245,6 +245,10 @@ fn the_service_monitor_is_rendered_only_when_enabled() {
         "cert-manager",
         "tls-secret",
         "monitor-authorization",
+        "upstream-own-names",
+        "upstream-names",
+        "upstream-both-names",
+        "upstream-fills",
     ];
     for case in CASES.into_iter().filter(|c| !enabled.contains(c)) {
         assert!(all(&docs(case), "ServiceMonitor").is_empty(), "{case}");

@@ -33,10 +33,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "fleetscaler.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
-{{- default (include "fleetscaler.fullname" .) .Values.serviceAccount.name }}
+{{- $sa := include "fleetscaler.serviceAccount" . | fromJson }}
+{{- if $sa.create }}
+{{- default (include "fleetscaler.fullname" .) $sa.name }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- default "default" $sa.name }}
 {{- end }}
 {{- end }}
 
@@ -299,7 +300,7 @@ is outside every range), so under OpenShift those are left to it.
 {{- end }}
 
 {{- define "fleetscaler.securityContext" -}}
-{{- $sc := .Values.securityContext }}
+{{- $sc := include "fleetscaler.containerSecurityContext" . | fromJson }}
 {{- if include "fleetscaler.openshift" . }}
 {{- $sc = omit $sc "runAsUser" "runAsGroup" }}
 {{- end }}

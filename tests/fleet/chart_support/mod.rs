@@ -23,7 +23,7 @@ use crate::rbac_support::lost_fields;
 
 /// The release namespace and name scripts/helm_check.py renders with.
 pub const NAMESPACE: &str = "fleetscaler";
-pub const CASES: [&str; 19] = [
+pub const CASES: [&str; 23] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
@@ -31,6 +31,10 @@ pub const CASES: [&str; 19] = [
     "toml-edge",
     "single",
     "deployment-values",
+    "upstream-own-names",
+    "upstream-names",
+    "upstream-both-names",
+    "upstream-fills",
     "cert-manager",
     "tls-secret",
     "monitor-authorization",
@@ -139,6 +143,17 @@ pub fn check_service_monitor(doc: &Value, what: &str) -> Vec<String> {
         "tlsConfig",
         "bearerTokenFile",
         "authorization",
+        "relabelings",
+        "metricRelabelings",
+    ];
+    let relabel_keys = [
+        "sourceLabels",
+        "separator",
+        "targetLabel",
+        "regex",
+        "modulus",
+        "replacement",
+        "action",
     ];
     let tls_keys = [
         "ca",
@@ -160,6 +175,14 @@ pub fn check_service_monitor(doc: &Value, what: &str) -> Vec<String> {
             &["type", "credentials"],
             "authorization",
         ));
+        for list in ["relabelings", "metricRelabelings"] {
+            if !(e[list].is_null() || e[list].is_array()) {
+                problems.push(format!("{list} is not a list"));
+            }
+            for r in e[list].as_array().into_iter().flatten() {
+                problems.extend(unexpected_keys(r, &relabel_keys, list));
+            }
+        }
         if !(e["scheme"].is_null() || e["scheme"] == "https" || e["scheme"] == "http") {
             problems.push(format!("scheme {}", e["scheme"]));
         }
