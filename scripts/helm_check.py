@@ -6,10 +6,12 @@ Usage: helm_check.py CHART_DIR OUT_DIR
   CHART_DIR/examples and the LINTED cases: any error or warning fails; info messages are
   printed.
 - Renders each case below into OUT_DIR/<case>.yaml (every manifest, `---` between them),
-  which tests/fleet/helm_chart.rs and tests/fleet/chart_observability.rs parse and check; a case in
+  which tests/fleet/helm_chart.rs and tests/fleet/chart_*.rs parse and check; a case in
   API_VERSIONS is rendered as for a cluster that serves those API versions (OpenShift).
-- Renders values that must be refused (schema violations, unsafe combinations) and fails if
-  one renders.
+  Renders that must be the same text (upstream cluster-autoscaler chart's value names against
+  the chart's own) are compared there, by tests/fleet/chart_values.rs.
+- Renders values that must be refused (schema violations, unsafe combinations, upstream values
+  with no meaning here) and fails if one renders, or is refused without the words expected.
 
 Exits non-zero with every problem listed.
 """
@@ -106,7 +108,7 @@ def example(chart: Path, name: str) -> dict:
 
 
 def cases(chart: Path) -> dict[str, dict]:
-    """The renders tests/fleet/helm_chart.rs checks, by name."""
+    """The renders tests/fleet/helm_chart.rs and tests/fleet/chart_*.rs check, by name."""
     return {
         "default": {},
         "multi-cluster": example(chart, "multi-cluster.yaml"),
@@ -282,10 +284,11 @@ API_VERSIONS = {"openshift": [OPENSHIFT_API], "openshift-off": [OPENSHIFT_API]}
 
 # Cases linted besides the default values and the examples.
 LINTED = ["observability", "openshift-forced", "cert-manager", "single", "sharding",
-          "membership"]
+          "membership", "deployment-values", "upstream-names", "upstream-fills"]
 
 
-# Values that must not render, with a word the error must contain.
+# Values that must not render, with words the error must contain (for the chart's own
+# refusals, the message a user reads).
 REFUSED = {
     "unknown top-level key": ({"replicas": 2}, "replicas"),
     "replicaCount of the wrong type": ({"replicaCount": "two"}, "replicaCount"),
