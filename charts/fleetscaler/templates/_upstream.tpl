@@ -11,6 +11,24 @@ securityContext is deliberately not among them: an upstream value adds to it, an
 fleetscaler name loosens it.
 */}}
 
+{{/*
+The map .own over the map .up, key by key at every depth, as JSON. Not sprig's merge: that
+(mergo) lets the second map replace what the first says when it is false, 0 or "", and
+`privileged: false` is a value the fleetscaler name must keep.
+*/}}
+{{- define "fleetscaler.merge" -}}
+{{- $out := deepCopy (default (dict) .up) }}
+{{- range $key, $own := default (dict) .own }}
+{{- if kindIs "invalid" $own }}
+{{- else if and (kindIs "map" $own) (kindIs "map" (get $out $key)) }}
+{{- $_ := set $out $key (include "fleetscaler.merge" (dict "own" $own "up" (get $out $key)) | fromJson) }}
+{{- else }}
+{{- $_ := set $out $key $own }}
+{{- end }}
+{{- end }}
+{{- toJson $out }}
+{{- end }}
+
 {{/* metrics.serviceMonitor, with upstream's serviceMonitor filling it in, as JSON. */}}
 {{- define "fleetscaler.serviceMonitor" -}}
 {{- $own := .Values.metrics.serviceMonitor }}
@@ -21,8 +39,8 @@ fleetscaler name loosens it.
 {{- if kindIs "invalid" $enabled }}{{ $enabled = $up.enabled }}{{ end }}
 {{- $_ := set $sm "enabled" (and (not (kindIs "invalid" $enabled)) $enabled) }}
 {{- $_ := set $sm "interval" (coalesce $own.interval $up.interval "30s") }}
-{{- $_ := set $sm "labels" (merge (deepCopy (default (dict) $own.labels)) (default (dict) $up.selector)) }}
-{{- $_ := set $sm "annotations" (merge (deepCopy (default (dict) $own.annotations)) (default (dict) $up.annotations)) }}
+{{- $_ := set $sm "labels" (include "fleetscaler.merge" (dict "own" $own.labels "up" $up.selector) | fromJson) }}
+{{- $_ := set $sm "annotations" (include "fleetscaler.merge" (dict "own" $own.annotations "up" $up.annotations) | fromJson) }}
 {{- range $key := list "relabelings" "metricRelabelings" }}
 {{- /* Upstream's default is {}: empty, whatever its type. */}}
 {{- $_ := set $sm $key (default (list) (coalesce (get $own $key) (get $up $key))) }}
@@ -33,7 +51,7 @@ fleetscaler name loosens it.
 {{/* prometheusRule.labels, with upstream's prometheusRule.additionalLabels. */}}
 {{- define "fleetscaler.prometheusRuleLabels" -}}
 {{- $r := .Values.prometheusRule }}
-{{- toYaml (merge (deepCopy (default (dict) $r.labels)) (default (dict) $r.additionalLabels)) }}
+{{- include "fleetscaler.merge" (dict "own" $r.labels "up" $r.additionalLabels) | fromJson | toYaml }}
 {{- end }}
 
 {{/* extraEnv as the container's env list: the chart's list as it is, or upstream's map of
@@ -57,14 +75,14 @@ fleetscaler name loosens it.
 {{- $create := $own.create }}
 {{- if kindIs "invalid" $create }}{{ $create = $up.create }}{{ end }}
 {{- if kindIs "invalid" $create }}{{ $create = true }}{{ end }}
-{{- $annotations := merge (deepCopy (default (dict) $own.annotations)) (default (dict) $up.annotations) }}
+{{- $annotations := include "fleetscaler.merge" (dict "own" $own.annotations "up" $up.annotations) | fromJson }}
 {{- toJson (dict "create" $create "name" (coalesce $own.name $up.name "") "annotations" $annotations) }}
 {{- end }}
 
 {{/* The container's security context: securityContext, with upstream's
      containerSecurityContext adding what it does not say. */}}
 {{- define "fleetscaler.containerSecurityContext" -}}
-{{- toJson (merge (deepCopy (default (dict) .Values.securityContext)) (default (dict) .Values.containerSecurityContext)) }}
+{{- include "fleetscaler.merge" (dict "own" .Values.securityContext "up" .Values.containerSecurityContext) }}
 {{- end }}
 
 {{/* Upstream values that cannot mean here what they meant there, refused with what to do. */}}
