@@ -154,7 +154,10 @@ fn upstream_chart_names_render_what_the_charts_own_names_render() {
     let rendered = docs("upstream-names");
     let monitor = one(&rendered, "ServiceMonitor");
     assert_eq!(monitor["metadata"]["labels"]["release"], "prom");
-    assert_eq!(monitor["metadata"]["annotations"], json!({"team": "platform"}));
+    assert_eq!(
+        monitor["metadata"]["annotations"],
+        json!({"team": "platform"})
+    );
     assert_eq!(monitor["metadata"]["namespace"], NAMESPACE);
     let e = &monitor["spec"]["endpoints"][0];
     assert_eq!(e["interval"], "15s");
@@ -190,7 +193,10 @@ fn upstream_chart_names_render_what_the_charts_own_names_render() {
     let budget = one(&rendered, "PodDisruptionBudget");
     assert_eq!(budget["spec"]["maxUnavailable"], 1);
     assert!(budget["spec"]["minAvailable"].is_null(), "{budget}");
-    assert_eq!(budget["metadata"]["annotations"], json!({"team": "platform"}));
+    assert_eq!(
+        budget["metadata"]["annotations"],
+        json!({"team": "platform"})
+    );
 }
 
 /// Upstream's names fill what the chart leaves empty (the ServiceMonitor's switch and
