@@ -79,6 +79,8 @@ OWN_NAMES = {
 }
 UPSTREAM_NAMES = {
     **UPSTREAM_BASE,
+    # Upstream's defaults for what has no meaning here change nothing.
+    "podDisruptionBudget": {**UPSTREAM_BASE["podDisruptionBudget"], "selector": {}},
     "serviceMonitor": {
         "enabled": True, "interval": "15s", "namespace": "fleetscaler", "path": "/metrics",
         "selector": {"release": "prom"}, "annotations": {"team": "platform"},
@@ -87,7 +89,8 @@ UPSTREAM_NAMES = {
     "extraEnv": {"FLEETSCALER_DEFAULTS__MAX_NODES_TOTAL": 100,
                  "HTTPS_PROXY": "http://proxy:3128"},
     "rbac": {"serviceAccount": {"create": True, "name": "fleet-hub",
-                                "annotations": {"example.com/owner": "platform"}}},
+                                "annotations": {"example.com/owner": "platform"},
+                                "automountServiceAccountToken": True}},
     "containerSecurityContext": {"privileged": False},
 }
 # Both names, every upstream one saying otherwise: the chart's own names win each time.
@@ -391,10 +394,10 @@ REFUSED = {
     "minAvailable and maxUnavailable": (
         {"podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}},
         "podDisruptionBudget: set minAvailable or maxUnavailable, not both"),
-    "upstream's automountServiceAccountToken": (
-        {"rbac": {"serviceAccount": {"automountServiceAccountToken": True}}},
-        "rbac.serviceAccount.automountServiceAccountToken (upstream cluster-autoscaler's chart) "
-        "has no equivalent"),
+    "upstream's automountServiceAccountToken false": (
+        {"rbac": {"serviceAccount": {"automountServiceAccountToken": False}}},
+        "rbac.serviceAccount.automountServiceAccountToken false (upstream cluster-autoscaler's "
+        "chart) has no equivalent"),
     "upstream's pod securityContext in the container's": (
         {"securityContext": {"fsGroup": 65534}},
         "securityContext.fsGroup: securityContext is the container's here (upstream "

@@ -91,11 +91,13 @@ The map .own over the map .up, key by key at every depth, as JSON. Not sprig's m
 {{- if and $smNamespace (ne $smNamespace .Release.Namespace) }}
 {{- fail (printf "serviceMonitor.namespace %q (upstream cluster-autoscaler's chart) must be the release namespace %q, or unset: the ServiceMonitor names Secrets (the CA, the token) that the Prometheus Operator reads in the ServiceMonitor's own namespace; let the Prometheus's serviceMonitorNamespaceSelector take %q instead" $smNamespace .Release.Namespace .Release.Namespace) }}
 {{- end }}
-{{- if hasKey .Values.podDisruptionBudget "selector" }}
+{{- /* Upstream's defaults (an empty selector, the token mounted) pass: a values file copied
+       whole from upstream's chart says nothing by them that the chart does not do. */}}
+{{- if .Values.podDisruptionBudget.selector }}
 {{- fail "podDisruptionBudget.selector (upstream cluster-autoscaler's chart) has no equivalent: the budget always selects the hub's pods by the chart's own labels; remove it" }}
 {{- end }}
-{{- if hasKey (dig "serviceAccount" (dict) .Values.rbac) "automountServiceAccountToken" }}
-{{- fail "rbac.serviceAccount.automountServiceAccountToken (upstream cluster-autoscaler's chart) has no equivalent: the chart mounts the token exactly when the hub needs it (leader election, sharding, serving.authentication kubernetes, membership, rbac.additionalRules); remove it" }}
+{{- if eq (toString (dig "serviceAccount" "automountServiceAccountToken" true .Values.rbac)) "false" }}
+{{- fail "rbac.serviceAccount.automountServiceAccountToken false (upstream cluster-autoscaler's chart) has no equivalent: the chart mounts the token exactly when the hub needs it (leader election, sharding, serving.authentication kubernetes, membership, rbac.additionalRules) and only then; remove it" }}
 {{- end }}
 {{- range $key := list "fsGroup" "fsGroupChangePolicy" "supplementalGroups" "supplementalGroupsPolicy" "sysctls" "seLinuxChangePolicy" }}
 {{- if hasKey (default (dict) $.Values.securityContext) $key }}
