@@ -2,9 +2,10 @@
 # Lints and renders charts/fleetscaler with real Helm (v4's Go SDK, through the PyPI package
 # helm-python-sdk: no helm binary), for the default values, the examples, the optional
 # dashboard and PrometheusRule, and OpenShift (as Helm sees it through the API versions the
-# cluster serves), and checks that bad values are refused (scripts/helm_check.py says what
-# exactly). The rendered manifests go to OUT_DIR (default target/helm-render), where
-# tests/fleet/helm_chart.rs and tests/fleet/chart_observability.rs check them.
+# cluster serves), and upstream cluster-autoscaler chart's value names beside the chart's own,
+# and checks that bad values are refused with the message expected (scripts/helm_check.py says
+# what exactly). The rendered manifests go to OUT_DIR (default target/helm-render), where
+# tests/fleet/helm_chart.rs and tests/fleet/chart_*.rs check them.
 #
 # The SDK is installed once into a virtualenv under target/helm-venv. `helm-check.sh
 # --python` only makes sure of that and prints the virtualenv's interpreter (for

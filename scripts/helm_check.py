@@ -6,10 +6,12 @@ Usage: helm_check.py CHART_DIR OUT_DIR
   CHART_DIR/examples and the LINTED cases: any error or warning fails; info messages are
   printed.
 - Renders each case below into OUT_DIR/<case>.yaml (every manifest, `---` between them),
-  which tests/fleet/helm_chart.rs and tests/fleet/chart_observability.rs parse and check; a case in
+  which tests/fleet/helm_chart.rs and tests/fleet/chart_*.rs parse and check; a case in
   API_VERSIONS is rendered as for a cluster that serves those API versions (OpenShift).
-- Renders values that must be refused (schema violations, unsafe combinations) and fails if
-  one renders.
+  Renders that must be the same text (upstream cluster-autoscaler chart's value names against
+  the chart's own) are compared there, by tests/fleet/chart_values.rs.
+- Renders values that must be refused (schema violations, unsafe combinations, upstream values
+  with no meaning here) and fails if one renders, or is refused without the words expected.
 
 Exits non-zero with every problem listed.
 """
@@ -42,12 +44,74 @@ current-context: prod-east
 EDGE_CONTEXT = 'a "quoted" \\ context\twith\nnewline, <ü> & #hash'
 
 
+# An extra object given as a string of YAML, as upstream's chart users often write them.
+EXTRA_ROLE = """apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ .Release.Name }}-plugin
+  namespace: inventory
+rules:
+  - apiGroups: [""]
+    resources: [secrets]
+    verbs: [get]
+"""
+
+
+# The same settings under the chart's own names and under upstream cluster-autoscaler
+# chart's: the renders must be the same text. Over TLS from a Secret of yours, so that no
+# certificate is made anew in each render.
+UPSTREAM_BASE = {"serving": {"tls": {"source": "secret", "existingSecret": "my-tls"}},
+                 "podDisruptionBudget": {"maxUnavailable": 1, "annotations": {"team": "platform"}}}
+RELABEL = [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}]
+DROP_GO = [{"sourceLabels": ["__name__"], "regex": "go_.*", "action": "drop"}]
+OWN_NAMES = {
+    **UPSTREAM_BASE,
+    "metrics": {"serviceMonitor": {
+        "enabled": True, "interval": "15s", "labels": {"release": "prom"},
+        "annotations": {"team": "platform"}, "relabelings": RELABEL,
+        "metricRelabelings": DROP_GO}},
+    "prometheusRule": {"enabled": True, "labels": {"release": "prom"}},
+    "extraEnv": [{"name": "FLEETSCALER_DEFAULTS__MAX_NODES_TOTAL", "value": "100"},
+                 {"name": "HTTPS_PROXY", "value": "http://proxy:3128"}],
+    "serviceAccount": {"create": True, "name": "fleet-hub",
+                       "annotations": {"example.com/owner": "platform"}},
+    "securityContext": {"privileged": False},
+}
+UPSTREAM_NAMES = {
+    **UPSTREAM_BASE,
+    # Upstream's defaults for what has no meaning here change nothing.
+    "podDisruptionBudget": {**UPSTREAM_BASE["podDisruptionBudget"], "selector": {}},
+    "serviceMonitor": {
+        "enabled": True, "interval": "15s", "namespace": "fleetscaler", "path": "/metrics",
+        "selector": {"release": "prom"}, "annotations": {"team": "platform"},
+        "relabelings": RELABEL, "metricRelabelings": DROP_GO},
+    "prometheusRule": {"enabled": True, "additionalLabels": {"release": "prom"}},
+    "extraEnv": {"FLEETSCALER_DEFAULTS__MAX_NODES_TOTAL": 100,
+                 "HTTPS_PROXY": "http://proxy:3128"},
+    "rbac": {"serviceAccount": {"create": True, "name": "fleet-hub",
+                                "annotations": {"example.com/owner": "platform"},
+                                "automountServiceAccountToken": True}},
+    "containerSecurityContext": {"privileged": False},
+}
+# Both names, every upstream one saying otherwise: the chart's own names win each time.
+BOTH_NAMES = {
+    **OWN_NAMES,
+    "serviceMonitor": {
+        "enabled": False, "interval": "60s", "selector": {"release": "other"},
+        "annotations": {"team": "other"}, "relabelings": DROP_GO, "metricRelabelings": RELABEL},
+    "prometheusRule": {**OWN_NAMES["prometheusRule"], "additionalLabels": {"release": "other"}},
+    "rbac": {"serviceAccount": {"create": False, "name": "other",
+                                "annotations": {"example.com/owner": "other"}}},
+    "containerSecurityContext": {"privileged": True},
+}
+
+
 def example(chart: Path, name: str) -> dict:
     return helm.values_from_yaml((chart / "examples" / name).read_text())
 
 
 def cases(chart: Path) -> dict[str, dict]:
-    """The renders tests/fleet/helm_chart.rs checks, by name."""
+    """The renders tests/fleet/helm_chart.rs and tests/fleet/chart_*.rs check, by name."""
     return {
         "default": {},
         "multi-cluster": example(chart, "multi-cluster.yaml"),
@@ -100,6 +164,14 @@ def cases(chart: Path) -> dict[str, dict]:
             },
             "fleet": {"hub": {"serving": {"max_connections": 64, "request_timeout": "15s"}}},
         },
+        # The token from a Secret named as the Prometheus Operator names it (authorization),
+        # beside the older bearerTokenSecret, which it wins over.
+        "monitor-authorization": {
+            "metrics": {"serviceMonitor": {
+                "enabled": True,
+                "authorization": {"credentials": {"name": "scraper", "key": "sa-token"}},
+                "bearerTokenSecret": {"name": "older-name"}}},
+        },
         # Your own Secret, served over TLS to anyone (authentication none), with a
         # ServiceMonitor trusting whatever it is given.
         "tls-secret": {
@@ -112,9 +184,10 @@ def cases(chart: Path) -> dict[str, dict]:
         # Three replicas sharing the clusters through Leases.
         "sharding": {"replicaCount": 3, "sharding": {"enabled": True},
                      "fleet": {"hub": {"sharding": {"lease_duration": "20s"}}}},
-        # Clusters found in the inventory: every source on, in every namespace (a ClusterRole).
+        # Clusters found in the inventory: every source on, in every namespace (a ClusterRole),
+        # which has to be asked for.
         "membership": {
-            "membership": {"enabled": True, "secrets": {"argocd": True},
+            "membership": {"enabled": True, "allNamespaces": True, "secrets": {"argocd": True},
                            "clusterProfiles": {"enabled": True},
                            "managedClusters": {"enabled": True}},
             "fleet": {"membership": {
@@ -137,10 +210,59 @@ def cases(chart: Path) -> dict[str, dict]:
             "extraVolumes": [{"name": "plugins", "emptyDir": {}}],
             "extraVolumeMounts": [{"name": "plugins", "mountPath": "/plugins", "readOnly": True}],
         },
+        # ACM's ManagedClusters alone: cluster-scoped, read everywhere without allNamespaces.
+        "membership-managed": {
+            "membership": {"enabled": True, "secrets": {"enabled": False},
+                           "managedClusters": {"enabled": True}},
+        },
         # configToml: membership from the environment.
         "membership-config-toml": {
             "configToml": '[[clusters]]\nname = "prod-east"\n',
             "membership": {"enabled": True, "namespaces": ["fleet"]},
+        },
+        # The Deployment's scheduling and rollout, extra objects (a map and a string, both
+        # through tpl) and extra rules, on one plain replica whose token only those rules need.
+        "deployment-values": {
+            "replicaCount": 1,
+            "leaderElection": {"enabled": False},
+            "serving": {"authentication": "none", "tls": {"enabled": False}},
+            "priorityClassName": "fleet-critical",
+            "topologySpreadConstraints": [
+                {"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                 "whenUnsatisfiable": "ScheduleAnyway"},
+                {"maxSkew": 2, "topologyKey": "kubernetes.io/hostname",
+                 "whenUnsatisfiable": "DoNotSchedule",
+                 "labelSelector": {"matchLabels": {"team": "platform"}}},
+            ],
+            "updateStrategy": {"type": "Recreate"},
+            "revisionHistoryLimit": 3,
+            "rbac": {"additionalRules": [
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["plugin-token"],
+                 "verbs": ["get"]}]},
+            "extraObjects": [
+                {"apiVersion": "v1", "kind": "ConfigMap",
+                 "metadata": {"name": "{{ include \"fleetscaler.fullname\" . }}-extra"},
+                 "data": {"namespace": "{{ .Release.Namespace }}"}},
+                EXTRA_ROLE,
+            ],
+        },
+        # Upstream cluster-autoscaler chart's names: the same as the chart's own, and losing
+        # to them where both are given.
+        "upstream-own-names": OWN_NAMES,
+        "upstream-names": UPSTREAM_NAMES,
+        "upstream-both-names": BOTH_NAMES,
+        # Upstream's names filling what the chart leaves empty (the ServiceMonitor's switch
+        # and interval, the ServiceAccount's create) and adding to the security lock-down
+        # without loosening it; the PrometheusRule's namespace, interval and rules of yours.
+        "upstream-fills": {
+            "serviceMonitor": {"enabled": True, "interval": "10s"},
+            "rbac": {"serviceAccount": {"create": False, "name": "existing-sa"}},
+            "containerSecurityContext": {"readOnlyRootFilesystem": False, "runAsUser": 1000},
+            "prometheusRule": {
+                "enabled": True, "namespace": "monitoring", "interval": "1m",
+                "rules": [{"alert": "FleetscalerAbsent",
+                           "expr": 'absent(up{job="{{ include "fleetscaler.fullname" . }}"})',
+                           "for": "5m", "labels": {"severity": "critical"}}]},
         },
         # Plain and open, as the chart served before: one port, no certificate, no reviews.
         "single": {
@@ -165,10 +287,11 @@ API_VERSIONS = {"openshift": [OPENSHIFT_API], "openshift-off": [OPENSHIFT_API]}
 
 # Cases linted besides the default values and the examples.
 LINTED = ["observability", "openshift-forced", "cert-manager", "single", "sharding",
-          "membership"]
+          "membership", "deployment-values", "upstream-names", "upstream-fills"]
 
 
-# Values that must not render, with a word the error must contain.
+# Values that must not render, with words the error must contain (for the chart's own
+# refusals, the message a user reads).
 REFUSED = {
     "unknown top-level key": ({"replicas": 2}, "replicas"),
     "replicaCount of the wrong type": ({"replicaCount": "two"}, "replicaCount"),
@@ -209,7 +332,22 @@ REFUSED = {
     "a misspelt hub.serving key": (
         {"fleet": {"hub": {"serving": {"max_conections": 3}}}}, "max_conections"),
     "ClusterProfiles without a credential plugin": (
-        {"membership": {"enabled": True, "clusterProfiles": {"enabled": True}}}, "providers"),
+        {"membership": {"enabled": True, "namespaces": ["fleet"],
+                        "clusterProfiles": {"enabled": True}}}, "providers"),
+    "Secrets of every namespace without allNamespaces": (
+        {"membership": {"enabled": True}},
+        "membership.secrets (every Secret of each namespace it reads): list the inventory's "
+        "namespaces in membership.namespaces, or set membership.allNamespaces: true"),
+    "ClusterProfiles of every namespace without allNamespaces": (
+        {"membership": {"enabled": True, "secrets": {"enabled": False},
+                        "clusterProfiles": {"enabled": True}},
+         "fleet": {"membership": {"cluster_profiles": {"providers": {"p": {"command": "/p"}}}}}},
+        "membership.clusterProfiles: list the inventory's namespaces in membership.namespaces"),
+    "allNamespaces beside named namespaces": (
+        {"membership": {"enabled": True, "allNamespaces": True, "namespaces": ["fleet"]}},
+        "membership.allNamespaces and membership.namespaces exclude each other"),
+    "allNamespaces that is no boolean": (
+        {"membership": {"allNamespaces": "yes"}}, "/membership/allNamespaces"),
     "membership.enabled in fleet, which the chart sets": (
         {"fleet": {"membership": {"enabled": True}}}, "enabled"),
     "a membership namespace that is no namespace name": (
@@ -221,6 +359,53 @@ REFUSED = {
         {"extraVolumeMounts": [{"name": "plugins"}]}, "mountPath"),
     "a misspelt fleet.membership key": (
         {"fleet": {"membership": {"resyncs": "1s"}}}, "resyncs"),
+    "a ServiceMonitor authorization other than Bearer": (
+        {"metrics": {"serviceMonitor": {"authorization": {"type": "Basic"}}}},
+        "at '/metrics/serviceMonitor/authorization/type': value must be 'Bearer'"),
+    "Recreate with rollingUpdate": (
+        {"updateStrategy": {"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}},
+        "updateStrategy.rollingUpdate goes with type RollingUpdate only"),
+    "an update strategy the Deployment does not know": (
+        {"updateStrategy": {"type": "BlueGreen"}}, "/updateStrategy/type"),
+    "a negative revisionHistoryLimit": (
+        {"revisionHistoryLimit": -1}, "/revisionHistoryLimit"),
+    "a spread constraint without a topologyKey": (
+        {"topologySpreadConstraints": [{"maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}]},
+        "topologyKey"),
+    "an extra object without a kind": (
+        {"extraObjects": [{"apiVersion": "v1", "metadata": {"name": "x"}}]}, "/extraObjects/0"),
+    "an additional rule without verbs": (
+        {"rbac": {"additionalRules": [{"apiGroups": [""], "resources": ["secrets"]}]}},
+        "verbs"),
+    "upstream's ServiceMonitor in another namespace": (
+        {"serviceMonitor": {"enabled": True, "namespace": "monitoring"}},
+        'serviceMonitor.namespace "monitoring" (upstream cluster-autoscaler\'s chart) must be '
+        'the release namespace "fleetscaler", or unset'),
+    "upstream's ServiceMonitor on another path": (
+        {"serviceMonitor": {"path": "/custom"}},
+        "at '/serviceMonitor/path': value must be '/metrics'"),
+    "an upstream ServiceMonitor key with no meaning here": (
+        {"serviceMonitor": {"jobLabel": "app"}}, "jobLabel"),
+    "upstream relabelings as a map": (
+        {"serviceMonitor": {"relabelings": {"a": "b"}}}, "/serviceMonitor/relabelings"),
+    "upstream's PodDisruptionBudget selector": (
+        {"podDisruptionBudget": {"selector": {"app": "x"}}},
+        "podDisruptionBudget.selector (upstream cluster-autoscaler's chart) has no equivalent"),
+    "minAvailable and maxUnavailable": (
+        {"podDisruptionBudget": {"minAvailable": 1, "maxUnavailable": 1}},
+        "podDisruptionBudget: set minAvailable or maxUnavailable, not both"),
+    "upstream's automountServiceAccountToken false": (
+        {"rbac": {"serviceAccount": {"automountServiceAccountToken": False}}},
+        "rbac.serviceAccount.automountServiceAccountToken false (upstream cluster-autoscaler's "
+        "chart) has no equivalent"),
+    "upstream's pod securityContext in the container's": (
+        {"securityContext": {"fsGroup": 65534}},
+        "securityContext.fsGroup: securityContext is the container's here (upstream "
+        "cluster-autoscaler's securityContext is the pod's); move fsGroup to podSecurityContext"),
+    "an extraEnv map value that is no scalar": (
+        {"extraEnv": {"X": {"valueFrom": {}}}}, "/extraEnv"),
+    "a PrometheusRule namespace that is no namespace name": (
+        {"prometheusRule": {"namespace": "Monitoring"}}, "/prometheusRule/namespace"),
     "a binding subject without a name": (
         {"rbac": {"viewerSubjects": [{"kind": "Group"}]}}, "name"),
 }

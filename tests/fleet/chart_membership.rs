@@ -124,6 +124,32 @@ fn the_values_set_membership_and_its_rbac_follows_the_sources_and_namespaces() {
         ]
     );
 
+    // ManagedClusters alone need no namespaces: cluster-scoped, with each token Secret in
+    // its cluster's namespace, they are read everywhere; no Secret is listed.
+    let rendered = docs("membership-managed");
+    let config = check_config("membership-managed", &rendered);
+    assert_eq!(config["membership"]["secrets"]["enabled"], false);
+    assert_eq!(
+        membership_rules(&rendered),
+        [(
+            "ClusterRole".to_string(),
+            String::new(),
+            json!([
+                rule(
+                    "cluster.open-cluster-management.io",
+                    "managedclusters",
+                    &["list", "watch"]
+                ),
+                rule(
+                    "authentication.open-cluster-management.io",
+                    "managedserviceaccounts",
+                    &["list", "watch"]
+                ),
+                rule("", "secrets", &["get"]),
+            ])
+        )]
+    );
+
     // configToml: the same keys from the environment.
     let rendered = docs("membership-config-toml");
     let config = check_config("membership-config-toml", &rendered);
@@ -275,6 +301,12 @@ async fn the_charts_membership_rbac_allows_exactly_the_hubs_inventory_calls() {
             name: "membership-namespaced",
             namespace: "inventory",
             provider: "gke-fleet",
+            sa: "fleetscaler",
+        },
+        Case {
+            name: "membership-managed",
+            namespace: "fleet",
+            provider: "none",
             sa: "fleetscaler",
         },
     ];

@@ -240,7 +240,16 @@ fn the_toml_writer_carries_strings_and_numbers_exactly() {
 
 #[test]
 fn the_service_monitor_is_rendered_only_when_enabled() {
-    let enabled = ["multi-cluster", "cert-manager", "tls-secret"];
+    let enabled = [
+        "multi-cluster",
+        "cert-manager",
+        "tls-secret",
+        "monitor-authorization",
+        "upstream-own-names",
+        "upstream-names",
+        "upstream-both-names",
+        "upstream-fills",
+    ];
     for case in CASES.into_iter().filter(|c| !enabled.contains(c)) {
         assert!(all(&docs(case), "ServiceMonitor").is_empty(), "{case}");
     }

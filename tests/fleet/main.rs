@@ -25,6 +25,7 @@ mod chart_membership;
 mod chart_observability;
 mod chart_serving;
 mod chart_sharding;
+mod chart_values;
 mod cli_check_config;
 mod cli_completions;
 mod cli_demo;

@@ -33,10 +33,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{- define "fleetscaler.serviceAccountName" -}}
-{{- if .Values.serviceAccount.create }}
-{{- default (include "fleetscaler.fullname" .) .Values.serviceAccount.name }}
+{{- $sa := include "fleetscaler.serviceAccount" . | fromJson }}
+{{- if $sa.create }}
+{{- default (include "fleetscaler.fullname" .) $sa.name }}
 {{- else }}
-{{- default "default" .Values.serviceAccount.name }}
+{{- default "default" $sa.name }}
 {{- end }}
 {{- end }}
 
@@ -52,6 +53,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* Sharding's Lease names start with this (at most 30 characters). */}}
 {{- define "fleetscaler.leasePrefix" -}}
 {{- include "fleetscaler.fullname" . | trunc 30 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+topologySpreadConstraints, each without a labelSelector given the hub's pod labels: what a
+spread of this release's replicas means, and what a user cannot write before knowing the
+release's name.
+*/}}
+{{- define "fleetscaler.topologySpreadConstraints" -}}
+{{- $out := list }}
+{{- range .Values.topologySpreadConstraints }}
+{{- $c := deepCopy . }}
+{{- if not (hasKey $c "labelSelector") }}
+{{- $_ := set $c "labelSelector" (dict "matchLabels" (include "fleetscaler.selectorLabels" $ | fromYaml)) }}
+{{- end }}
+{{- $out = append $out $c }}
+{{- end }}
+{{- toYaml $out }}
 {{- end }}
 
 {{- define "fleetscaler.image" -}}
@@ -162,6 +180,28 @@ says.
 {{- end }}
 {{- end }}
 
+{{/*
+Membership's reach, refused when it would read more than asked for: an empty namespace list
+means every namespace to the hub and a ClusterRole to RBAC, which for Secrets is every Secret
+of the management cluster. So Secrets and ClusterProfiles (namespaced objects) need the
+namespaces named, or allNamespaces said out loud. ManagedClusters are cluster-scoped and each
+token Secret sits in its cluster's own namespace: they are read everywhere whatever this says.
+*/}}
+{{- define "fleetscaler.checkMembership" -}}
+{{- $m := .Values.membership }}
+{{- if $m.enabled }}
+{{- if and $m.allNamespaces $m.namespaces }}
+{{- fail "membership.allNamespaces and membership.namespaces exclude each other: name the namespaces the inventory is in, or read every namespace (not both)" }}
+{{- end }}
+{{- $sources := list }}
+{{- if $m.secrets.enabled }}{{ $sources = append $sources "membership.secrets (every Secret of each namespace it reads)" }}{{ end }}
+{{- if $m.clusterProfiles.enabled }}{{ $sources = append $sources "membership.clusterProfiles" }}{{ end }}
+{{- if and $sources (not $m.namespaces) (not $m.allNamespaces) }}
+{{- fail (printf "%s: list the inventory's namespaces in membership.namespaces, or set membership.allNamespaces: true to read them in every namespace (with secrets on, the hub may then read every Secret in the cluster)" (join " and " $sources)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* fleet.toml as mounted: configToml verbatim, or the fleet tree written as TOML. */}}
 {{- define "fleetscaler.fleetToml" -}}
 {{- if .Values.configToml }}
@@ -260,7 +300,7 @@ is outside every range), so under OpenShift those are left to it.
 {{- end }}
 
 {{- define "fleetscaler.securityContext" -}}
-{{- $sc := .Values.securityContext }}
+{{- $sc := include "fleetscaler.containerSecurityContext" . | fromJson }}
 {{- if include "fleetscaler.openshift" . }}
 {{- $sc = omit $sc "runAsUser" "runAsGroup" }}
 {{- end }}

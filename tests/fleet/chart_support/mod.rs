@@ -23,15 +23,21 @@ use crate::rbac_support::lost_fields;
 
 /// The release namespace and name scripts/helm_check.py renders with.
 pub const NAMESPACE: &str = "fleetscaler";
-pub const CASES: [&str; 16] = [
+pub const CASES: [&str; 23] = [
     "default",
     "multi-cluster",
     "kubeconfig-files",
     "config-toml",
     "toml-edge",
     "single",
+    "deployment-values",
+    "upstream-own-names",
+    "upstream-names",
+    "upstream-both-names",
+    "upstream-fills",
     "cert-manager",
     "tls-secret",
+    "monitor-authorization",
     "observability",
     "openshift",
     "openshift-forced",
@@ -39,6 +45,7 @@ pub const CASES: [&str; 16] = [
     "sharding",
     "membership",
     "membership-namespaced",
+    "membership-managed",
     "membership-config-toml",
 ];
 
@@ -136,6 +143,17 @@ pub fn check_service_monitor(doc: &Value, what: &str) -> Vec<String> {
         "tlsConfig",
         "bearerTokenFile",
         "authorization",
+        "relabelings",
+        "metricRelabelings",
+    ];
+    let relabel_keys = [
+        "sourceLabels",
+        "separator",
+        "targetLabel",
+        "regex",
+        "modulus",
+        "replacement",
+        "action",
     ];
     let tls_keys = [
         "ca",
@@ -157,6 +175,14 @@ pub fn check_service_monitor(doc: &Value, what: &str) -> Vec<String> {
             &["type", "credentials"],
             "authorization",
         ));
+        for list in ["relabelings", "metricRelabelings"] {
+            if !(e[list].is_null() || e[list].is_array()) {
+                problems.push(format!("{list} is not a list"));
+            }
+            for r in e[list].as_array().into_iter().flatten() {
+                problems.extend(unexpected_keys(r, &relabel_keys, list));
+            }
+        }
         if !(e["scheme"].is_null() || e["scheme"] == "https" || e["scheme"] == "http") {
             problems.push(format!("scheme {}", e["scheme"]));
         }
