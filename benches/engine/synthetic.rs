@@ -3,7 +3,8 @@
 //! at zero, a tainted infra group), nodes about 85 % full (every tenth about 30 %, so
 //! scale-down has candidates), a DaemonSet pod on every node,
 //! and pending pods of several kinds (plain, zone-spread, hostname anti-affinity, pinned to
-//! an instance type, GPU, below the priority cutoff).
+//! an instance type, GPU, below the priority cutoff), with zonal EBS volumes on a tenth of
+//! the running workload pods and generic ephemeral volumes on a few pending ones.
 
 use serde_json::{Value, json};
 
@@ -127,6 +128,7 @@ pub fn build(shape: &Shape) -> ClusterSnapshot {
     all_nodes.push(("infra-0".to_string(), 8));
     running_pods(&mut items, &all_nodes, shape.running_pods);
     pending_pods(&mut items, shape.pending_pods);
+    volumes(&mut items);
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     let mut b = SnapshotBuilder::default();
     b.add_text(&list.to_string(), "synthetic")
@@ -245,6 +247,76 @@ pub(crate) fn machineset(
         "metadata": {"name": name, "namespace": NS, "annotations": ann},
         "spec": {"replicas": replicas, "template": {"spec": {"taints": taints, "metadata": {"labels": {"node-role.kubernetes.io/worker": ""}},
             "providerSpec": {"value": {"instanceType": itype, "placement": {"availabilityZone": zone}}}}}}})
+}
+
+const EBS: &str = "ebs.csi.aws.com";
+const EBS_ZONE: &str = "topology.ebs.csi.aws.com/zone";
+
+/// Zonal EBS volumes on a tenth of the running workload pods (bound, pinned to their node's
+/// zone by the driver's topology key), a CSINode per worker (attach limit 25), and
+/// generic ephemeral volumes of a `WaitForFirstConsumer` class on a few pending pods.
+fn volumes(items: &mut Vec<Value>) {
+    let mut extra = vec![
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": "gp3-csi", "annotations": {"storageclass.kubernetes.io/is-default-class": "true"}},
+        "provisioner": EBS, "volumeBindingMode": "WaitForFirstConsumer"}),
+    ];
+    let mut workloads = 0;
+    let mut pending = 0;
+    for item in items.iter_mut() {
+        if item["kind"] == "Node"
+            && item["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with('w'))
+        {
+            let zone = item["metadata"]["labels"]["topology.kubernetes.io/zone"].clone();
+            item["metadata"]["labels"][EBS_ZONE] = zone;
+            let name = item["metadata"]["name"].clone();
+            extra.push(json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": name},
+                "spec": {"drivers": [{"name": EBS, "nodeID": name, "allocatable": {"count": 25}, "topologyKeys": [EBS_ZONE]}]}}));
+        }
+        if item["kind"] != "Pod" {
+            continue;
+        }
+        let ns = item["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let name = item["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if ns == "workloads" {
+            workloads += 1;
+            let Some(zone) = item["spec"]["nodeName"].as_str().and_then(zone_of) else {
+                continue;
+            };
+            if workloads % 10 != 0 {
+                continue;
+            }
+            item["spec"]["volumes"] =
+                json!([{"name": "data", "persistentVolumeClaim": {"claimName": name}}]);
+            extra.push(json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": ns},
+                "spec": {"storageClassName": "gp3-csi", "volumeName": format!("pv-{name}"), "accessModes": ["ReadWriteOnce"]},
+                "status": {"phase": "Bound"}}));
+            extra.push(json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": format!("pv-{name}")},
+                "spec": {"csi": {"driver": EBS, "volumeHandle": format!("vol-{name}")}, "storageClassName": "gp3-csi",
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": EBS_ZONE, "operator": "In", "values": [zone]}]}]}}},
+                "status": {"phase": "Bound"}}));
+        } else if ns == "pending" && name.starts_with("pending-5-") && pending < 20 {
+            pending += 1;
+            item["spec"]["volumes"] = json!([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                "storageClassName": "gp3-csi", "accessModes": ["ReadWriteOnce"]}}}}]);
+        }
+    }
+    items.extend(extra);
+}
+
+/// The zone in a worker's name (`w{type}-{zone}-{n}`).
+fn zone_of(node: &str) -> Option<&'static str> {
+    ZONES.into_iter().find(|z| node.contains(z))
 }
 
 pub(crate) fn machine(node: &str, ms: &str, zone: &str) -> Value {
