@@ -3,6 +3,7 @@
 
 pub mod check_config;
 pub mod demo;
+mod fit;
 mod kubeconfigs;
 pub mod plan;
 mod render;
