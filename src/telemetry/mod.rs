@@ -134,11 +134,20 @@ fn without_trace_spans(mut filter: EnvFilter) -> EnvFilter {
 fn log_layer_with(filter: EnvFilter) -> BoxedLayer {
     tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
-        // Colours only for a person at a terminal, not in files and log collectors.
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_ansi(colours(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .with_target(false)
         .with_filter(without_trace_spans(filter))
         .boxed()
+}
+
+/// Colours only for a person at a terminal, not in files and log collectors, and not for one
+/// who asked for none: `NO_COLOR` set to anything but the empty string (no-color.org). The
+/// log lines are the only colour the hub prints (the demo's live view has none).
+fn colours(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// What [`init`] started; [`Telemetry::shutdown`] sends the spans and metrics still to send.
@@ -239,6 +248,16 @@ mod tests {
                 "logs at info still pass"
             );
         });
+    }
+
+    #[test]
+    fn colours_only_at_a_terminal_and_never_under_no_color() {
+        let set = |v: &str| Some(std::ffi::OsString::from(v));
+        assert!(colours(true, None));
+        assert!(!colours(false, None));
+        assert!(!colours(true, set("1").as_deref()));
+        assert!(!colours(true, set("0").as_deref()), "any value but empty");
+        assert!(colours(true, set("").as_deref()));
     }
 
     #[test]
