@@ -145,11 +145,31 @@ async fn a_proposed_change_is_evaluated_on_every_clusters_live_state() {
         "{settings:#?}"
     );
 
-    // Mistakes are named, and nothing was written.
+    // Mistakes are named, a typo with the setting meant, and nothing was written.
     let out = what_if(dir.path(), &["--set", "max_nodes_totl=3"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).contains("--set max_nodes_totl=3: unknown field"),
+        stderr(&out).contains(
+            "--set max_nodes_totl=3: unknown setting `max_nodes_totl`; did you mean `max_nodes_total`?"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = what_if(
+        dir.path(),
+        &["--set", "defaults.scale_down_unneded_time=5m"],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains(
+            "--set defaults.scale_down_unneded_time=5m: unknown setting `scale_down_unneded_time`; did you mean `scale_down_unneeded_time`?"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = what_if(dir.path(), &["--set", "nothing_like_it=5m"]);
+    assert!(
+        stderr(&out).contains("unknown setting `nothing_like_it`, expected one of `"),
         "{}",
         stderr(&out)
     );
