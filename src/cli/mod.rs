@@ -1,6 +1,7 @@
 //! The subcommands' work at the binary's edge: reading files, the clock, printing. `main`
 //! only parses arguments and calls these.
 
+mod ages;
 pub mod check_config;
 pub mod demo;
 mod fit;
