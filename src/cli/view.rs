@@ -7,7 +7,10 @@
 //! row of it must be exactly one row of the terminal: each line is fitted to the terminal's
 //! width, read again at every redraw (a window can be resized), and the block to its height
 //! (the cursor cannot move above the screen's top). Actions above the block are wrapped here
-//! rather than by the terminal; they are not redrawn, so their rows need no counting.
+//! rather than by the terminal; they are not redrawn, so their rows need no counting. Log
+//! lines and the demo's own messages wait for the view while it holds a terminal (that is
+//! also stderr), and are printed above the block too: written by anyone else, a line would
+//! shift the block, and the next redraw would leave its header behind and erase the line.
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
@@ -19,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 use super::fit::{fit, sanitize, wrap};
 use crate::cluster::report::{ClusterReport, Happening, Phase, describe_entry};
 use crate::hub::FleetView;
+use crate::telemetry::held;
 
 const REDRAW: Duration = Duration::from_secs(1);
 const PLAIN_EVERY: Duration = Duration::from_secs(15);
@@ -64,6 +68,11 @@ impl Size {
 /// Shows the fleet until `cancel` fires.
 pub async fn show(view: FleetView, cancel: CancellationToken) {
     let mut painter = Painter::new(std::io::stdout().is_terminal());
+    // Stderr elsewhere (a file) is not in the way of the block.
+    let hold = painter.terminal && std::io::stderr().is_terminal();
+    if hold {
+        held::hold();
+    }
     let mut last_plain: Option<tokio::time::Instant> = None;
     let mut tick = tokio::time::interval(REDRAW);
     loop {
@@ -76,7 +85,8 @@ pub async fn show(view: FleetView, cancel: CancellationToken) {
         if block_due {
             last_plain = Some(tokio::time::Instant::now());
         }
-        let out = painter.frame(&view.reports(), Timestamp::now(), size, block_due);
+        let logs = held::take();
+        let out = painter.frame(&view.reports(), Timestamp::now(), size, block_due, &logs);
         let mut stdout = std::io::stdout().lock();
         // The reader went away: nothing more to show, the demo goes on until a signal.
         if stdout
@@ -86,6 +96,10 @@ pub async fn show(view: FleetView, cancel: CancellationToken) {
         {
             break;
         }
+    }
+    if hold {
+        // What was said since the last redraw (`stopping: ...`), then stderr again.
+        held::release();
     }
 }
 
@@ -107,7 +121,8 @@ impl Painter {
         }
     }
 
-    /// One redraw: the new actions, then the block. On a terminal (`size` given) the block
+    /// One redraw: the log lines held for it (whole lines, the terminal's to wrap: they are
+    /// not redrawn), the new actions, then the block. On a terminal (`size` given) the block
     /// drawn before is replaced; else the block is printed when `block_due`.
     pub fn frame(
         &mut self,
@@ -115,6 +130,7 @@ impl Painter {
         now: Timestamp,
         size: Option<Size>,
         block_due: bool,
+        logs: &str,
     ) -> String {
         let mut lines = Vec::new();
         for r in reports {
@@ -133,12 +149,17 @@ impl Painter {
                     // Back to the top of the block drawn last time, and clear from there.
                     out.push_str(&format!("\x1b[{}F\x1b[J", self.drawn));
                 }
+                out.push_str(logs);
                 let block = fitted_block(reports, now, s);
                 self.drawn = block.len();
                 lines.extend(block);
             }
-            None if block_due => lines.extend(block(reports, now)),
-            None => {}
+            None => {
+                out.push_str(logs);
+                if block_due {
+                    lines.extend(block(reports, now));
+                }
+            }
         }
         for line in lines {
             out.push_str(&line);

@@ -44,7 +44,7 @@ fn every_line_on_a_terminal_fits_its_width() {
         let size = Size { columns, rows: 40 };
         let mut painter = Painter::new(true);
         let reports = [cluster("sim-1", LONG, 2), cluster("sim-2", "ok", 0)];
-        let frame = painter.frame(&reports, at(30), Some(size), true);
+        let frame = painter.frame(&reports, at(30), Some(size), true, "");
         for line in lines(&frame) {
             let shown = line.rsplit("\x1b[J").next().unwrap();
             assert!(
@@ -66,7 +66,7 @@ fn each_redraw_moves_up_over_exactly_the_rows_drawn_before() {
         rows: 30,
     };
     let mut painter = Painter::new(true);
-    let first = painter.frame(&[cluster("sim-1", LONG, 1)], at(5), Some(size), true);
+    let first = painter.frame(&[cluster("sim-1", LONG, 1)], at(5), Some(size), true, "");
     assert_eq!(moves_up(&first), 0);
     // The action (wrapped over rows of its own), then the header and the cluster's two rows.
     let block_rows = lines(&first)
@@ -75,7 +75,7 @@ fn each_redraw_moves_up_over_exactly_the_rows_drawn_before() {
         .count();
     assert_eq!(block_rows, 3, "{first}");
     assert!(lines(&first).len() > 4, "{first}");
-    let second = painter.frame(&[cluster("sim-1", LONG, 1)], at(6), Some(size), true);
+    let second = painter.frame(&[cluster("sim-1", LONG, 1)], at(6), Some(size), true, "");
     assert_eq!(moves_up(&second), block_rows);
     // Nothing new happened: only the block again.
     assert_eq!(lines(&second).len(), block_rows, "{second}");
@@ -83,9 +83,12 @@ fn each_redraw_moves_up_over_exactly_the_rows_drawn_before() {
         columns: 180,
         rows: 30,
     };
-    let third = painter.frame(&[cluster("sim-1", LONG, 1)], at(7), Some(wide), true);
+    let third = painter.frame(&[cluster("sim-1", LONG, 1)], at(7), Some(wide), true, "");
     assert_eq!(moves_up(&third), block_rows);
-    assert_eq!(moves_up(&painter.frame(&[], at(8), Some(wide), true)), 2);
+    assert_eq!(
+        moves_up(&painter.frame(&[], at(8), Some(wide), true, "")),
+        2
+    );
 }
 
 #[test]
@@ -95,7 +98,7 @@ fn an_action_above_the_block_is_wrapped_not_cut_and_printed_once() {
         rows: 30,
     };
     let mut painter = Painter::new(true);
-    let frame = painter.frame(&[cluster("sim-1", LONG, 1)], at(5), Some(size), true);
+    let frame = painter.frame(&[cluster("sim-1", LONG, 1)], at(5), Some(size), true, "");
     let action: Vec<&str> = lines(&frame)
         .into_iter()
         .take_while(|l| !l.starts_with("cluster "))
@@ -107,7 +110,7 @@ fn an_action_above_the_block_is_wrapped_not_cut_and_printed_once() {
         action[1].starts_with(&" ".repeat(ACTION_INDENT)),
         "{action:?}"
     );
-    let again = painter.frame(&[cluster("sim-1", LONG, 1)], at(6), Some(size), true);
+    let again = painter.frame(&[cluster("sim-1", LONG, 1)], at(6), Some(size), true, "");
     assert!(!again.contains("can be)"), "{again}");
 }
 
@@ -120,7 +123,7 @@ fn a_block_taller_than_the_terminal_says_how_many_clusters_it_leaves_out() {
         columns: 60,
         rows: 10,
     };
-    let frame = Painter::new(true).frame(&reports, at(5), Some(size), true);
+    let frame = Painter::new(true).frame(&reports, at(5), Some(size), true, "");
     let rows = lines(&frame);
     assert!(rows.len() < size.rows, "{frame}");
     // The header, three clusters of two rows, and the count of the others.
@@ -134,7 +137,7 @@ fn a_block_taller_than_the_terminal_says_how_many_clusters_it_leaves_out() {
         columns: 180,
         rows: 32,
     };
-    let frame = Painter::new(true).frame(&reports, at(5), Some(tall), true);
+    let frame = Painter::new(true).frame(&reports, at(5), Some(tall), true, "");
     assert_eq!(lines(&frame).len(), 31, "{frame}");
 }
 
@@ -143,11 +146,11 @@ fn piped_output_has_no_escape_sequence_and_the_block_only_when_due() {
     let mut r = cluster("sim-1", "taint\x1b[2A\nnode", 1);
     r.message = Some("\x1b[31mred\x1b[0m".into());
     let mut painter = Painter::new(false);
-    let frame = painter.frame(std::slice::from_ref(&r), at(5), None, true);
+    let frame = painter.frame(std::slice::from_ref(&r), at(5), None, true, "");
     assert!(!frame.contains('\x1b'), "{frame:?}");
     assert_eq!(lines(&frame).len(), 3, "{frame:?}");
     assert!(frame.contains("sim-1"), "{frame}");
-    assert_eq!(painter.frame(&[r], at(6), None, false), "");
+    assert_eq!(painter.frame(&[r], at(6), None, false, ""), "");
 }
 
 #[test]
@@ -160,4 +163,26 @@ fn a_wide_terminal_keeps_one_line_per_cluster() {
     assert_eq!(block.len(), 2);
     assert!(block[0].ends_with("last action"), "{block:?}");
     assert!(block[1].ends_with("4s ago: replicas 2 -> 3"), "{block:?}");
+}
+
+#[test]
+fn log_lines_held_for_the_view_come_above_the_block_and_are_not_counted() {
+    let size = Size {
+        columns: 60,
+        rows: 30,
+    };
+    let mut painter = Painter::new(true);
+    let first = painter.frame(&[cluster("sim-1", "ok", 0)], at(5), Some(size), true, "");
+    let drawn = lines(&first).len();
+    let log = "WARN a log line longer than the terminal is wide, which the terminal wraps itself\n";
+    let second = painter.frame(&[cluster("sim-1", "ok", 1)], at(6), Some(size), true, log);
+    let after_clear = second.split_once("\x1b[J").unwrap().1;
+    assert!(after_clear.starts_with(log), "{second:?}");
+    assert_eq!(moves_up(&second), drawn);
+    let third = painter.frame(&[cluster("sim-1", "ok", 1)], at(7), Some(size), true, "");
+    assert_eq!(
+        moves_up(&third),
+        drawn,
+        "the log's rows are not the block's"
+    );
 }

@@ -8,6 +8,7 @@
 //! is a leaf: it knows neither the hub nor the clusters.
 
 pub mod export;
+pub mod held;
 pub mod log_json;
 pub mod metrics;
 pub mod otel;
@@ -133,7 +134,7 @@ fn without_trace_spans(mut filter: EnvFilter) -> EnvFilter {
 
 fn log_layer_with(filter: EnvFilter) -> BoxedLayer {
     tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
+        .with_writer(held::Stderr)
         .with_ansi(colours(
             std::io::stderr().is_terminal(),
             std::env::var_os("NO_COLOR").as_deref(),
@@ -223,7 +224,7 @@ pub struct Console(LogFormat);
 impl Console {
     pub fn say(&self, message: &str) {
         match self.0 {
-            LogFormat::Text => eprintln!("{message}"),
+            LogFormat::Text => held::write(format!("{message}\n").as_bytes()),
             LogFormat::Json => log_json::line(tracing::Level::INFO, message),
         }
     }
