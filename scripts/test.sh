@@ -24,6 +24,8 @@ need_debian() {
 
 need_debian promtool prometheus
 need_debian chromium chromium
+# tests/fleet/cli_demo.rs reads the demo's live view in a tmux pane, as a person sees it.
+need_debian tmux tmux
 # scripts/real-cluster.sh makes certificates with openssl and probes health with curl.
 need_debian openssl openssl
 need_debian curl curl

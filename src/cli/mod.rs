@@ -1,8 +1,10 @@
 //! The subcommands' work at the binary's edge: reading files, the clock, printing. `main`
 //! only parses arguments and calls these.
 
+mod ages;
 pub mod check_config;
 pub mod demo;
+mod fit;
 mod kubeconfigs;
 pub mod plan;
 mod render;

@@ -24,6 +24,7 @@ pub mod report;
 pub mod runner;
 pub mod status;
 pub mod what_if;
+pub mod what_if_over;
 
 /// CPU work (the engine) from async code: on a multi-threaded runtime it runs in place while
 /// the worker's other tasks move to other workers, so one large cluster never stalls the rest.

@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::layering::{self, EffectiveSettings, SettingSource};
 use super::runner::RunnerSpec;
+use super::what_if_over::{OverLimit, over_limits};
 use crate::config::assign::{AssignError, parse_assignments};
 use crate::engine::settings::{Settings, SettingsPatch};
 use crate::engine::what_if::{Change, Diff, compare};
@@ -172,6 +173,10 @@ pub struct ClusterAnswer {
     /// What the proposal does not reach here, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Proposed limits the cluster is already at or over: nothing would be added until it
+    /// is back under, whether or not a decision changes now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub over_limits: Vec<OverLimit>,
     #[serde(flatten)]
     pub diff: Diff,
 }
@@ -223,6 +228,8 @@ pub struct Summary {
     pub scale_ups_changed: usize,
     pub removals_changed: usize,
     pub pods_changed: usize,
+    /// Clusters already at or over a limit the proposal sets.
+    pub over_limits: usize,
 }
 
 impl FleetAnswer {
@@ -234,6 +241,7 @@ impl FleetAnswer {
         for c in &clusters {
             summary.errors += usize::from(c.error.is_some());
             summary.changed += usize::from(!c.diff.changes.is_empty());
+            summary.over_limits += usize::from(!c.over_limits.is_empty());
             summary.pods_changed += c.diff.pods_changed;
             for change in &c.diff.changes {
                 match change {
@@ -297,17 +305,22 @@ pub fn evaluate(
     let proposed = layering::for_cluster(spec, snapshot, Some(proposal));
     let settings = setting_changes(&current, &proposed);
     let notes = notes(spec, proposal, &proposed);
-    let diff = if settings.is_empty() {
-        Diff::default()
+    let (diff, over_limits) = if settings.is_empty() {
+        (Diff::default(), Vec::new())
     } else {
         let run = |s: &Settings| run_once_with(snapshot, &mut state.clone(), s, policy, now);
-        compare(&run(&current.settings), &run(&proposed.settings))
+        let (before, after) = (run(&current.settings), run(&proposed.settings));
+        (
+            compare(&before, &after),
+            over_limits(&before.limits, &after.limits),
+        )
     };
     ClusterAnswer {
         name: name.to_string(),
         error: None,
         settings,
         notes,
+        over_limits,
         diff,
     }
 }
@@ -441,6 +454,34 @@ mod tests {
                 .any(|c| matches!(c, Change::ScaleUp { .. }))
         );
         assert_eq!(a.diff.pods_changed, 4);
+    }
+
+    #[test]
+    fn a_proposed_limit_the_cluster_is_already_over_is_said_with_no_change() {
+        // Three nodes and nothing pending: a maximum of 2 changes no scale-up now.
+        let mut items = vec![machineset("workers", 1, 5, 3).json()];
+        for n in ["w1", "w2", "w3"] {
+            items.extend(group_node(n, "workers", node(n).cpu("4")));
+        }
+        let p = proposal(&["max_nodes_total=2"]);
+        let a = evaluate_on(&snapshot(items), &spec(SettingsPatch::default()), &p);
+        assert!(
+            !a.diff
+                .changes
+                .iter()
+                .any(|c| matches!(c, Change::ScaleUp { .. } | Change::Limit { .. })),
+            "{a:?}"
+        );
+        let over = &a.over_limits[0];
+        assert_eq!(
+            (over.limit.as_str(), over.used, over.current, over.proposed),
+            ("maxNodesTotal", 3.0, None, 2)
+        );
+        let fleet = FleetAnswer::new(&p, Timestamp::UNIX_EPOCH, vec![a]);
+        assert_eq!(fleet.summary.over_limits, 1);
+        // A limit with room is not said.
+        let a = evaluate_on(&cluster(0, None), &spec(SettingsPatch::default()), &p);
+        assert!(a.over_limits.is_empty(), "{a:?}");
     }
 
     #[test]

@@ -39,9 +39,11 @@ pub fn parse_assignments(assignments: &[String]) -> Result<SettingsPatch, Assign
                 .count()
         });
         let which = line.and_then(|l| assignments.get(l));
+        let message = e.message();
         AssignError {
             assignment: which.cloned().unwrap_or_else(|| "--set".into()),
-            message: e.message().to_string(),
+            message: super::suggest::unknown_key(message, "setting")
+                .unwrap_or_else(|| message.to_string()),
         }
     })
 }
@@ -102,7 +104,13 @@ mod tests {
     fn the_wrong_assignment_is_named() {
         let e = parse(&["max_nodes_total=30", "max_nodes_totl=3"]).unwrap_err();
         assert_eq!(e.assignment, "max_nodes_totl=3");
-        assert!(e.message.contains("max_nodes_totl"), "{e}");
+        assert_eq!(
+            e.message,
+            "unknown setting `max_nodes_totl`; did you mean `max_nodes_total`?"
+        );
+        // A dotted key names its setting first.
+        let e = parse(&["cors.max=3"]).unwrap_err();
+        assert_eq!(e.message, "unknown setting `cors`; did you mean `cores`?");
         let e = parse(&["max_nodes_total=-1"]).unwrap_err();
         assert_eq!(e.assignment, "max_nodes_total=-1");
         assert_eq!(

@@ -18,6 +18,7 @@ pub mod fleet;
 pub mod hub;
 pub mod membership;
 pub mod serving;
+mod suggest;
 pub mod tracing;
 
 pub use fleet::{FleetHealthConfig, SharedFailuresConfig};
@@ -206,10 +207,8 @@ impl FleetConfig {
             .map_err(|e| fail("<file>".into(), e.to_string()))?;
         let parsed: FleetConfig = serde_path_to_error::deserialize(built).map_err(|e| {
             let key = e.path().to_string();
-            fail(
-                if key == "." { "<root>".into() } else { key },
-                e.into_inner().to_string(),
-            )
+            let message = with_suggestion(&key, e.into_inner().to_string());
+            fail(if key == "." { "<root>".into() } else { key }, message)
         })?;
         let issues = parsed.validate();
         if issues.is_empty() {
@@ -308,9 +307,24 @@ fn strict_types(text: &str, name: &str) -> Result<(), ConfigError> {
             parent.to_string(),
             "a date or time is not valid here".to_string(),
         ),
-        None => (key, inner.message().to_string()),
+        None => {
+            let message = with_suggestion(&key, inner.message().to_string());
+            (key, message)
+        }
     };
     issue(key, message, line_of(inner.span()))
+}
+
+/// The parser's message about the key at `path`, naming the valid key closest to an unknown
+/// one: a setting's under `[defaults]` and `overrides`, any other table's key elsewhere.
+fn with_suggestion(path: &str, message: String) -> String {
+    let table = path.rsplit_once('.').map_or("", |(table, _)| table);
+    let noun = if table == "defaults" || table.ends_with(".overrides") {
+        "setting"
+    } else {
+        "key"
+    };
+    suggest::unknown_key(&message, noun).unwrap_or(message)
 }
 
 /// The line of the last table header, for a syntax error the parser gives no place for
@@ -372,7 +386,10 @@ memory_gib = { min = 100, max = 10 }
         )
         .unwrap_err();
         assert_eq!(err.issues[0].key, "clusters[0].overrides.max_nodes_totl");
-        assert!(err.issues[0].message.contains("unknown field"));
+        assert_eq!(
+            err.issues[0].message,
+            "unknown setting `max_nodes_totl`; did you mean `max_nodes_total`? (line 3)"
+        );
         let err = FleetConfig::parse(
             "[defaults]\nmax_node_provision_time = \"15 minutes\"\n",
             "f",
@@ -381,5 +398,31 @@ memory_gib = { min = 100, max = 10 }
         assert_eq!(err.issues[0].key, "defaults.max_node_provision_time");
         let err = FleetConfig::parse("[defaults\n", "f").unwrap_err();
         assert_eq!(err.issues[0].key, "<file>");
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_closest_valid_one() {
+        let message = |text: &str| FleetConfig::parse(text, "f").unwrap_err().issues[0].clone();
+        let i = message("[defaults]\nscale_down_unneded_time = \"5m\"\n");
+        assert_eq!(i.key, "defaults.scale_down_unneded_time");
+        assert_eq!(
+            i.message,
+            "unknown setting `scale_down_unneded_time`; did you mean `scale_down_unneeded_time`? (line 1)"
+        );
+        // Any table's keys, not only the settings.
+        let i = message("[hub]\nscan_intervall = \"5s\"\n");
+        assert_eq!(
+            i.message,
+            "unknown key `scan_intervall`; did you mean `scan_interval`? (line 1)"
+        );
+        let i = message("[[clusters]]\nname = \"a\"\ncontxt = \"b\"\n");
+        assert!(i.message.contains("did you mean `context`?"), "{i:?}");
+        // Nothing near: the valid keys are listed.
+        let i = message("[defaults]\nnothing_like_it = 1\n");
+        assert!(
+            i.message
+                .starts_with("unknown setting `nothing_like_it`, expected one of `"),
+            "{i:?}"
+        );
     }
 }

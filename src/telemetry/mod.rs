@@ -8,6 +8,7 @@
 //! is a leaf: it knows neither the hub nor the clusters.
 
 pub mod export;
+pub mod held;
 pub mod log_json;
 pub mod metrics;
 pub mod otel;
@@ -133,12 +134,21 @@ fn without_trace_spans(mut filter: EnvFilter) -> EnvFilter {
 
 fn log_layer_with(filter: EnvFilter) -> BoxedLayer {
     tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        // Colours only for a person at a terminal, not in files and log collectors.
-        .with_ansi(std::io::stderr().is_terminal())
+        .with_writer(held::Stderr)
+        .with_ansi(colours(
+            std::io::stderr().is_terminal(),
+            std::env::var_os("NO_COLOR").as_deref(),
+        ))
         .with_target(false)
         .with_filter(without_trace_spans(filter))
         .boxed()
+}
+
+/// Colours only for a person at a terminal, not in files and log collectors, and not for one
+/// who asked for none: `NO_COLOR` set to anything but the empty string (no-color.org). The
+/// log lines are the only colour the hub prints (the demo's live view has none).
+fn colours(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// What [`init`] started; [`Telemetry::shutdown`] sends the spans and metrics still to send.
@@ -214,7 +224,7 @@ pub struct Console(LogFormat);
 impl Console {
     pub fn say(&self, message: &str) {
         match self.0 {
-            LogFormat::Text => eprintln!("{message}"),
+            LogFormat::Text => held::write(format!("{message}\n").as_bytes()),
             LogFormat::Json => log_json::line(tracing::Level::INFO, message),
         }
     }
@@ -239,6 +249,16 @@ mod tests {
                 "logs at info still pass"
             );
         });
+    }
+
+    #[test]
+    fn colours_only_at_a_terminal_and_never_under_no_color() {
+        let set = |v: &str| Some(std::ffi::OsString::from(v));
+        assert!(colours(true, None));
+        assert!(!colours(false, None));
+        assert!(!colours(true, set("1").as_deref()));
+        assert!(!colours(true, set("0").as_deref()), "any value but empty");
+        assert!(colours(true, set("").as_deref()));
     }
 
     #[test]

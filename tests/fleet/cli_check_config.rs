@@ -146,7 +146,29 @@ name = "a"
     );
     std::fs::write(&bad, "[defaults]\nunneeded = \"10m\"\n").unwrap();
     let o = check_config(&["-c", &bad.display().to_string()], &[]);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("defaults.unneeded: unknown field"));
+    assert!(
+        String::from_utf8_lossy(&o.stderr)
+            .contains("defaults.unneeded: unknown setting `unneeded`")
+    );
+    // A typo is told with the key meant, in the file as in a variable.
+    std::fs::write(&bad, "[defaults]\nscale_down_unneded_time = \"10m\"\n").unwrap();
+    let o = check_config(&["-c", &bad.display().to_string()], &[]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains(
+            "defaults.scale_down_unneded_time: unknown setting `scale_down_unneded_time`; did you mean `scale_down_unneeded_time`?"
+        ),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let o = check_config(
+        &["-c", "fleet.toml.example"],
+        &[("FLEETSCALER_HUB__SCAN_INTERVALL", "5s")],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("did you mean `scan_interval`?"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     std::fs::write(
         &bad,
         "[defaults]\nscale_down_unneeded_time = \"ten minutes\"\n",

@@ -220,7 +220,7 @@ fn bad_input_is_a_clear_error_never_a_panic() {
     );
     fails_with(
         &["plan", "-s", EXAMPLE, "--set", "max_nodes_totl=3"],
-        &["--set", "unknown field"],
+        &["--set", "did you mean `max_nodes_total`?"],
     );
     fails_with(
         &["plan", "-s", EXAMPLE, "--set", "nonsense"],

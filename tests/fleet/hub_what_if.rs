@@ -99,7 +99,9 @@ async fn a_lower_max_nodes_total_shows_the_scale_ups_it_would_cap_where_pods_wai
     let (status, body) = http_request(addr, "GET", "/api/v1/what-if?set=max_nodes_totl=3").await;
     assert_eq!(status, 400);
     assert!(
-        body.starts_with("set=max_nodes_totl=3: unknown field"),
+        body.starts_with(
+            "set=max_nodes_totl=3: unknown setting `max_nodes_totl`; did you mean `max_nodes_total`?"
+        ),
         "{body}"
     );
     let (status, body) = http_request(addr, "GET", &format!("{path}&cluster=nope")).await;

@@ -226,7 +226,9 @@ fn the_image_builds_without_a_registry_checks_config_and_serves_healthz_as_non_r
     let err = String::from_utf8_lossy(&refused.stderr);
     assert_eq!(refused.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("defaults.scale_down_unneded_time: unknown field"),
+        err.contains(
+            "defaults.scale_down_unneded_time: unknown setting `scale_down_unneded_time`; did you mean `scale_down_unneeded_time`?"
+        ),
         "the error does not name the key: {err}"
     );
 

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 use jiff::Timestamp;
 
 use super::shape::{Cluster, Hub, Sharding, Status};
+use crate::cli::ages::age;
 use crate::hub::health::ClusterState;
 
 /// Between columns, as kubectl.
@@ -223,36 +224,6 @@ fn table(rows: &[Vec<String>]) -> Vec<String> {
         .collect()
 }
 
-/// How long ago, as kubectl's AGE column says it (`k8s.io/apimachinery`'s
-/// `HumanDuration`): `45s`, `3m20s`, `12m`, `5h3m`, `20h`, `3d4h`, `40d`, `2y30d`.
-pub(super) fn age(then: Timestamp, now: Timestamp) -> String {
-    let secs = now.duration_since(then).as_secs().max(0);
-    let (minutes, hours, days) = (secs / 60, secs / 3600, secs / 86_400);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        _ if minutes < 10 => match secs % 60 {
-            0 => format!("{minutes}m"),
-            s => format!("{minutes}m{s}s"),
-        },
-        _ if minutes < 180 => format!("{minutes}m"),
-        _ if hours < 8 => match minutes % 60 {
-            0 => format!("{hours}h"),
-            m => format!("{hours}h{m}m"),
-        },
-        _ if hours < 48 => format!("{hours}h"),
-        _ if hours < 24 * 8 => match hours % 24 {
-            0 => format!("{days}d"),
-            h => format!("{days}d{h}h"),
-        },
-        _ if days < 365 * 2 => format!("{days}d"),
-        _ if days < 365 * 8 => match days % 365 {
-            0 => format!("{}y", days / 365),
-            d => format!("{}y{d}d", days / 365),
-        },
-        _ => format!("{}y", days / 365),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::api::parse;
@@ -369,30 +340,5 @@ replica hub-c (address unknown) runs 1: sim-3
             ),
             "{text}"
         );
-    }
-
-    #[test]
-    fn ages_read_as_kubectl_prints_them() {
-        let now: Timestamp = "2025-06-01T12:00:00Z".parse().unwrap();
-        let ago = |secs: i64| age(now - jiff::SignedDuration::from_secs(secs), now);
-        let cases = [
-            (-5, "0s"),
-            (0, "0s"),
-            (119, "119s"),
-            (200, "3m20s"),
-            (180, "3m"),
-            (720, "12m"),
-            (179 * 60, "179m"),
-            (5 * 3600 + 180, "5h3m"),
-            (2 * 3600, "120m"),
-            (20 * 3600, "20h"),
-            (3 * 86_400 + 4 * 3600, "3d4h"),
-            (40 * 86_400, "40d"),
-            (3 * 365 * 86_400 + 30 * 86_400, "3y30d"),
-            (9 * 365 * 86_400, "9y"),
-        ];
-        for (secs, expected) in cases {
-            assert_eq!(ago(secs), expected, "{secs}s");
-        }
     }
 }
