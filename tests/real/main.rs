@@ -16,6 +16,7 @@ mod real_support;
 mod image;
 mod real_autoscaling;
 mod real_faults;
+mod real_fidelity;
 mod real_helm;
 mod real_leader;
 mod real_machine_api;

@@ -59,11 +59,6 @@ fn hub(dir: &Path, tag: &str, cps: &[&ControlPlane]) -> HubProcess {
     HubProcess::start(dir, tag, &hub_toml(&clusters))
 }
 
-fn plan(hub: &HubProcess, cluster: &str) -> Option<Value> {
-    let text = http_get(&hub.addr, &format!("/api/v1/clusters/{cluster}/plan"))?;
-    serde_json::from_str(&text).ok()
-}
-
 fn plan_time(plan: &Value) -> Option<Timestamp> {
     plan["now"].as_str()?.parse().ok()
 }
@@ -168,7 +163,7 @@ fn a_rolling_out_machine_deployment_keeps_its_idle_nodes_until_the_rollout_ends(
     // The two idle old nodes would go after 5 s unneeded; the hub holds them instead, with
     // upstream's reason, pass after pass until well past that time.
     let held_since = eventually(LONG, "the old nodes held for the rollout", || {
-        let plan = plan(&hub, "roll")?;
+        let plan = hub.plan("roll")?;
         let held = plan["notRemovable"]
             .as_array()?
             .iter()
@@ -177,11 +172,11 @@ fn a_rolling_out_machine_deployment_keeps_its_idle_nodes_until_the_rollout_ends(
         (held == 2).then(|| plan_time(&plan)).flatten()
     });
     eventually(LONG, "a pass 15 s after the hold began", || {
-        let plan = plan(&hub, "roll")?;
+        let plan = hub.plan("roll")?;
         let now = plan_time(&plan)?;
         (now.duration_since(held_since).as_secs() >= 15).then_some(())
     });
-    let plan = plan(&hub, "roll").unwrap();
+    let plan = hub.plan("roll").unwrap();
     assert!(
         plan["unneeded"].as_array().unwrap().is_empty(),
         "{}",
@@ -358,12 +353,12 @@ fn a_hub_killed_mid_scale_down_leaves_the_real_controllers_to_finish_it() {
     let started = Timestamp::now();
     for cp in &cps {
         eventually(LONG, "a pass of the restarted hub 15 s on", || {
-            let now = plan_time(&plan(&second, &cp.name)?)?;
+            let now = plan_time(&second.plan(&cp.name)?)?;
             (now.duration_since(started).as_secs() >= 15).then_some(())
         });
     }
     for ((cp, before), (res, ns, g)) in cps.iter().zip(&before).zip(GROUPS) {
-        let plan = plan(&second, &cp.name).unwrap();
+        let plan = second.plan(&cp.name).unwrap();
         assert!(
             plan["scaleUp"].as_array().unwrap().is_empty(),
             "{}: {}",

@@ -266,6 +266,12 @@ impl HubProcess {
         serde_json::from_str(&body).unwrap()
     }
 
+    /// The cluster's last plan, when the hub has one and answers.
+    pub fn plan(&self, cluster: &str) -> Option<Value> {
+        let text = http_get(&self.addr, &format!("/api/v1/clusters/{cluster}/plan"))?;
+        serde_json::from_str(&text).ok()
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

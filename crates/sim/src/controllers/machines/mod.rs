@@ -3,7 +3,9 @@
 //! that carry the delete-machine annotation first when scaling down; a Machine becomes a
 //! Node after the provisioning delay, or fails as its MachineSet's failure mode says
 //! (`fail`: the cloud's error as its failure, and phase Failed on OpenShift; `no-node`:
-//! never gets a node; `not-ready`: its node never turns Ready) or as a capacity fault of the
+//! never gets a node; `not-ready`: its node never turns Ready; `gpu-driver-installing`: its
+//! node turns Ready without the GPUs, until a test playing the GPU operator adds them) or as
+//! a capacity fault of the
 //! simulated cloud matching its instance type and zone says (failed with the cloud's error);
 //! a deleted Machine takes its Node with it after the deprovisioning delay. Orphans are garbage-collected as
 //! the owner-reference GC would.

@@ -307,6 +307,9 @@ pub struct Instance {
     pub node: Option<(String, Value)>,
 }
 
+/// Failure mode: the node comes up Ready without the GPUs its profile has.
+pub const GPU_DRIVER_INSTALLING: &str = "gpu-driver-installing";
+
 /// Launches the instance of `profile` for the machine at `key` as `launch` says: the
 /// cloud's refusal as its message (the failure mode, a capacity fault, or a Node the API
 /// refused: an instance that never joins), or the instance, its Node registered with
@@ -338,10 +341,19 @@ pub fn launch_instance<W: MachineWorld>(
     if mode == Some("not-ready") {
         annotations[NEVER_READY_ANNOTATION] = json!("true");
     }
+    // The GPU operator's device plugin advertises the GPUs once the driver is in: until
+    // someone playing it patches the Node's status, it has none.
+    let shown = match mode {
+        Some(GPU_DRIVER_INSTALLING) => &Profile {
+            gpus: 0,
+            ..profile.clone()
+        },
+        _ => profile,
+    };
     let node_object = node(
         &node_name,
         &instance.provider_id,
-        profile,
+        shown,
         annotations,
         &ip,
         &now_rfc3339(),

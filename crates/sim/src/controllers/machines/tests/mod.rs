@@ -320,6 +320,43 @@ fn failure_modes_shape_the_machine_and_its_node() {
     );
 }
 
+/// Issue 24, point 3: a GPU node whose driver is still installing comes up Ready with its
+/// accelerator label and no GPU, until someone playing the GPU operator advertises it.
+#[test]
+fn a_gpu_node_whose_driver_installs_has_no_gpu_yet() {
+    let api = MachineApi::of(Flavor::OpenShift);
+    let mut world = Fake::new();
+    let mut set = ocp_set(&mut world, 1);
+    set["metadata"]["annotations"] = json!({
+        FAILURE_MODE_ANNOTATION: "gpu-driver-installing",
+        "capacity.cluster-autoscaler.kubernetes.io/gpu-count": "1",
+        "capacity.cluster-autoscaler.kubernetes.io/gpu-type": "nvidia.com/gpu"});
+    set["spec"]["template"]["spec"]["metadata"] =
+        json!({"labels": {"cluster-api/accelerator": "nvidia-t4"}});
+    world.put(api.machine_sets, set);
+    let mut ctl = MachineController::new(api);
+    let start = Instant::now();
+    ctl.step(&mut world, &timing(), start);
+    ctl.step(&mut world, &timing(), start + Duration::from_secs(3));
+    let nodes = world.all(Resource::Nodes);
+    assert_eq!(nodes.len(), 1);
+    let node = &nodes[0];
+    assert_eq!(
+        node["metadata"]["labels"]["cluster-api/accelerator"],
+        "nvidia-t4"
+    );
+    assert!(
+        node["status"]["allocatable"]
+            .get("nvidia.com/gpu")
+            .is_none(),
+        "{node}"
+    );
+    assert!(
+        node["status"]["capacity"].get("nvidia.com/gpu").is_none(),
+        "{node}"
+    );
+}
+
 /// Issue 23, point 5: a providerSpec with no placement (vSphere, bare metal, hand-written)
 /// still gets a Node, named after its Machine as those platforms name nodes; a Node the API
 /// refuses fails the Machine with the API's words instead of a retry nobody sees.
