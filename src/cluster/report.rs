@@ -75,10 +75,13 @@ pub struct ClusterReport {
     /// Of those, pods no scale-up can help now.
     pub stuck_pods: usize,
     pub node_groups: usize,
-    pub healthy: bool,
-    /// Why the cluster is unhealthy, when it is.
+    /// Upstream's cluster health, from its nodes alone: unready nodes within
+    /// `ok_total_unready_count` / `max_total_unready_percentage`. The API's `healthy` is the
+    /// hub's one verdict (`state`), which this is part of.
+    pub nodes_healthy: bool,
+    /// Why the nodes make the cluster unhealthy, when they do.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub health_reason: Option<String>,
+    pub nodes_health_reason: Option<String>,
     /// Each node group as the last pass saw it.
     pub groups: Vec<GroupSummary>,
     /// Nodes and pending pods over the last passes, oldest first.
@@ -191,8 +194,8 @@ impl ClusterReport {
             pending_pods: 0,
             stuck_pods: 0,
             node_groups: 0,
-            healthy: false,
-            health_reason: None,
+            nodes_healthy: false,
+            nodes_health_reason: None,
             groups: Vec::new(),
             history: VecDeque::new(),
             last_pass: None,
@@ -218,8 +221,8 @@ impl ClusterReport {
     /// Takes in what a pass planned.
     pub fn record_plan(&mut self, plan: Arc<Plan>) {
         let h = &plan.health.cluster;
-        self.healthy = h.healthy;
-        self.health_reason = h.reason.clone();
+        self.nodes_healthy = h.healthy;
+        self.nodes_health_reason = h.reason.clone();
         self.ready_nodes = h.ready;
         self.unready_nodes = h.unready;
         self.nodes = h.ready + h.unready + h.not_started + h.deleting;

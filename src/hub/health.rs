@@ -83,8 +83,8 @@ impl ClusterState {
                 Some(pass) if pass.skipped.is_some() => {
                     (ClusterState::Unhealthy, pass.skipped.clone())
                 }
-                Some(_) if r.healthy => (ClusterState::Healthy, None),
-                Some(_) => (ClusterState::Unhealthy, r.health_reason.clone()),
+                Some(_) if r.nodes_healthy => (ClusterState::Healthy, None),
+                Some(_) => (ClusterState::Unhealthy, r.nodes_health_reason.clone()),
             },
         }
     }
@@ -286,7 +286,7 @@ mod tests {
         let now = Timestamp::now();
         let mut r = ClusterReport::new(ClusterName::new(name), false, now);
         r.set_phase(phase, None, now);
-        r.healthy = healthy;
+        r.nodes_healthy = healthy;
         r.nodes = nodes;
         r.unready_nodes = unready;
         r.last_pass = Some(PassSummary {

@@ -41,6 +41,8 @@ struct ClusterBody<'a> {
     state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     state_reason: Option<String>,
+    /// `state` is `healthy`: the one verdict, never true beside a state that is not.
+    healthy: bool,
     /// The pending pods of the last pass, each with its outcome and reasons.
     pending: Vec<&'a PodExplanation>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -156,6 +158,7 @@ fn cluster_body(r: &ClusterReport, shown: usize) -> ClusterBody<'_> {
         report: r,
         state: state.as_str(),
         state_reason,
+        healthy: state == ClusterState::Healthy,
         pending: r
             .plan
             .iter()

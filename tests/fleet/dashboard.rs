@@ -122,7 +122,7 @@ async fn fleet_rows(s: &Setup) -> (Vec<(String, u64, u64)>, String) {
 }
 
 fn health_words(report: &ClusterReport) -> &'static str {
-    match (report.phase, report.healthy) {
+    match (report.phase, report.nodes_healthy) {
         (Phase::Running, true) => "healthy",
         (Phase::Running, false) => "unhealthy",
         _ => "failed",

@@ -145,3 +145,131 @@ fn a_gpu_node_still_installing_its_driver_is_waited_for_not_copied_nor_doubled()
     assert!(refused.is_empty(), "refused: {refused:?}");
     hub.stop();
 }
+
+const EBS_ZONE: &str = "topology.ebs.csi.aws.com/zone";
+
+/// What the EBS CSI driver's node plugin does on every node it runs on: the node's zone
+/// under the driver's own topology key, and a CSINode naming the driver with its limit.
+fn play_csi_node_plugin(cp: &ControlPlane, node: &Value) {
+    let name = name(node);
+    let zone = node["metadata"]["labels"]["topology.kubernetes.io/zone"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    cp.kubectl(&[
+        "label",
+        "node",
+        &name,
+        &format!("{EBS_ZONE}={zone}"),
+        "--overwrite",
+    ]);
+    cp.apply(&format!(
+        "apiVersion: storage.k8s.io/v1\nkind: CSINode\nmetadata:\n  name: {name}\nspec:\n  drivers:\n  - name: ebs.csi.aws.com\n    nodeID: {name}\n    allocatable: {{count: 25}}\n    topologyKeys: [{EBS_ZONE}]\n"
+    ));
+}
+
+/// A StorageClass of the EBS driver, a volume in us-east-1b bound to claim `data`, and a
+/// StatefulSet-like pod (one replica) using it.
+const ZONAL_VOLUME: &str = r#"apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: gp3-csi
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: pv-data
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  storageClassName: gp3-csi
+  persistentVolumeReclaimPolicy: Retain
+  claimRef: {namespace: default, name: data}
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-0123, fsType: ext4}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+      - matchExpressions:
+        - {key: topology.ebs.csi.aws.com/zone, operator: In, values: [us-east-1b]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+  namespace: default
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: gp3-csi
+  volumeName: pv-data
+  resources: {requests: {storage: 10Gi}}
+"#;
+
+/// Issue 24, point 1: a pod whose bound volume lives in us-east-1b makes the hub scale the
+/// us-east-1b group (at zero: its template gets the EBS driver's zone key, seen on the
+/// cluster's running workers) and never the us-east-1a group that has room for the rest of
+/// it; the real scheduler binds it to the new us-east-1b node.
+#[test]
+fn a_pod_with_a_zonal_volume_gets_a_node_in_its_zone_only() {
+    let cps = up(&["vol"], &["--provision-delay", "1s"]);
+    let cp = &cps[0];
+    cp.apply(&openshift_machine_set("vol", "zone-a", 1, 1, 3, 4));
+    cp.apply(
+        &openshift_machine_set("vol", "zone-b", 0, 0, 3, 4).replace("us-east-1a", "us-east-1b"),
+    );
+    let first = eventually(LONG, "the zone-a worker Ready", || {
+        cp.items(&["nodes", "-l", "topology.kubernetes.io/zone=us-east-1a"])
+            .into_iter()
+            .find(is_ready)
+    });
+    play_csi_node_plugin(cp, &first);
+    cp.apply(ZONAL_VOLUME);
+    eventually(LONG, "the claim bound", || {
+        (cp.get(&["pvc", "-n", "default", "data"])["status"]["phase"] == "Bound").then_some(())
+    });
+    let dir = TempDir::new("real-volumes");
+    let kubeconfig = dir.path().join("vol.kubeconfig");
+    managed_kubeconfig(cp, &kubeconfig);
+    let toml = format!(
+        "{HUB_SECTION}\n[[clusters]]\nname = \"vol\"\nkubeconfig = \"{}\"\nuse_cluster_autoscaler = false\n",
+        kubeconfig.display()
+    );
+    let hub = HubProcess::start(dir.path(), "hub", &toml);
+    cp.apply(
+        &deployment("db", 1, "1").replacen(
+            "      containers:\n",
+            "      volumes:\n      - name: data\n        persistentVolumeClaim: {claimName: data}\n      containers:\n",
+            1,
+        ),
+    );
+    let second = eventually(LONG, "a us-east-1b node", || {
+        cp.items(&["nodes", "-l", "topology.kubernetes.io/zone=us-east-1b"])
+            .into_iter()
+            .find(is_ready)
+    });
+    play_csi_node_plugin(cp, &second);
+    eventually(LONG, "the pod running in us-east-1b", || {
+        let pods = cp.items(&["pods", "-n", "default", "-l", "app=db"]);
+        let p = pods.first()?;
+        (p["status"]["phase"] == "Running" && p["spec"]["nodeName"] == name(&second).as_str())
+            .then_some(())
+    });
+    let replicas = |set: &str| {
+        cp.get(&["machinesets.machine.openshift.io", "-n", NS, set])["spec"]["replicas"].as_i64()
+    };
+    assert_eq!((replicas("zone-a"), replicas("zone-b")), (Some(1), Some(1)));
+    let plan = hub.plan("vol").unwrap();
+    assert!(
+        plan["warnings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|w| !w.as_str().unwrap_or_default().contains("not simulated")),
+        "{}",
+        plan["warnings"]
+    );
+    let refused = refused_hub_requests(cp);
+    assert!(refused.is_empty(), "refused: {refused:?}");
+    hub.stop();
+}

@@ -10,10 +10,10 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// Since when the probe has failed, and the last error.
-#[derive(Default)]
+/// When the server last answered, and the last failure since.
 struct Probe {
-    failing: Option<(Instant, String)>,
+    last_answer: Instant,
+    error: Option<String>,
 }
 
 /// The probe task of one runner; it stops when this is dropped.
@@ -30,18 +30,21 @@ impl Drop for Liveness {
 
 impl Liveness {
     pub(super) fn start(client: kube::Client, every: Duration, deadline: Duration) -> Self {
-        let probe = Arc::new(Mutex::new(Probe::default()));
+        let probe = Arc::new(Mutex::new(Probe {
+            last_answer: Instant::now(),
+            error: None,
+        }));
         let shared = probe.clone();
         let task = tokio::spawn(async move {
             loop {
                 let started = Instant::now();
                 let outcome = match tokio::time::timeout(deadline, client.apiserver_version()).await
                 {
-                    Ok(Ok(_)) => None,
-                    Ok(Err(e)) => Some(e.to_string()),
-                    Err(_) => Some(format!("no answer within {}s", deadline.as_secs_f64())),
+                    Ok(Ok(_)) => Ok(()),
+                    Ok(Err(e)) => answered(e),
+                    Err(_) => Err(format!("no answer within {}s", deadline.as_secs_f64())),
                 };
-                record(&shared, started, outcome);
+                record(&shared, Instant::now(), outcome);
                 tokio::time::sleep_until(started + every).await;
             }
         });
@@ -49,12 +52,13 @@ impl Liveness {
     }
 
     /// Why the cluster cannot be trusted now: its API server has not answered for longer
-    /// than `max_age`.
+    /// than `max_age`. Measured from its last answer, whether or not a probe is still
+    /// waiting: a hung server is flagged on time, however long the read deadline.
     pub(super) fn silent(&self, now: Instant, max_age: Duration) -> Option<String> {
         let probe = lock(&self.probe);
-        let (since, error) = probe.failing.as_ref()?;
-        let age = now.saturating_duration_since(*since);
+        let age = now.saturating_duration_since(probe.last_answer);
         (age > max_age).then(|| {
+            let error = probe.error.as_deref().unwrap_or("still waiting for an answer");
             format!(
                 "the API server has not answered for {}s (GET /version: {error}); the cached view may be frozen",
                 age.as_secs()
@@ -63,15 +67,24 @@ impl Liveness {
     }
 }
 
-/// A failure keeps the time of the first probe that failed: silence is measured from when
-/// the server stopped answering, not from when a deadline noticed.
-fn record(probe: &Mutex<Probe>, started: Instant, outcome: Option<String>) {
+/// Any HTTP answer, an error status included (a 429 from a server shedding load, a 403, a
+/// 500), shows the server alive: only a call that got no answer at all is silence.
+fn answered(e: kube::Error) -> Result<(), String> {
+    match e {
+        kube::Error::Api(_) => Ok(()),
+        other => Err(other.to_string()),
+    }
+}
+
+fn record(probe: &Mutex<Probe>, at: Instant, outcome: Result<(), String>) {
     let mut p = lock(probe);
-    p.failing = match (outcome, p.failing.take()) {
-        (None, _) => None,
-        (Some(error), Some((since, _))) => Some((since, error)),
-        (Some(error), None) => Some((started, error)),
-    };
+    match outcome {
+        Ok(()) => {
+            p.last_answer = at;
+            p.error = None;
+        }
+        Err(e) => p.error = Some(e),
+    }
 }
 
 /// The probe's state stays consistent whatever panicked while holding it.
@@ -85,23 +98,55 @@ fn lock(probe: &Mutex<Probe>) -> MutexGuard<'_, Probe> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn silence_is_measured_from_the_first_failure_and_ends_with_an_answer() {
-        let probe = Mutex::new(Probe::default());
+    fn liveness(probe: Probe) -> Liveness {
+        Liveness {
+            probe: Arc::new(Mutex::new(probe)),
+            task: tokio::spawn(async {}),
+        }
+    }
+
+    #[tokio::test]
+    async fn silence_is_measured_from_the_last_answer_and_ends_with_one() {
         let t0 = Instant::now();
-        record(&probe, t0, Some("timeout".into()));
-        record(&probe, t0 + Duration::from_secs(10), Some("refused".into()));
-        let liveness = |p: &Mutex<Probe>, now: Instant| {
-            let g = lock(p);
-            g.failing
-                .as_ref()
-                .map(|(since, e)| (now.saturating_duration_since(*since), e.clone()))
-        };
+        let live = liveness(Probe {
+            last_answer: t0,
+            error: None,
+        });
+        // A probe still waiting (a hung server) is silence all the same.
         assert_eq!(
-            liveness(&probe, t0 + Duration::from_secs(12)),
-            Some((Duration::from_secs(12), "refused".to_string()))
+            live.silent(t0 + Duration::from_secs(19), Duration::from_secs(20)),
+            None
         );
-        record(&probe, t0 + Duration::from_secs(20), None);
-        assert_eq!(liveness(&probe, t0 + Duration::from_secs(21)), None);
+        let why = live
+            .silent(t0 + Duration::from_secs(21), Duration::from_secs(20))
+            .unwrap();
+        assert!(
+            why.contains("not answered for 21s") && why.contains("still waiting"),
+            "{why}"
+        );
+        record(
+            &live.probe,
+            t0 + Duration::from_secs(22),
+            Err("connection refused".into()),
+        );
+        let why = live
+            .silent(t0 + Duration::from_secs(25), Duration::from_secs(20))
+            .unwrap();
+        assert!(why.contains("connection refused"), "{why}");
+        record(&live.probe, t0 + Duration::from_secs(30), Ok(()));
+        assert_eq!(
+            live.silent(t0 + Duration::from_secs(31), Duration::from_secs(20)),
+            None
+        );
+    }
+
+    #[test]
+    fn a_throttling_server_is_alive() {
+        let throttled = kube::Error::Api(
+            kube::core::Status::failure("Too many requests", "TooManyRequests")
+                .with_code(429)
+                .boxed(),
+        );
+        assert_eq!(answered(throttled), Ok(()));
     }
 }

@@ -86,6 +86,13 @@ impl Timing {
         (self.scan_interval * 3).max(Duration::from_secs(5))
     }
 
+    /// An API server that has not answered for this long is flagged: the next pass, at most
+    /// a scan interval later, is skipped and says why, so a hang shows within three scan
+    /// intervals of the last answer.
+    fn silent_after(&self) -> Duration {
+        (self.scan_interval * 2).max(Duration::from_secs(5))
+    }
+
     /// A cache stale for this long is given up: the runner stops, and its supervisor
     /// connects again (re-reading the kubeconfig, whose credentials may have been rotated).
     fn give_up_after(&self) -> Duration {
@@ -311,7 +318,8 @@ impl Runner {
                 // A template read for a group at zero may let its pending pods scale it up.
                 _ = self.infra.read_done() => schedule.woken(Instant::now()),
                 _ = tokio::time::sleep_until(schedule.next()) => {
-                    if let Some(why) = self.untrusted(Instant::now(), timing.give_up_after()) {
+                    let limit = timing.give_up_after();
+                    if let Some(why) = self.untrusted(Instant::now(), limit, limit) {
                         return Err(RunnerError::Stale(why));
                     }
                     // A pass against a hung API server waits out its calls' deadlines one
@@ -331,12 +339,18 @@ impl Runner {
         }
     }
 
-    /// Why the cached view cannot be acted on: a watch failing, or the API server silent,
-    /// for longer than `max_age`.
-    fn untrusted(&self, now: Instant, max_age: Duration) -> Option<String> {
+    /// Why the cached view cannot be acted on: a watch failing for longer than `stale`, or
+    /// the API server silent for longer than `silent`.
+    fn untrusted(&self, now: Instant, stale: Duration, silent: Duration) -> Option<String> {
         self.cache
-            .stale(now, max_age)
-            .or_else(|| self.liveness.silent(now, max_age))
+            .stale(now, stale)
+            .or_else(|| self.liveness.silent(now, silent))
+    }
+
+    /// `untrusted` with the limits of a pass.
+    fn untrusted_now(&self, now: Instant) -> Option<String> {
+        let t = &self.ctx.timing;
+        self.untrusted(now, t.stale_after(), t.silent_after())
     }
 
     /// Says so once when a watch starts failing (it starts over on its own; the cache goes

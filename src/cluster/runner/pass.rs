@@ -49,7 +49,7 @@ impl Runner {
         let now = Timestamp::now();
         let spec = self.spec.borrow_and_update().clone();
         span.record("fleetscaler.dry_run", spec.dry_run);
-        if let Some(why) = self.untrusted(started, self.ctx.timing.stale_after()) {
+        if let Some(why) = self.untrusted_now(started) {
             span.record("fleetscaler.pass.skipped_reason", why.as_str());
             self.skip_pass(why, now);
             return;

@@ -27,7 +27,7 @@ impl Runner {
     pub(super) async fn answer_what_if(&mut self, ask: Ask) {
         let name = self.ctx.name.as_str().to_string();
         let now = Timestamp::now();
-        let answer = match self.untrusted(Instant::now(), self.ctx.timing.stale_after()) {
+        let answer = match self.untrusted_now(Instant::now()) {
             Some(why) => ClusterAnswer::failed(&name, format!("not evaluated: {why}")),
             None => {
                 let _turn = self.ctx.pool.turn().await;

@@ -27,7 +27,7 @@ fn gauges(e: &mut MetricsBuilder, reports: &[ClusterReport]) {
         "Whether the cluster is healthy enough for autoscaling: 1 if it is, 0 otherwise.",
     );
     for r in reports {
-        let safe = r.phase == Phase::Running && r.healthy;
+        let safe = r.phase == Phase::Running && r.nodes_healthy;
         e.sample(&[("cluster", r.name.as_str())], bool_value(safe));
     }
     family(

@@ -17,7 +17,7 @@ fn fleet() -> Fleet {
     let now = Timestamp::now();
     let mut a = ClusterReport::new(ClusterName::new("a"), false, now);
     a.phase = Phase::Running;
-    a.healthy = true;
+    a.nodes_healthy = true;
     a.restarts = 2;
     a.node_groups = 3;
     a.counters.observe_duration("main", 0.003);

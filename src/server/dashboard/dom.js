@@ -104,7 +104,7 @@ export function health(c) {
   }
   if (!c.lastPass) return {level: "idle", text: "waiting for a pass", detail: c.message};
   if (c.lastPass.skipped) return {level: "warn", text: "passes skipped", detail: c.lastPass.skipped};
-  if (!c.healthy) return {level: "warn", text: "unhealthy", detail: c.healthReason};
+  if (!c.nodesHealthy) return {level: "warn", text: "unhealthy", detail: c.nodesHealthReason};
   return {level: "ok", text: "healthy", detail: null};
 }
 
