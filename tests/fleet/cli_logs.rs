@@ -257,3 +257,59 @@ fn an_unknown_log_format_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("xml") && err.contains("--log-format"), "{err}");
 }
+
+/// Issue 25, point 9: while a cluster's sync is held up (its pods cannot be listed), `run`
+/// says how far it got and what it waits for, and when it is done, how long it took and
+/// what it holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_sync_reports_its_progress_then_its_end() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let cluster = &fleet.clusters()[0];
+    cluster.faults().set(fleetscaler::sim::faults::Faults {
+        error_rate: 1.0,
+        error_code: 500,
+        error_paths: vec!["/api/v1/pods".into()],
+        ..Default::default()
+    });
+    let dir = TempDir::new("json-logs-sync");
+    let kubeconfig = dir.path().join("fleet.kubeconfig");
+    fleet.write_kubeconfig(&kubeconfig).unwrap();
+    let vars = [("FLEETSCALER_LOG_FORMAT", "json"), ("RUST_LOG", "info")];
+    let options = HubOptions {
+        tracing: "",
+        defaults: "",
+        vars: &vars,
+        args: &[],
+        clusters: 1,
+    };
+    let mut hub = HubProcess::start(dir.path(), &kubeconfig, options);
+    let said = |hub: &HubProcess, words: &'static str| {
+        lines(hub).into_iter().find(|l| {
+            l["fields"]["k8s.cluster.name"] == "sim-1"
+                && l["message"].as_str().is_some_and(|m| m.contains(words))
+        })
+    };
+    let progress = eventually(LONG, "a sync progress line", || {
+        let found = said(&hub, "syncing for");
+        async move { found }
+    })
+    .await;
+    let message = progress["message"].as_str().unwrap();
+    assert!(
+        message.contains("objects so far; listing pods; failing: "),
+        "{message}"
+    );
+    cluster.faults().clear();
+    let done = eventually(LONG, "the sync's end", || {
+        let found = said(&hub, "synced in");
+        async move { found }
+    })
+    .await;
+    let message = done["message"].as_str().unwrap();
+    assert!(
+        message.contains(" nodes, ") && message.contains(" pods, "),
+        "{message}"
+    );
+    hub.stop().await;
+    fleet.shutdown().await;
+}

@@ -2,6 +2,8 @@
 //! interrupted run left (at start, whenever this replica becomes the leader, and now and
 //! then while it leads), scale-downs ending, and shutdown.
 
+use std::time::Duration;
+
 use jiff::Timestamp;
 use tokio::task::{Id, JoinError};
 use tokio::time::Instant;
@@ -53,9 +55,18 @@ impl Runner {
     pub(super) async fn sync(&mut self, cancel: &CancellationToken) -> Result<bool, RunnerError> {
         self.ctx
             .set_phase(Phase::Syncing, Some(waiting(&self.cache)));
+        let started = Instant::now();
+        // A large fleet takes a while to list: its operator sees each cluster's progress.
+        let mut progress = tokio::time::interval_at(started + SYNC_PROGRESS, SYNC_PROGRESS);
         while !self.cache.is_synced() {
             let update = tokio::select! {
                 _ = cancel.cancelled() => return Ok(false),
+                _ = progress.tick() => {
+                    tracing::info!(k8s.cluster.name = %self.ctx.name,
+                        "syncing for {}s: {} objects so far; {}",
+                        started.elapsed().as_secs(), objects(&self.cache), waiting(&self.cache));
+                    continue;
+                }
                 update = self.updates.next() => update.ok_or(RunnerError::WatchesEnded)?,
             };
             self.log_watch_failure(&update);
@@ -74,6 +85,9 @@ impl Runner {
             }
         }
         let stats = self.cache.stats();
+        tracing::info!(k8s.cluster.name = %self.ctx.name,
+            "synced in {:.1}s: {} nodes, {} pods, {} machines, {} other objects",
+            started.elapsed().as_secs_f64(), stats.nodes, stats.pods, stats.machines, stats.other);
         self.ctx.publish(|r| r.cache = stats);
         Ok(true)
     }
@@ -260,6 +274,14 @@ fn record_entry(span: &Span, entry: &Entry) {
 }
 
 /// What the sync waits for, with the errors that hold it up.
+/// How often a sync still under way says how far it got.
+const SYNC_PROGRESS: Duration = Duration::from_secs(5);
+
+fn objects(cache: &Cache) -> usize {
+    let s = cache.stats();
+    s.nodes + s.pods + s.machines + s.other
+}
+
 fn waiting(cache: &Cache) -> String {
     let kinds: Vec<String> = cache.unsynced().iter().map(|k| k.describe()).collect();
     let errors = cache.sync_errors();
