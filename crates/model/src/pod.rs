@@ -104,7 +104,7 @@ impl Unsimulated {
                 "uses PersistentVolumeClaims, and the cluster's claims, volumes and StorageClasses were not read: volume binding and zones are not simulated"
             }
             Unsimulated::DynamicResources => {
-                "uses resourceClaims: dynamic resource allocation is not simulated"
+                "uses resourceClaims: dynamic resource allocation is not simulated yet, so no node is bought for it (a node without its devices could never run it)"
             }
             Unsimulated::NamespaceSelector => {
                 "has an affinity term with a namespaceSelector; without Namespace objects only the pod's own namespace is matched"

@@ -31,7 +31,7 @@ use super::simulator::{PodShape, SimNode, SimNodeKind, Simulator};
 use super::template::TemplateNode;
 use commit::retain_unplaced;
 use fleetscaler_model::ClusterSnapshot;
-use fleetscaler_model::pod::Pod;
+use fleetscaler_model::pod::{Pod, Unsimulated};
 use similar::Similar;
 
 pub struct ScaleUpInput<'a> {
@@ -242,6 +242,13 @@ impl<'a> Pass<'a> {
                 );
             } else if let Some(node) = &pod.nominated_node {
                 self.explain(pod, Outcome::FitsExisting, None, Some(node.clone()), vec![]);
+            } else if pod
+                .spec
+                .unsimulated
+                .contains(&Unsimulated::DynamicResources)
+            {
+                // Its reason is the NotSimulated note `explain` adds.
+                self.explain(pod, Outcome::NoScaleUp, None, None, vec![]);
             } else {
                 let shape = self.sim.shape(pod);
                 let key = (
