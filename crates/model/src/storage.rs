@@ -77,6 +77,8 @@ pub struct PersistentVolume {
     pub storage_class: Option<Arc<str>>,
     /// `status.phase` is `Available`: free for a claim to bind.
     pub available: bool,
+    /// Why it could not be read, when it could not: the pods using it are held, no other.
+    pub unreadable: Option<Arc<str>>,
 }
 
 impl PersistentVolume {
@@ -108,7 +110,22 @@ impl PersistentVolume {
                 .as_ref()
                 .and_then(|s| s.phase.as_deref())
                 .is_some_and(|phase| phase == "Available"),
+            unreadable: None,
         })
+    }
+
+    /// A volume whose fields could not be read (`why`): kept by name, so that a claim bound
+    /// to it is held with the reason instead of looking bound to nothing.
+    pub fn unreadable(pv: &corev1::PersistentVolume, why: &str, p: &mut Projector) -> Self {
+        PersistentVolume {
+            name: p.opt_str(pv.metadata.name.as_ref()),
+            node_affinity: None,
+            zone_labels: Vec::new(),
+            csi_driver: None,
+            storage_class: None,
+            available: false,
+            unreadable: Some(why.into()),
+        }
     }
 }
 

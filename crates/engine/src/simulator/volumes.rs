@@ -277,6 +277,14 @@ impl<'a> StorageView<'a> {
                 ),
             ));
         };
+        if let Some(why) = &pv.unreadable {
+            return Err((
+                ReasonCode::VolumeMissing,
+                format!(
+                    "claim {ns}/{claim} is bound to persistentvolume {volume}, which cannot be read ({why})"
+                ),
+            ));
+        }
         if let Some(affinity) = &pv.node_affinity {
             needs.selectors.push((
                 format!("volume {volume} of claim {ns}/{claim}"),

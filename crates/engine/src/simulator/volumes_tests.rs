@@ -283,3 +283,24 @@ fn a_pod_with_resource_claims_buys_no_node_it_could_not_use() {
         (Outcome::NoScaleUp, vec![ReasonCode::NotSimulated])
     );
 }
+
+#[test]
+fn a_volume_that_cannot_be_read_holds_only_the_pods_bound_to_it() {
+    let mut items = zonal_groups(&["us-east-1a"]);
+    let mut bad = zonal_pv("pv-bad", "us-east-1a");
+    bad["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]["matchFields"] =
+        serde_json::json!([{"key": "spec.nodeName", "operator": "In", "values": ["x"]}]);
+    items.push(bad);
+    items.push(pvc("bad", "gp3", Some("pv-bad")));
+    items.push(web("bad"));
+    items.push(pod("plain").cpu("1").unschedulable().json());
+    let p = plan(items);
+    let (_, held) = codes(&p, "web-0");
+    assert_eq!(held[0], ReasonCode::VolumeMissing, "{:?}", p.pending_pods);
+    let text = format!("{:?}", p.pending_pods);
+    assert!(
+        text.contains("persistentvolume pv-bad, which cannot be read"),
+        "{text}"
+    );
+    assert_eq!(codes(&p, "plain").0, Outcome::ScaleUp);
+}

@@ -278,10 +278,20 @@ impl SnapshotBuilder {
             ("", "PersistentVolumeClaim") => s.storage.claims.push(
                 PersistentVolumeClaim::from_k8s(&typed::<corev1::PersistentVolumeClaim>(value)?, p),
             ),
-            ("", "PersistentVolume") => s.storage.volumes.push(PersistentVolume::from_k8s(
-                &typed::<corev1::PersistentVolume>(value)?,
-                p,
-            )?),
+            ("", "PersistentVolume") => {
+                let pv = typed::<corev1::PersistentVolume>(value)?;
+                let volume = PersistentVolume::from_k8s(&pv, p).unwrap_or_else(|e| {
+                    let why = e.to_string();
+                    let name = pv.metadata.name.as_deref().unwrap_or_default();
+                    self.report.warnings.push(Warning::about(
+                        WarningCode::UnreadableObject,
+                        format!("PersistentVolume {name}"),
+                        format!("{why}; only the pods whose claims are bound to it are held"),
+                    ));
+                    PersistentVolume::unreadable(&pv, &why, p)
+                });
+                s.storage.volumes.push(volume);
+            }
             ("storage.k8s.io", "StorageClass") => s.storage.classes.push(StorageClass::from_k8s(
                 &typed::<storagev1::StorageClass>(value)?,
                 p,

@@ -317,3 +317,17 @@ fn a_syntax_error_names_the_line_of_the_whole_file() {
     assert_eq!(err.kind, DumpErrorKind::Syntax);
     assert!(err.message.contains("line 6"), "{}", err.message);
 }
+
+#[test]
+fn a_volume_that_cannot_be_read_is_a_warning_not_a_refused_dump() {
+    let text = r#"{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pv-odd"},"spec":{"nodeAffinity":{"required":{"nodeSelectorTerms":[{"matchFields":[{"key":"spec.nodeName","operator":"In","values":["x"]}]}]}}}}"#;
+    let (s, report) = load(text).unwrap();
+    assert!(s.storage.listed);
+    assert_eq!(s.storage.volumes[0].name.as_ref(), "pv-odd");
+    assert!(s.storage.volumes[0].unreadable.is_some());
+    let warning = report.warnings[0].to_string();
+    assert!(
+        warning.contains("PersistentVolume pv-odd") && warning.contains("matchFields[0]"),
+        "{warning}"
+    );
+}
