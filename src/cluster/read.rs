@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::cache::{Cache, Change, discovery, watch};
-use crate::model::{ClusterSnapshot, Warning, WarningCode};
+use crate::model::{ClusterSnapshot, Warning};
 
 /// A cluster as read, and what could not be read.
 pub struct Look {
@@ -59,13 +59,7 @@ pub async fn look(
         };
         cache.apply(update, Instant::now());
         if let Some((kind, message)) = refused {
-            warnings.push(Warning::general(
-                WarningCode::NotAllowed,
-                format!(
-                    "not allowed to list {}: read without them ({message})",
-                    kind.describe()
-                ),
-            ));
+            warnings.push(kind.not_allowed(&message));
             cache.give_up_on(kind, &message);
         }
     }

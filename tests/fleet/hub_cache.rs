@@ -59,6 +59,9 @@ async fn lists_what_each_flavour_serves_and_follows_changes() {
                 .contains(&Kind::Scalable(api, ScalableKind::MachineSet))
         );
         assert!(served.kinds.contains(&Kind::PodDisruptionBudget));
+        for kind in Kind::STORAGE {
+            assert!(served.kinds.contains(&kind), "{kind:?} not watched");
+        }
         let mut cache = Cache::new(&served.kinds);
         let mut updates = watch::updates(&kube, &served, Duration::from_secs(5));
         sync(&mut cache, &mut updates).await;
@@ -76,6 +79,8 @@ async fn lists_what_each_flavour_serves_and_follows_changes() {
         assert!(!snapshot.scalables.is_empty());
         assert!(!snapshot.machines.is_empty());
         assert!(snapshot.cluster_autoscaler().is_some());
+        // Served, allowed and listed (empty): volumes are simulated.
+        assert!(snapshot.storage.listed);
         // The controllers pods' owners are looked up in: the workload generator's
         // ReplicaSets, each the owner (by uid) of its pods; DaemonSets are not served.
         let controllers = &snapshot.controllers;

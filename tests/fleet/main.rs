@@ -55,6 +55,7 @@ mod hub_serving;
 mod hub_serving_limits;
 mod hub_sharding;
 mod hub_tracing;
+mod hub_volumes;
 mod hub_what_if;
 mod managed_rbac;
 mod sim_api;

@@ -1,8 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Fault injection, switched at run time through the cluster handle: injected errors
-//! (500/429), latency, cut watches, refused and hung connections — and the other clusters of
-//! the fleet unaffected; and through the admin endpoint over HTTP: the cloud out of capacity
-//! for an instance type in a zone.
+//! (500/429), latency, cut watches, refused and hung connections, resources RBAC refuses —
+//! and the other clusters of the fleet unaffected; and through the admin endpoint over HTTP:
+//! the cloud out of capacity for an instance type in a zone.
 
 use crate::sim_support;
 
@@ -84,6 +84,63 @@ async fn injected_errors_and_latency() {
     assert!(start.elapsed() >= Duration::from_millis(300));
     sim1.faults().clear();
     ns.get("default").await.unwrap();
+    fleet.shutdown().await;
+}
+
+/// A forbidden resource is refused (403, in RBAC's words) for every verb and scope, and
+/// only it: the same resource of another group, and the other resources, are served.
+#[tokio::test]
+async fn forbidden_resources_are_refused_as_rbac_refuses_them() {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+    let fleet = two_clusters().await;
+    let sim1 = fleet.cluster(1).unwrap();
+    let kube = client(sim1).await;
+    sim1.faults().set(Faults {
+        forbidden: vec![
+            "persistentvolumeclaims".into(),
+            "csinodes.storage.k8s.io".into(),
+        ],
+        ..Faults::default()
+    });
+    let refused = |e: Error| match e {
+        Error::Api(s) => (s.code, s.reason, s.message),
+        other => panic!("expected 403, got {other:?}"),
+    };
+    let claims: Api<PersistentVolumeClaim> = Api::all(kube.clone());
+    let (code, reason, message) = refused(claims.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!((code, reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        message,
+        "persistentvolumeclaims is forbidden: User \"sim-1\" cannot list resource \
+         \"persistentvolumeclaims\" in API group \"\" at the cluster scope"
+    );
+    let in_ns: Api<PersistentVolumeClaim> = Api::namespaced(kube.clone(), "default");
+    let (code, _, message) = refused(in_ns.get("data").await.unwrap_err());
+    assert_eq!(code, 403);
+    assert!(
+        message.contains("cannot get resource") && message.contains("in the namespace \"default\""),
+        "{message}"
+    );
+    let csi: Api<CSINode> = Api::all(kube.clone());
+    let (code, _, message) = refused(csi.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(code, 403);
+    assert!(
+        message.starts_with("csinodes.storage.k8s.io is forbidden"),
+        "{message}"
+    );
+    Api::<PersistentVolume>::all(kube.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    Api::<StorageClass>::all(kube.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let other = Api::<PersistentVolumeClaim>::all(client(fleet.cluster(2).unwrap()).await);
+    other.list(&ListParams::default()).await.unwrap();
+    sim1.faults().clear();
+    claims.list(&ListParams::default()).await.unwrap();
     fleet.shutdown().await;
 }
 

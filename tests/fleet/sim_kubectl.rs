@@ -51,6 +51,47 @@ fn scratch_dir() -> PathBuf {
     dir
 }
 
+/// A class, a claim bound to its volume and a CSINode, written straight into the store.
+fn storage_objects(cluster: &fleetscaler::sim::fleet::ClusterHandle) {
+    use serde_json::json;
+    let mut state = cluster.state();
+    let objects = [
+        (
+            Resource::StorageClasses,
+            "",
+            json!({"metadata": {"name": "gp3"},
+            "provisioner": "ebs.csi.aws.com", "volumeBindingMode": "WaitForFirstConsumer"}),
+        ),
+        (
+            Resource::PersistentVolumes,
+            "",
+            json!({"metadata": {"name": "pv-db-0"},
+            "spec": {"storageClassName": "gp3", "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "claimRef": {"namespace": "default", "name": "data-db-0"},
+                "csi": {"driver": "ebs.csi.aws.com", "volumeHandle": "vol-1"}},
+            "status": {"phase": "Bound"}}),
+        ),
+        (
+            Resource::PersistentVolumeClaims,
+            "default",
+            json!({"metadata": {"name": "data-db-0"},
+            "spec": {"storageClassName": "gp3", "volumeName": "pv-db-0",
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+            "status": {"phase": "Bound"}}),
+        ),
+        (
+            Resource::CsiNodes,
+            "",
+            json!({"metadata": {"name": "worker-a"},
+            "spec": {"drivers": [{"name": "ebs.csi.aws.com", "nodeID": "i-1"}]}}),
+        ),
+    ];
+    for (resource, ns, object) in objects {
+        state.create(resource, ns, object).unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_scales_watches_and_applies() {
     let fleet = Fleet::start(FleetSettings {
@@ -98,6 +139,31 @@ async fn kubectl_gets_scales_watches_and_applies() {
     )
     .await;
     assert!(ok && out.contains("md-worker-us-east-1a"), "{out}");
+
+    // The storage kinds the hub's volume simulation reads, each with its columns.
+    storage_objects(sim1);
+    let (ok, out) = kubectl(
+        &kc,
+        &[
+            "--context",
+            "sim-1",
+            "get",
+            "pvc,pv,storageclass,csinode",
+            "-A",
+        ],
+    )
+    .await;
+    assert!(ok, "{out}");
+    for expected in [
+        "persistentvolumeclaim/data-db-0",
+        "pv-db-0",
+        "storageclass.storage.k8s.io/gp3",
+        "WaitForFirstConsumer",
+        "csinode.storage.k8s.io/worker-a",
+        "default/data-db-0",
+    ] {
+        assert!(out.contains(expected), "{expected} missing from:\n{out}");
+    }
 
     let set = format!("{}-worker-us-east-1b", sim1.infra);
     let (ok, out) = kubectl(

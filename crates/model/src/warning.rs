@@ -20,6 +20,8 @@ pub enum WarningCode {
     UnreadableObject,
     /// The hub may not list a kind (RBAC): the cluster is read without it.
     NotAllowed,
+    /// The cluster does not serve a kind the hub reads: what it is for is off.
+    NotServed,
     /// A setting (fleet.toml, a ClusterAutoscaler, a flag, a proposal) was refused: the
     /// layer below it stands.
     InvalidSetting,
@@ -60,6 +62,7 @@ impl WarningCode {
             WarningCode::UnsupportedVersion => "UnsupportedVersion",
             WarningCode::UnreadableObject => "UnreadableObject",
             WarningCode::NotAllowed => "NotAllowed",
+            WarningCode::NotServed => "NotServed",
             WarningCode::InvalidSetting => "InvalidSetting",
             WarningCode::IgnoredClusterAutoscaler => "IgnoredClusterAutoscaler",
             WarningCode::NodeGroupNotFound => "NodeGroupNotFound",

@@ -2,8 +2,9 @@
 //! share of requests failing with 500 or 429, watches cut, a full outage (connections
 //! refused or left hanging), and the cloud out of capacity for an instance type in a zone
 //! (`capacity`: machines of that type and zone that finish provisioning while the fault is
-//! in force go Failed with the cloud's error). Tests hold the switch directly; the CLI's
-//! admin endpoint sets it over HTTP, e.g.
+//! in force go Failed with the cloud's error), and resources RBAC refuses (`forbidden`:
+//! every request for them gets a 403, as a client whose role lacks them). Tests hold the
+//! switch directly; the CLI's admin endpoint sets it over HTTP, e.g.
 //!
 //! ```json
 //! {"capacity": [{"instanceType": "m6i.2xlarge", "zone": "us-east-1a"}]}
@@ -41,11 +42,18 @@ pub struct Faults {
     /// The cloud has no capacity for these instance types (in these zones): their machines
     /// fail at the end of provisioning. The API server itself is unaffected.
     pub capacity: Vec<CapacityFault>,
+    /// Resources the cluster's clients may not touch, as RBAC refusing them: every request
+    /// for one, whatever its verb, gets `403 Forbidden` in the API server's words. Named as
+    /// kubectl names them: a core resource by its plural (`persistentvolumeclaims`), any
+    /// other as `<plural>.<group>` (`csinodes.storage.k8s.io`).
+    pub forbidden: Vec<String>,
 }
 
 /// At most this many capacity faults at once: each machine finishing provisioning is
 /// checked against all of them.
 pub const MAX_CAPACITY_FAULTS: usize = 32;
+/// At most this many forbidden resources at once.
+pub const MAX_FORBIDDEN: usize = 32;
 const MAX_NAME_CHARS: usize = 128;
 const MAX_REASON_CHARS: usize = 128;
 const MAX_MESSAGE_CHARS: usize = 1024;
@@ -59,6 +67,14 @@ pub enum InvalidFaults {
     ErrorCode(u16),
     #[error("capacity holds at most {MAX_CAPACITY_FAULTS} faults, got {0}")]
     TooMany(usize),
+    #[error("forbidden holds at most {MAX_FORBIDDEN} resources, got {0}")]
+    TooManyForbidden(usize),
+    #[error("forbidden[{index}] {source}")]
+    Forbidden {
+        index: usize,
+        #[source]
+        source: BadValue,
+    },
     #[error("capacity[{index}].{field} {source}")]
     Capacity {
         index: usize,
@@ -218,7 +234,22 @@ impl Faults {
         for (index, fault) in self.capacity.iter().enumerate() {
             fault.validate(index)?;
         }
+        if self.forbidden.len() > MAX_FORBIDDEN {
+            return Err(InvalidFaults::TooManyForbidden(self.forbidden.len()));
+        }
+        for (index, resource) in self.forbidden.iter().enumerate() {
+            check_name(resource).map_err(|source| InvalidFaults::Forbidden { index, source })?;
+        }
         Ok(())
+    }
+
+    /// Whether these faults refuse requests for `resource` of API group `group` (`""`:
+    /// core), as [`Faults::forbidden`] names them.
+    pub fn forbids(&self, group: &str, resource: &str) -> bool {
+        self.forbidden.iter().any(|f| match f.split_once('.') {
+            Some((plural, g)) => plural == resource && g == group,
+            None => group.is_empty() && f == resource,
+        })
     }
 
     /// Reads faults as the admin endpoint takes them (JSON), checked; errors name the
@@ -276,6 +307,42 @@ impl FaultSwitch {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn forbidden_resources_are_named_as_kubectl_names_them_and_bounded() {
+        let f = Faults {
+            forbidden: vec![
+                "persistentvolumeclaims".into(),
+                "csinodes.storage.k8s.io".into(),
+            ],
+            ..Default::default()
+        };
+        assert!(f.validate().is_ok());
+        assert!(f.forbids("", "persistentvolumeclaims"));
+        assert!(f.forbids("storage.k8s.io", "csinodes"));
+        assert!(!f.forbids("storage.k8s.io", "persistentvolumeclaims"));
+        assert!(!f.forbids("", "csinodes"));
+        assert!(!f.forbids("", "persistentvolumes"));
+        let blank = Faults {
+            forbidden: vec!["pods".into(), " ".into()],
+            ..Default::default()
+        };
+        assert_eq!(
+            blank.validate().unwrap_err().to_string(),
+            "forbidden[1] must not be empty"
+        );
+        let many = Faults {
+            forbidden: vec!["pods".into(); MAX_FORBIDDEN + 1],
+            ..Default::default()
+        };
+        assert_eq!(
+            many.validate().unwrap_err(),
+            InvalidFaults::TooManyForbidden(MAX_FORBIDDEN + 1)
+        );
+        let json = br#"{"forbidden": ["storageclasses.storage.k8s.io"]}"#;
+        let parsed = Faults::from_json(json).unwrap();
+        assert!(parsed.forbids("storage.k8s.io", "storageclasses"));
+    }
 
     #[test]
     fn validation_rejects_out_of_range_values() {

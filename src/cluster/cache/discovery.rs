@@ -1,14 +1,16 @@
 //! Which of the kinds the cache reads a cluster serves, and at which version.
 //!
-//! Core kinds are always there, but for ReplicationControllers, looked up like the rest.
-//! DaemonSets, the other controllers the drain rules look pods' owners up in (ReplicaSets,
-//! StatefulSets, Jobs), PodDisruptionBudgets and OpenShift's autoscaling resources are looked
-//! up at the versions the hub reads; each Machine API group at the
+//! Core kinds are always there, but for ReplicationControllers, PersistentVolumeClaims and
+//! PersistentVolumes, looked up like the rest. DaemonSets, the other controllers the drain
+//! rules look pods' owners up in (ReplicaSets, StatefulSets, Jobs), PodDisruptionBudgets,
+//! StorageClasses and CSINodes, and OpenShift's autoscaling resources are looked up at the
+//! versions the hub reads; each Machine API group at the
 //! version chosen from its discovery entry ([`MachineApiGroup::choose_version`]: the one the
 //! cluster prefers when the hub understands it, so Cluster API ≥ 1.11 is read as v1beta2,
 //! without a conversion webhook call per object). A cluster without Cluster API, or without
 //! OpenShift's operator, is still autoscaled with what it has; a Machine API served only in
-//! versions the hub cannot read is a warning, never a silent lack of node groups.
+//! versions the hub cannot read is a warning, never a silent lack of node groups, and so is
+//! a cluster without the storage kinds (volumes, or attach limits, are then not simulated).
 
 use crate::model::{Warning, WarningCode};
 use std::collections::BTreeMap;
@@ -74,6 +76,13 @@ const FIXED: &[(&str, &[Resource])] = &[
         )],
     ),
     (
+        "storage.k8s.io/v1",
+        &[
+            ("storageclasses", "StorageClass", Kind::StorageClass),
+            ("csinodes", "CSINode", Kind::CsiNode),
+        ],
+    ),
+    (
         "autoscaling.openshift.io/v1",
         &[(
             "clusterautoscalers",
@@ -90,6 +99,25 @@ const FIXED: &[(&str, &[Resource])] = &[
         )],
     ),
 ];
+
+/// Core kinds a bare or simulated API server may lack, each looked up in the core resource
+/// list (every real cluster serves them): (plural, our kind).
+const CORE_OPTIONAL: [(&str, Kind); 3] = [
+    (
+        "replicationcontrollers",
+        Kind::Controller(ControllerKind::ReplicationController),
+    ),
+    ("persistentvolumeclaims", Kind::PersistentVolumeClaim),
+    ("persistentvolumes", Kind::PersistentVolume),
+];
+
+/// Kinds read through generated types rather than as dynamic objects.
+fn read_typed(kind: Kind) -> bool {
+    matches!(
+        kind,
+        Kind::DaemonSet | Kind::PodDisruptionBudget | Kind::Controller(_)
+    ) || kind.is_storage()
+}
 
 /// The Machine API resources the cache wants of a group, whatever its version: every kind
 /// the group serves ([`MachineKind::served_by`]).
@@ -181,11 +209,7 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
         machine_apis: lookup.machine_apis,
         warnings: lookup.warnings,
     };
-    if serves_replication_controllers(client, timeout).await? {
-        served
-            .kinds
-            .push(Kind::Controller(ControllerKind::ReplicationController));
-    }
+    served.kinds.extend(core_kinds(client, timeout).await?);
     for (group_version, resources) in &lookup.group_versions {
         let list = call(
             || format!("discovery: list resources of {group_version}"),
@@ -196,10 +220,7 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
         for (plural, kind_name, kind) in resources {
             if list.resources.iter().any(|r| r.name == *plural) {
                 served.kinds.push(*kind);
-                if !matches!(
-                    kind,
-                    Kind::DaemonSet | Kind::PodDisruptionBudget | Kind::Controller(_)
-                ) {
+                if !read_typed(*kind) {
                     served
                         .dynamic
                         .insert(*kind, api_resource(group_version, kind_name, plural));
@@ -207,29 +228,63 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
             }
         }
     }
+    served.warnings.extend(storage_warnings(&served.kinds));
     Ok(served)
 }
 
-/// Every real cluster serves ReplicationControllers, but a bare or simulated API may not,
-/// and its watch must not fail forever. Core discovery refused (403) is no answer: the
+/// What a cluster lacking storage kinds is autoscaled without, said once, when the hub
+/// connects: without claims, volumes or classes, volumes are not simulated; without
+/// CSINodes, attach limits and the CSI drivers' zone labels are off.
+pub fn storage_warnings(kinds: &[Kind]) -> Vec<Warning> {
+    let missing = |wanted: &[Kind]| -> Vec<String> {
+        wanted
+            .iter()
+            .filter(|k| !kinds.contains(k))
+            .map(|k| k.describe())
+            .collect()
+    };
+    let volumes = missing(&Kind::VOLUMES);
+    let csi = missing(&[Kind::CsiNode]);
+    [(volumes, Kind::PersistentVolumeClaim), (csi, Kind::CsiNode)]
+        .into_iter()
+        .filter(|(names, _)| !names.is_empty())
+        .map(|(names, kind)| {
+            let what = join_names(&names, "or");
+            let means = kind.unread_means();
+            Warning::general(
+                WarningCode::NotServed,
+                format!("the cluster does not serve {what}: {means}"),
+            )
+        })
+        .collect()
+}
+
+/// The optional core kinds the cluster serves. A bare or simulated API may lack them, and
+/// their watches must not fail forever. Core discovery refused (403) is no answer: every
 /// watch is tried, and a refusal there is given up on with a warning like any kind's.
-async fn serves_replication_controllers(
-    client: &Client,
-    timeout: Duration,
-) -> Result<bool, CallError> {
+async fn core_kinds(client: &Client, timeout: Duration) -> Result<Vec<Kind>, CallError> {
     let core = call(
         || "discovery: list resources of v1".into(),
         timeout,
         client.list_core_api_resources("v1"),
     )
     .await;
-    let plural = ControllerKind::ReplicationController.plural();
-    match core {
-        Ok(list) => Ok(list.resources.iter().any(|r| r.name == plural)),
-        Err(e) if e.category() == Category::NotFound => Ok(false),
-        Err(e) if e.category() == Category::Forbidden => Ok(true),
-        Err(e) => Err(e),
-    }
+    let names: Option<Vec<String>> = match core {
+        Ok(list) => Some(list.resources.into_iter().map(|r| r.name).collect()),
+        Err(e) if e.category() == Category::NotFound => Some(Vec::new()),
+        Err(e) if e.category() == Category::Forbidden => None,
+        Err(e) => return Err(e),
+    };
+    Ok(served_core(names.as_deref()))
+}
+
+/// Of [`CORE_OPTIONAL`], those the core resource list names (all of them without a list).
+fn served_core(names: Option<&[String]>) -> Vec<Kind> {
+    CORE_OPTIONAL
+        .into_iter()
+        .filter(|(plural, _)| names.is_none_or(|n| n.iter().any(|r| r == plural)))
+        .map(|(_, kind)| kind)
+        .collect()
 }
 
 fn api_resource(group_version: &str, kind: &str, plural: &str) -> ApiResource {
@@ -338,6 +393,82 @@ mod tests {
         assert_eq!(
             Kind::Controller(ControllerKind::Job).describe(),
             "jobs.batch"
+        );
+    }
+
+    #[test]
+    fn storage_classes_and_csinodes_are_wanted_from_storage_k8s_io_and_read_typed() {
+        let p = lookup(&groups(&[("storage.k8s.io", &["v1", "v1beta1"], "v1")]));
+        assert_eq!(looked_up(&p), vec!["storage.k8s.io/v1"]);
+        let wanted: Vec<&Resource> = p.group_versions.iter().flat_map(|(_, r)| r).collect();
+        assert_eq!(
+            wanted,
+            [
+                &("storageclasses", "StorageClass", Kind::StorageClass),
+                &("csinodes", "CSINode", Kind::CsiNode)
+            ]
+        );
+        assert!(Kind::STORAGE.iter().all(|k| read_typed(*k)));
+        assert!(!read_typed(Kind::ClusterAutoscaler));
+        assert_eq!(Kind::CsiNode.describe(), "csinodes.storage.k8s.io");
+    }
+
+    #[test]
+    fn claims_and_volumes_are_watched_when_the_core_list_names_them() {
+        let names = |n: &[&str]| -> Vec<String> { n.iter().map(|s| s.to_string()).collect() };
+        let bare = served_core(Some(&names(&["pods", "nodes", "persistentvolumes"])));
+        assert_eq!(bare, [Kind::PersistentVolume]);
+        let full = names(&[
+            "replicationcontrollers",
+            "persistentvolumeclaims",
+            "persistentvolumes",
+        ]);
+        assert_eq!(served_core(Some(&full)).len(), 3);
+        // Core discovery refused: every watch is tried (a refusal there is a warning).
+        assert_eq!(served_core(None).len(), 3);
+        assert_eq!(
+            CORE_OPTIONAL[0].0,
+            ControllerKind::ReplicationController.plural()
+        );
+    }
+
+    #[test]
+    fn a_cluster_without_storage_kinds_is_warned_once_per_feature() {
+        let all = [
+            Kind::Pod,
+            Kind::PersistentVolumeClaim,
+            Kind::PersistentVolume,
+        ]
+        .into_iter()
+        .chain([Kind::StorageClass, Kind::CsiNode])
+        .collect::<Vec<_>>();
+        assert!(storage_warnings(&all).is_empty());
+        let text = |kinds: &[Kind]| -> Vec<String> {
+            storage_warnings(kinds)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert_eq!(
+            text(&all[..3]),
+            [
+                "the cluster does not serve storageclasses.storage.k8s.io: volumes are not \
+                 simulated: pods with claims scale up as if their volumes could be used from \
+                 any node",
+                "the cluster does not serve csinodes.storage.k8s.io: CSI attach limits and the \
+                 CSI drivers' zone labels on scale-from-zero templates are off"
+            ]
+        );
+        let none = storage_warnings(&[Kind::Pod]);
+        assert_eq!(none.len(), 2);
+        assert_eq!(none[0].code, WarningCode::NotServed);
+        assert!(
+            none[0].message.starts_with(
+                "the cluster does not serve persistentvolumeclaims, persistentvolumes or \
+                 storageclasses.storage.k8s.io: volumes are not simulated"
+            ),
+            "{}",
+            none[0].message
         );
     }
 

@@ -11,19 +11,22 @@ mod controllers;
 pub mod discovery;
 pub mod lean;
 pub mod lean_controller;
+pub mod lean_storage;
 pub mod listwatch;
+mod project;
+mod storage;
 mod table;
 pub mod update;
 pub mod watch;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;
 
-use kube::api::DynamicObject;
 use serde::Serialize;
 use tokio::time::Instant;
 
 use self::controllers::{end_controllers, remove_controller};
+use self::storage::StorageTables;
 use self::table::Table;
 pub use self::update::{Change, Kind, Object, Update, WatchError};
 use crate::model::autoscaler::{ClusterAutoscaler, MachineAutoscaler};
@@ -31,11 +34,8 @@ use crate::model::controller::ControllerKind;
 use crate::model::infra::InfrastructureTemplate;
 use crate::model::meta::key_of;
 use crate::model::pod::PodId;
-use crate::model::snapshot::{PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
-use crate::model::workload::{DaemonSet, Namespace, PodDisruptionBudget};
-use crate::model::{
-    ClusterSnapshot, FieldError, Machine, Node, ObjectKey, Pod, Projector, ScalableResource,
-};
+use crate::model::snapshot::PriorityExpanderConfig;
+use crate::model::{ClusterSnapshot, Machine, ObjectKey, Projector, ScalableResource};
 
 /// Interned strings no longer used are dropped after this many deletions.
 const PRUNE_EVERY: usize = 10_000;
@@ -94,9 +94,16 @@ pub struct Cache {
     cluster_autoscalers: Store<ClusterAutoscaler>,
     machine_autoscalers: Store<MachineAutoscaler>,
     priority: Store<PriorityExpanderConfig>,
+    /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
+    /// (`snapshot.storage`).
+    storage: StorageTables,
     /// The small kinds changed since the snapshot last copied them.
     dirty: bool,
     kinds: BTreeMap<Kind, KindState>,
+    /// Kinds given up on (refused for good): their watches keep trying, and what they send
+    /// is ignored until the hub connects again, so that a refusal repeated never makes a
+    /// kind the cache no longer waits for unsynced or stale.
+    given_up: BTreeSet<Kind>,
     /// Objects that could not be read, by `<kind> <key>`, with why.
     problems: BTreeMap<String, String>,
     deletions: usize,
@@ -118,6 +125,9 @@ impl Cache {
     /// Applies one watch update; true when the runner should pass soon.
     pub fn apply(&mut self, update: Update, now: Instant) -> bool {
         let kind = update.kind;
+        if self.given_up.contains(&kind) {
+            return false;
+        }
         let state = self.kinds.entry(kind).or_default();
         // Anything but an error proves the kind is read again: a list page arrived, or the
         // API server accepted a watch (`Resumed`).
@@ -132,6 +142,9 @@ impl Cache {
             Change::InitDone => {
                 self.end_relist(kind);
                 self.kinds.entry(kind).or_default().synced = true;
+                if kind.is_storage() {
+                    self.refresh_storage_listed();
+                }
                 true
             }
             Change::InitApply(object) => {
@@ -159,10 +172,13 @@ impl Cache {
 
     /// Stops waiting for a kind (its watch is refused for good, `why`): the cache is synced
     /// without it. Objects of it already cached stay; a controller kind is marked unreadable,
-    /// so that no pod's controller of it is judged missing.
+    /// so that no pod's controller of it is judged missing, and a storage kind leaves volumes
+    /// unsimulated.
     pub fn give_up_on(&mut self, kind: Kind, why: &str) {
         self.kinds.remove(&kind);
+        self.given_up.insert(kind);
         self.controllers_unreadable(kind, why);
+        self.refresh_storage_listed();
     }
 
     /// Why the kinds not listed yet are not: their last errors.
@@ -255,7 +271,11 @@ impl Cache {
             pods: s.pods.len(),
             machines: self.machines.values().map(|m| m.items.len()).sum(),
             node_groups: self.scalables.values().map(|m| m.items.len()).sum(),
-            other: s.namespaces.len() + s.pdbs.len() + s.daemonsets.len() + s.controllers.len(),
+            other: s.namespaces.len()
+                + s.pdbs.len()
+                + s.daemonsets.len()
+                + s.controllers.len()
+                + self.storage_objects(),
         }
     }
 
@@ -289,6 +309,10 @@ impl Cache {
             Kind::Machine(_) => self.machines.entry(kind).or_default().table.begin_relist(),
             Kind::ClusterAutoscaler => self.cluster_autoscalers.table.begin_relist(),
             Kind::MachineAutoscaler => self.machine_autoscalers.table.begin_relist(),
+            Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume
+            | Kind::StorageClass
+            | Kind::CsiNode => self.storage.begin_relist(kind),
         }
     }
 
@@ -306,6 +330,10 @@ impl Cache {
             Kind::Machine(_) => end_store(self.machines.entry(kind).or_default()),
             Kind::ClusterAutoscaler => end_store(&mut self.cluster_autoscalers),
             Kind::MachineAutoscaler => end_store(&mut self.machine_autoscalers),
+            Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume
+            | Kind::StorageClass
+            | Kind::CsiNode => self.storage.end_relist(kind, &mut s.storage),
         };
         self.dirty |= is_small(kind);
         self.deletions += gone;
@@ -334,132 +362,6 @@ impl Cache {
                 }
                 false
             }
-        }
-    }
-
-    fn project_and_store(
-        &mut self,
-        kind: Kind,
-        object: Object,
-        now: Instant,
-    ) -> Result<bool, FieldError> {
-        let p = &mut self.projector;
-        let s = &mut self.snapshot;
-        match (kind, object) {
-            (Kind::Node, Object::Node(n)) => {
-                let (node, problem) = match Node::from_k8s(&n, p) {
-                    Ok(node) => (node, None),
-                    Err(e) => (Node::unreadable(&n, &e.to_string(), p), Some(e)),
-                };
-                let key = ObjectKey::new("", &node.name);
-                let old = self.nodes.upsert(&mut s.nodes, key, node.clone());
-                let wake = old.is_none_or(|o| o.is_ready() != node.is_ready());
-                problem.map_or(Ok(wake), Err)
-            }
-            (Kind::Pod, Object::Pod(pod)) => {
-                let (pod, problem) = match Pod::from_k8s(&pod, p) {
-                    Ok(projected) => (projected, None),
-                    Err(e) => (Pod::unreadable(&pod, p), Some(e)),
-                };
-                let key = ObjectKey::new(&pod.id.namespace, &pod.id.name);
-                let now_unschedulable = pod.unschedulable;
-                let old = self.pods.upsert(&mut s.pods, key.clone(), pod);
-                let wake = now_unschedulable && old.is_none_or(|o| !o.unschedulable);
-                if !now_unschedulable {
-                    self.pending_since.remove(&key);
-                } else if wake {
-                    self.pending_since.entry(key).or_insert(now);
-                }
-                problem.map_or(Ok(wake), Err)
-            }
-            (Kind::Namespace, Object::Namespace(ns)) => {
-                let ns = Namespace::from_k8s(&ns, p);
-                let key = ObjectKey::new("", &ns.name);
-                self.namespaces.upsert(&mut s.namespaces, key, ns);
-                Ok(false)
-            }
-            (Kind::PodDisruptionBudget, Object::PodDisruptionBudget(pdb)) => {
-                let (budget, problem) = match PodDisruptionBudget::from_k8s(&pdb, p) {
-                    Ok(budget) => (budget, None),
-                    Err(e) => (
-                        PodDisruptionBudget::unreadable(&pdb, &e.to_string(), p),
-                        Some(e),
-                    ),
-                };
-                self.pdbs.upsert(&mut s.pdbs, budget.key.clone(), budget);
-                problem.map_or(Ok(false), Err)
-            }
-            (Kind::DaemonSet, Object::DaemonSet(ds)) => {
-                let ds = DaemonSet::from_k8s(&ds, p)?;
-                self.daemonsets
-                    .upsert(&mut s.daemonsets, ds.key.clone(), ds);
-                Ok(false)
-            }
-            // Kept even when a field is odd; the problem is reported all the same.
-            (Kind::Controller(c), Object::Controller(o)) => {
-                self.store_controller(c, &o).map_or(Ok(false), Err)
-            }
-            (Kind::PriorityConfigMap, Object::ConfigMap(cm)) => {
-                let cm = *cm;
-                if cm.metadata.name.as_deref() != Some(PRIORITY_EXPANDER_CONFIGMAP) {
-                    return Ok(false);
-                }
-                let config = PriorityExpanderConfig {
-                    key: key_of(&cm.metadata, p),
-                    priorities: cm.data.and_then(|mut d| d.remove("priorities")),
-                };
-                self.dirty = true;
-                let st = &mut self.priority;
-                st.table.upsert(&mut st.items, config.key.clone(), config);
-                Ok(true)
-            }
-            (kind, Object::Dynamic(o)) => self.store_dynamic(kind, *o),
-            (kind, other) => Err(FieldError::new(
-                "kind",
-                format!(
-                    "watch of {} delivered {}",
-                    kind.describe(),
-                    describe(kind, &other)
-                ),
-            )),
-        }
-    }
-
-    fn store_dynamic(&mut self, kind: Kind, o: DynamicObject) -> Result<bool, FieldError> {
-        let p = &mut self.projector;
-        let key = key_of(&o.metadata, p);
-        let value = serde_json::to_value(&o).map_err(|e| FieldError::new("", format!("{e}")))?;
-        self.dirty = true;
-        // Per kind: the projection (what scales, or Machines; see `Kind::machine_api`).
-        match kind {
-            Kind::Scalable(api, sk) => {
-                let r = ScalableResource::from_json(api, sk, value, p)?;
-                let st = self.scalables.entry(kind).or_default();
-                let old = st.table.upsert(&mut st.items, key, r.clone());
-                Ok(old.is_none_or(|o| o.replicas != r.replicas || o.annotations != r.annotations))
-            }
-            Kind::Machine(api) => {
-                let m = Machine::from_json(api, value, p)?;
-                let st = self.machines.entry(kind).or_default();
-                let old = st.table.upsert(&mut st.items, key, m.clone());
-                Ok(old.is_none_or(|o| machine_moved(&o, &m)))
-            }
-            Kind::ClusterAutoscaler => {
-                let ca = ClusterAutoscaler::from_json(value)?;
-                let st = &mut self.cluster_autoscalers;
-                st.table.upsert(&mut st.items, key, ca);
-                Ok(true)
-            }
-            Kind::MachineAutoscaler => {
-                let ma = MachineAutoscaler::from_json(value, p)?;
-                let st = &mut self.machine_autoscalers;
-                st.table.upsert(&mut st.items, key, ma);
-                Ok(true)
-            }
-            other => Err(FieldError::new(
-                "kind",
-                format!("{} is not read as a dynamic object", other.describe()),
-            )),
         }
     }
 
@@ -499,6 +401,10 @@ impl Cache {
             Kind::Machine(_) => remove_from(self.machines.entry(kind).or_default(), key),
             Kind::ClusterAutoscaler => remove_from(&mut self.cluster_autoscalers, key),
             Kind::MachineAutoscaler => remove_from(&mut self.machine_autoscalers, key),
+            Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume
+            | Kind::StorageClass
+            | Kind::CsiNode => self.storage.remove(kind, &mut s.storage, key),
         };
         self.dirty |= is_small(kind);
         self.deletions += 1;
@@ -511,6 +417,10 @@ impl Cache {
                     | Kind::PodDisruptionBudget
                     | Kind::DaemonSet
                     | Kind::Controller(_)
+                    | Kind::PersistentVolumeClaim
+                    | Kind::PersistentVolume
+                    | Kind::StorageClass
+                    | Kind::CsiNode
             )
     }
 }
@@ -542,14 +452,6 @@ fn remove_from<T>(st: &mut Store<T>, key: &ObjectKey) -> bool {
     st.table.remove(&mut st.items, key).is_some()
 }
 
-/// A machine change the autoscaler reacts to: it got a node, failed, or is going.
-fn machine_moved(old: &Machine, new: &Machine) -> bool {
-    old.phase != new.phase
-        || old.node_ref != new.node_ref
-        || old.failure != new.failure
-        || old.deleting != new.deleting
-}
-
 fn object_meta(object: &Object) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
     match object {
         Object::Node(o) => &o.metadata,
@@ -559,6 +461,10 @@ fn object_meta(object: &Object) -> &k8s_openapi::apimachinery::pkg::apis::meta::
         Object::DaemonSet(o) => &o.metadata,
         Object::Controller(o) => &o.metadata,
         Object::ConfigMap(o) => &o.metadata,
+        Object::PersistentVolumeClaim(o) => &o.metadata,
+        Object::PersistentVolume(o) => &o.metadata,
+        Object::StorageClass(o) => &o.metadata,
+        Object::CsiNode(o) => &o.metadata,
         Object::Dynamic(o) => &o.metadata,
     }
 }

@@ -1,6 +1,8 @@
 //! What the watchers deliver to the cache: one change to one kind of object.
 
-use k8s_openapi::api::{apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1};
+use k8s_openapi::api::{
+    apps::v1 as appsv1, core::v1 as corev1, policy::v1 as policyv1, storage::v1 as storagev1,
+};
 use kube::api::DynamicObject;
 
 use super::lean_controller::ControllerObject;
@@ -8,7 +10,7 @@ use super::listwatch::Event;
 use crate::cluster::error::{CallError, Category};
 use crate::model::controller::ControllerKind;
 use crate::model::machine_kind::MACHINE;
-use crate::model::{MachineApiGroup, MachineKind, ScalableKind};
+use crate::model::{MachineApiGroup, MachineKind, ScalableKind, Warning, WarningCode};
 
 /// The kinds of object the cache watches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -27,9 +29,35 @@ pub enum Kind {
     Machine(MachineApiGroup),
     ClusterAutoscaler,
     MachineAutoscaler,
+    /// The storage objects the scheduler's volume filters read (`model::storage`): without
+    /// claims, volumes and classes, volumes are not simulated; without CSINodes, attach
+    /// limits and the CSI drivers' zone labels of new nodes are off.
+    PersistentVolumeClaim,
+    PersistentVolume,
+    StorageClass,
+    CsiNode,
 }
 
 impl Kind {
+    /// The storage kinds without which volumes are not simulated at all.
+    pub const VOLUMES: [Kind; 3] = [
+        Kind::PersistentVolumeClaim,
+        Kind::PersistentVolume,
+        Kind::StorageClass,
+    ];
+
+    /// Every storage kind.
+    pub const STORAGE: [Kind; 4] = [
+        Kind::PersistentVolumeClaim,
+        Kind::PersistentVolume,
+        Kind::StorageClass,
+        Kind::CsiNode,
+    ];
+
+    pub fn is_storage(self) -> bool {
+        Kind::STORAGE.contains(&self)
+    }
+
     /// The kind the cache stores objects of a Machine API kind of `group` as. Per kind: the
     /// cache keeps Machines apart from what scales, so a new kind that does not scale needs
     /// a store (and a variant) of its own.
@@ -62,7 +90,44 @@ impl Kind {
             Kind::Machine(api) => format!("{}.{api}", MACHINE.plural),
             Kind::ClusterAutoscaler => "clusterautoscalers".into(),
             Kind::MachineAutoscaler => "machineautoscalers".into(),
+            Kind::PersistentVolumeClaim => "persistentvolumeclaims".into(),
+            Kind::PersistentVolume => "persistentvolumes".into(),
+            Kind::StorageClass => "storageclasses.storage.k8s.io".into(),
+            Kind::CsiNode => "csinodes.storage.k8s.io".into(),
         }
+    }
+
+    /// What the cluster is autoscaled without when the hub may not read the kind, as a
+    /// warning says it.
+    pub fn unread_means(self) -> &'static str {
+        match self {
+            // Without a controller kind, a pod's controller of it cannot be found.
+            Kind::DaemonSet | Kind::Controller(_) => {
+                "nodes running pods of them are not scaled down while \
+                 skip_nodes_with_custom_controller_pods is on"
+            }
+            Kind::PersistentVolumeClaim | Kind::PersistentVolume | Kind::StorageClass => {
+                "volumes are not simulated: pods with claims scale up as if their volumes \
+                 could be used from any node"
+            }
+            Kind::CsiNode => {
+                "CSI attach limits and the CSI drivers' zone labels on scale-from-zero \
+                 templates are off"
+            }
+            _ => "autoscaling without them",
+        }
+    }
+
+    /// The warning that the hub may not list the kind (`message`: the API server's refusal).
+    pub fn not_allowed(self, message: &str) -> Warning {
+        Warning::general(
+            WarningCode::NotAllowed,
+            format!(
+                "not allowed to list {}: {} ({message})",
+                self.describe(),
+                self.unread_means()
+            ),
+        )
     }
 }
 
@@ -76,6 +141,10 @@ pub enum Object {
     DaemonSet(Box<appsv1::DaemonSet>),
     Controller(Box<ControllerObject>),
     ConfigMap(Box<corev1::ConfigMap>),
+    PersistentVolumeClaim(Box<corev1::PersistentVolumeClaim>),
+    PersistentVolume(Box<corev1::PersistentVolume>),
+    StorageClass(Box<storagev1::StorageClass>),
+    CsiNode(Box<storagev1::CSINode>),
     /// Machine API and OpenShift autoscaling objects, read without generated types.
     Dynamic(Box<DynamicObject>),
 }

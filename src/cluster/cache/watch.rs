@@ -9,6 +9,7 @@ use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use k8s_openapi::api::{
     apps::v1 as appsv1, batch::v1 as batchv1, core::v1 as corev1, policy::v1 as policyv1,
+    storage::v1 as storagev1,
 };
 use kube::api::{ApiResource, DynamicObject};
 use kube::{Api, Client};
@@ -19,6 +20,7 @@ use tokio::task::JoinHandle;
 use super::discovery::Served;
 use super::lean::LeanPod;
 use super::lean_controller::LeanController;
+use super::lean_storage::{LeanClaim, LeanVolume};
 use super::listwatch::list_watch;
 use super::update::{Kind, Object, Update};
 use crate::model::controller::ControllerKind;
@@ -110,6 +112,13 @@ fn streams(
                 d,
                 |o| Object::ConfigMap(Box::new(o)),
             ),
+            Kind::PersistentVolumeClaim
+            | Kind::PersistentVolume
+            | Kind::StorageClass
+            | Kind::CsiNode => match storage(client, *kind, d) {
+                Some(stream) => stream,
+                None => continue,
+            },
             _ => match served.dynamic.get(kind) {
                 Some(ar) => dynamic(client, *kind, ar, d),
                 None => continue,
@@ -148,6 +157,26 @@ fn controller(
             })
         }
         ControllerKind::DaemonSet => return None,
+    })
+}
+
+/// A storage kind's list and watch. Claims and volumes, which a cluster has as many of as
+/// stateful pods, are decoded lean (`lean_storage`); classes and CSINodes are few and small.
+fn storage(client: &Client, kind: Kind, d: Duration) -> Option<BoxStream<'static, Update>> {
+    Some(match kind {
+        Kind::PersistentVolumeClaim => typed::<LeanClaim>(client, kind, None, d, |o| {
+            Object::PersistentVolumeClaim(Box::new(o.0))
+        }),
+        Kind::PersistentVolume => typed::<LeanVolume>(client, kind, None, d, |o| {
+            Object::PersistentVolume(Box::new(o.0))
+        }),
+        Kind::StorageClass => typed::<storagev1::StorageClass>(client, kind, None, d, |o| {
+            Object::StorageClass(Box::new(o))
+        }),
+        Kind::CsiNode => {
+            typed::<storagev1::CSINode>(client, kind, None, d, |o| Object::CsiNode(Box::new(o)))
+        }
+        _ => return None,
     })
 }
 

@@ -92,24 +92,20 @@ impl Runner {
         Ok(true)
     }
 
+    /// A kind the cluster refuses to list: said once, in the log, the report's last error
+    /// and its warnings, and in every plan until the hub connects again (what the cluster is
+    /// autoscaled without holds as long: a controller kind's pods keep their nodes, a
+    /// storage kind leaves volumes unsimulated).
     fn give_up_on(&mut self, kind: Kind, message: &str) {
-        // Without a controller kind, a pod's controller of it cannot be found: say what
-        // that costs (the drain rules keep those pods' nodes).
-        let without = match kind {
-            Kind::DaemonSet | Kind::Controller(_) => {
-                "nodes running pods of them are not scaled down while \
-                 skip_nodes_with_custom_controller_pods is on"
-            }
-            _ => "autoscaling without them",
-        };
-        let warning = format!(
-            "not allowed to list {}: {without} ({message})",
-            kind.describe()
-        );
+        let warning = kind.not_allowed(message);
         tracing::warn!(k8s.cluster.name = %self.ctx.name, "{warning}");
         self.cache.give_up_on(kind, message);
+        self.discovery_warnings.push(warning.clone());
         let now = Timestamp::now();
-        self.ctx.publish(|r| r.record_error(warning, now));
+        self.ctx.publish(|r| {
+            r.record_error(warning.to_string(), now);
+            r.warnings.push(warning);
+        });
     }
 
     /// Repairs what an interrupted run left, when this replica may write and has not done

@@ -40,6 +40,13 @@ pub enum Resource {
     ReplicaSets,
     StatefulSets,
     Jobs,
+    /// The storage objects the hub's volume simulation reads. Nothing binds a claim or
+    /// provisions a volume: they are stored as clients write them (status included), so a
+    /// test states the cluster's storage as it wants it.
+    PersistentVolumeClaims,
+    PersistentVolumes,
+    StorageClasses,
+    CsiNodes,
 }
 
 /// How a resource looks in discovery and which behaviours it has.
@@ -68,6 +75,7 @@ const APPS: &str = "apps";
 const OCP_MACHINE: &str = "machine.openshift.io";
 const CAPI: &str = "cluster.x-k8s.io";
 const OCP_AUTOSCALING: &str = "autoscaling.openshift.io";
+const STORAGE: &str = "storage.k8s.io";
 const CAPI_INFRASTRUCTURE: &str = "infrastructure.cluster.x-k8s.io";
 const MULTICLUSTER: &str = "multicluster.x-k8s.io";
 const OCM_CLUSTER: &str = "cluster.open-cluster-management.io";
@@ -75,7 +83,7 @@ const OCM_AUTHENTICATION: &str = "authentication.open-cluster-management.io";
 
 impl Resource {
     /// Every served resource, in table order.
-    pub const ALL: [Resource; 25] = [
+    pub const ALL: [Resource; 29] = [
         Resource::Namespaces,
         Resource::Nodes,
         Resource::Pods,
@@ -101,6 +109,10 @@ impl Resource {
         Resource::ReplicaSets,
         Resource::StatefulSets,
         Resource::Jobs,
+        Resource::PersistentVolumeClaims,
+        Resource::PersistentVolumes,
+        Resource::StorageClasses,
+        Resource::CsiNodes,
     ];
 
     /// The index of this resource's table.
@@ -155,7 +167,7 @@ pub fn group_versions() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-const DEFS: [ResourceDef; 25] = [
+const DEFS: [ResourceDef; 29] = [
     ResourceDef {
         group: CORE,
         version: "v1",
@@ -475,6 +487,54 @@ const DEFS: [ResourceDef; 25] = [
         scale: false,
         fields: &[],
     },
+    ResourceDef {
+        group: CORE,
+        version: "v1",
+        kind: "PersistentVolumeClaim",
+        plural: "persistentvolumeclaims",
+        singular: "persistentvolumeclaim",
+        namespaced: true,
+        short_names: &["pvc"],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: CORE,
+        version: "v1",
+        kind: "PersistentVolume",
+        plural: "persistentvolumes",
+        singular: "persistentvolume",
+        namespaced: false,
+        short_names: &["pv"],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: STORAGE,
+        version: "v1",
+        kind: "StorageClass",
+        plural: "storageclasses",
+        singular: "storageclass",
+        namespaced: false,
+        short_names: &["sc"],
+        status: false,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: STORAGE,
+        version: "v1",
+        kind: "CSINode",
+        plural: "csinodes",
+        singular: "csinode",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        scale: false,
+        fields: &[],
+    },
 ];
 
 #[cfg(test)]
@@ -511,6 +571,12 @@ mod tests {
             Some(Resource::ReplicaSets)
         );
         assert_eq!(Resource::find("batch", "v1", "jobs"), Some(Resource::Jobs));
+        assert_eq!(
+            Resource::find("storage.k8s.io", "v1", "csinodes"),
+            Some(Resource::CsiNodes)
+        );
+        assert!(!Resource::PersistentVolumes.def().namespaced);
+        assert!(Resource::PersistentVolumeClaims.def().namespaced);
         // DaemonSets live inside the simulation only.
         assert_eq!(Resource::find("apps", "v1", "daemonsets"), None);
     }

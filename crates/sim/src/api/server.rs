@@ -135,6 +135,14 @@ async fn serve_request(
         return Ok(respond(Reply::from(ApiError::unauthorized())));
     }
     let path = req.uri().path();
+    if !faults.forbidden.is_empty() {
+        let query = req.uri().query().unwrap_or_default();
+        let request = super::audit::attributes(req.method(), path, query);
+        if request.is_resource() && faults.forbids(&request.api_group, &request.resource) {
+            let refused = ApiError::forbidden(&request, &cluster.name);
+            return Ok(respond(Reply::from(refused)));
+        }
+    }
     let targeted =
         faults.error_paths.is_empty() || faults.error_paths.iter().any(|p| path.contains(p));
     if faults.error_rate > 0.0 && targeted && cluster.roll() < faults.error_rate {

@@ -117,6 +117,39 @@ impl ApiError {
         )
     }
 
+    /// `403 Forbidden`, as RBAC's authorizer refuses `request` for `user`: `<resource> is
+    /// forbidden: User "<user>" cannot <verb> resource "<resource>" in API group "<group>"
+    /// at the cluster scope` (or `in the namespace "<ns>"`).
+    pub fn forbidden(request: &super::audit::RequestRecord, user: &str) -> Self {
+        let r = request;
+        let resource = if r.subresource.is_empty() {
+            r.resource.clone()
+        } else {
+            format!("{}/{}", r.resource, r.subresource)
+        };
+        let scope = if r.namespace.is_empty() {
+            "at the cluster scope".to_string()
+        } else {
+            format!("in the namespace \"{}\"", r.namespace)
+        };
+        let named = if r.name.is_empty() {
+            String::new()
+        } else {
+            format!(" \"{}\"", r.name)
+        };
+        Self::new(
+            403,
+            "Forbidden",
+            format!(
+                "{}{named} is forbidden: User \"{user}\" cannot {} resource \"{resource}\" in API group \"{}\" {scope}",
+                qualified(&r.api_group, &r.resource),
+                r.verb,
+                r.api_group
+            ),
+        )
+        .about(&r.api_group, &r.resource, &r.name)
+    }
+
     /// `401 Unauthorized`.
     pub fn unauthorized() -> Self {
         Self::new(401, "Unauthorized", "Unauthorized")
@@ -216,6 +249,25 @@ mod tests {
             "machinesets.machine.openshift.io \"w-a\" not found"
         );
         assert_eq!(s["details"]["group"], "machine.openshift.io");
+    }
+
+    #[test]
+    fn forbidden_reads_like_rbac() {
+        let request = super::super::audit::attributes(
+            &http::Method::GET,
+            "/apis/storage.k8s.io/v1/storageclasses/gp3",
+            "",
+        );
+        let e = ApiError::forbidden(&request, "sim-1");
+        assert_eq!((e.code, e.reason), (403, "Forbidden"));
+        assert_eq!(
+            e.message,
+            "storageclasses.storage.k8s.io \"gp3\" is forbidden: User \"sim-1\" cannot get \
+             resource \"storageclasses\" in API group \"storage.k8s.io\" at the cluster scope"
+        );
+        let s = e.to_status();
+        assert_eq!(s["details"]["kind"], "storageclasses");
+        assert_eq!(s["details"]["group"], "storage.k8s.io");
     }
 
     #[test]

@@ -81,6 +81,11 @@ fn node_roles(o: &Value) -> Value {
     })
 }
 
+/// A string field as a cell, empty when absent.
+fn text(v: &Value) -> Value {
+    json!(v.as_str().unwrap_or_default())
+}
+
 fn pod_ready(o: &Value) -> Value {
     let total = o["spec"]["containers"].as_array().map_or(0, Vec::len);
     let ready = o["status"]["containerStatuses"]
@@ -226,6 +231,45 @@ fn columns(resource: Resource) -> Vec<(&'static str, &'static str, i32, Cell)> {
             ("Type", s, 0, |o| o["type"].clone()),
             ("Data", i, 0, |o| {
                 json!(o["data"].as_object().map_or(0, serde_json::Map::len))
+            }),
+            ("Age", s, 0, age),
+        ],
+        Resource::PersistentVolumeClaims => vec![
+            ("Name", s, 0, name),
+            ("Status", s, 0, |o| text(&o["status"]["phase"])),
+            ("Volume", s, 0, |o| text(&o["spec"]["volumeName"])),
+            ("StorageClass", s, 0, |o| {
+                text(&o["spec"]["storageClassName"])
+            }),
+            ("Age", s, 0, age),
+        ],
+        Resource::PersistentVolumes => vec![
+            ("Name", s, 0, name),
+            ("Status", s, 0, |o| text(&o["status"]["phase"])),
+            ("Claim", s, 0, |o| {
+                let claim = &o["spec"]["claimRef"];
+                match (claim["namespace"].as_str(), claim["name"].as_str()) {
+                    (Some(ns), Some(n)) => json!(format!("{ns}/{n}")),
+                    _ => json!(""),
+                }
+            }),
+            ("StorageClass", s, 0, |o| {
+                text(&o["spec"]["storageClassName"])
+            }),
+            ("Age", s, 0, age),
+        ],
+        Resource::StorageClasses => vec![
+            ("Name", s, 0, name),
+            ("Provisioner", s, 0, |o| text(&o["provisioner"])),
+            ("VolumeBindingMode", s, 0, |o| {
+                json!(o["volumeBindingMode"].as_str().unwrap_or("Immediate"))
+            }),
+            ("Age", s, 0, age),
+        ],
+        Resource::CsiNodes => vec![
+            ("Name", s, 0, name),
+            ("Drivers", i, 0, |o| {
+                json!(o["spec"]["drivers"].as_array().map_or(0, Vec::len))
             }),
             ("Age", s, 0, age),
         ],

@@ -13,7 +13,7 @@ use super::status::ApiError;
 /// Refuses `object` if it holds a field its type does not, as a real API server does
 /// under `fieldValidation=Strict`.
 pub fn check_strict(resource: Resource, object: &Value) -> Result<(), ApiError> {
-    use k8s_openapi::api::{apps, batch, coordination, core, events, policy};
+    use k8s_openapi::api::{apps, batch, coordination, core, events, policy, storage};
     let unknown = match resource {
         Resource::Pods => unknown::<core::v1::Pod>(object),
         Resource::Nodes => unknown::<core::v1::Node>(object),
@@ -28,6 +28,10 @@ pub fn check_strict(resource: Resource, object: &Value) -> Result<(), ApiError> 
         Resource::ReplicaSets => unknown::<apps::v1::ReplicaSet>(object),
         Resource::StatefulSets => unknown::<apps::v1::StatefulSet>(object),
         Resource::Jobs => unknown::<batch::v1::Job>(object),
+        Resource::PersistentVolumeClaims => unknown::<core::v1::PersistentVolumeClaim>(object),
+        Resource::PersistentVolumes => unknown::<core::v1::PersistentVolume>(object),
+        Resource::StorageClasses => unknown::<storage::v1::StorageClass>(object),
+        Resource::CsiNodes => unknown::<storage::v1::CSINode>(object),
         _ => Vec::new(),
     };
     let Some(first) = unknown.first() else {

@@ -75,7 +75,7 @@ pub(super) fn check_schema(resource: Resource, object: &Value, name: &str) -> Re
             format!("spec.replicas: Invalid value: {r}: must be a non-negative 32-bit integer"),
         ));
     }
-    use k8s_openapi::api::{apps, batch, coordination, core, events, policy};
+    use k8s_openapi::api::{apps, batch, coordination, core, events, policy, storage};
     let result = match resource {
         Resource::Pods => core::v1::Pod::deserialize(object).map(drop),
         Resource::Nodes => core::v1::Node::deserialize(object).map(drop),
@@ -94,6 +94,12 @@ pub(super) fn check_schema(resource: Resource, object: &Value, name: &str) -> Re
         Resource::ReplicaSets => apps::v1::ReplicaSet::deserialize(object).map(drop),
         Resource::StatefulSets => apps::v1::StatefulSet::deserialize(object).map(drop),
         Resource::Jobs => batch::v1::Job::deserialize(object).map(drop),
+        Resource::PersistentVolumeClaims => {
+            core::v1::PersistentVolumeClaim::deserialize(object).map(drop)
+        }
+        Resource::PersistentVolumes => core::v1::PersistentVolume::deserialize(object).map(drop),
+        Resource::StorageClasses => storage::v1::StorageClass::deserialize(object).map(drop),
+        Resource::CsiNodes => storage::v1::CSINode::deserialize(object).map(drop),
         _ => Ok(()),
     };
     result.map_err(|e| ApiError::invalid(resource.def().kind, name, e.to_string()))
