@@ -273,3 +273,48 @@ fn a_pod_with_a_zonal_volume_gets_a_node_in_its_zone_only() {
     assert!(refused.is_empty(), "refused: {refused:?}");
     hub.stop();
 }
+
+fn priority_config_map(namespace: &str, first: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cluster-autoscaler-priority-expander\n  namespace: {namespace}\ndata:\n  priorities: |\n    50:\n    - .*/{first}$\n    10:\n    - .*\n"
+    )
+}
+
+/// Issue 24, point 6: the priority expander reads its ConfigMap from the autoscaler's own
+/// namespace (openshift-machine-api on OpenShift) only; a tenant's copy elsewhere steers
+/// nothing and is warned about.
+#[test]
+fn a_tenants_priority_config_map_steers_nothing() {
+    let cps = up(&["prio"], &["--provision-delay", "1s"]);
+    let cp = &cps[0];
+    for set in ["cheap", "dear"] {
+        cp.apply(&openshift_machine_set("prio", set, 0, 0, 2, 4));
+    }
+    cp.kubectl(&["create", "namespace", "team-a"]);
+    cp.apply(&priority_config_map(NS, "cheap"));
+    cp.apply(&priority_config_map("team-a", "dear"));
+    let dir = TempDir::new("real-priority");
+    let kubeconfig = dir.path().join("prio.kubeconfig");
+    managed_kubeconfig(cp, &kubeconfig);
+    let toml = format!(
+        "{HUB_SECTION}\n[defaults]\nexpanders = [\"priority\", \"least-waste\"]\n\n[[clusters]]\nname = \"prio\"\nkubeconfig = \"{}\"\nuse_cluster_autoscaler = false\n",
+        kubeconfig.display()
+    );
+    let hub = HubProcess::start(dir.path(), "hub", &toml);
+    cp.apply(&deployment("web", 1, "2"));
+    eventually(LONG, "the web pod running", || {
+        (running_pods(cp, "web") == 1).then_some(())
+    });
+    let replicas = |set: &str| {
+        cp.get(&["machinesets.machine.openshift.io", "-n", NS, set])["spec"]["replicas"].as_i64()
+    };
+    assert_eq!((replicas("cheap"), replicas("dear")), (Some(1), Some(0)));
+    let plan = hub.plan("prio").unwrap();
+    let warned = plan["warnings"].as_array().into_iter().flatten().any(|w| {
+        w.as_str().is_some_and(|w| {
+            w.contains("ConfigMap team-a/cluster-autoscaler-priority-expander is ignored")
+        })
+    });
+    assert!(warned, "{}", plan["warnings"]);
+    hub.stop();
+}
