@@ -30,7 +30,8 @@ pub struct Faults {
     pub latency_ms: u64,
     /// Share of requests (0..=1) answered with `error_code` instead of being handled.
     pub error_rate: f64,
-    /// 500 (InternalError) or 429 (TooManyRequests); anything else is treated as 500.
+    /// 500 (InternalError), 429 (TooManyRequests) or 403 (Forbidden: RBAC denying the
+    /// targeted paths, with `error_paths` and `error_rate` 1); anything else is treated as 500.
     pub error_code: u16,
     /// When not empty, only requests whose path contains one of these fail (`/scale`: the
     /// scale subresource alone).
@@ -55,7 +56,7 @@ const MAX_MESSAGE_CHARS: usize = 1024;
 pub enum InvalidFaults {
     #[error("errorRate must be within 0..=1, got {0}")]
     ErrorRate(f64),
-    #[error("errorCode must be 500 or 429, got {0}")]
+    #[error("errorCode must be 500, 429 or 403, got {0}")]
     ErrorCode(u16),
     #[error("capacity holds at most {MAX_CAPACITY_FAULTS} faults, got {0}")]
     TooMany(usize),
@@ -209,7 +210,7 @@ impl Faults {
         if !(0.0..=1.0).contains(&self.error_rate) {
             return Err(InvalidFaults::ErrorRate(self.error_rate));
         }
-        if self.error_code != 0 && self.error_code != 500 && self.error_code != 429 {
+        if ![0, 500, 429, 403].contains(&self.error_code) {
             return Err(InvalidFaults::ErrorCode(self.error_code));
         }
         if self.capacity.len() > MAX_CAPACITY_FAULTS {
@@ -295,15 +296,17 @@ mod tests {
             .validate()
             .is_err()
         );
-        assert!(
-            Faults {
-                error_rate: 0.2,
-                error_code: 429,
-                ..Default::default()
-            }
-            .validate()
-            .is_ok()
-        );
+        for code in [429, 403] {
+            assert!(
+                Faults {
+                    error_rate: 0.2,
+                    error_code: code,
+                    ..Default::default()
+                }
+                .validate()
+                .is_ok()
+            );
+        }
     }
 
     fn fault(instance_type: &str, zone: Option<&str>) -> CapacityFault {
