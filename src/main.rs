@@ -22,6 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// One cluster's state, read only, as `plan -s` reads it: what the hub reads, in one List.
+    Dump(fleetscaler::cli::dump::DumpArgs),
     /// One decision over a saved cluster dump, offline: what would scale, and why each pending pod waits.
     Plan(fleetscaler::cli::plan::PlanArgs),
     /// Validate fleet.toml and print each cluster's effective settings with their sources.
@@ -73,6 +75,10 @@ fn main() -> ExitCode {
         }
         Command::WhatIf(args) => runtime().and_then(|rt| {
             rt.block_on(fleetscaler::cli::what_if::run(&args, &mut out))
+                .map_err(anyhow::Error::from)
+        }),
+        Command::Dump(args) => runtime().and_then(|rt| {
+            rt.block_on(fleetscaler::cli::dump::run(&args, &mut out))
                 .map_err(anyhow::Error::from)
         }),
         Command::Status(args) => runtime().and_then(|rt| {

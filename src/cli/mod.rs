@@ -4,6 +4,7 @@
 mod ages;
 pub mod check_config;
 pub mod demo;
+pub mod dump;
 mod fit;
 mod kubeconfigs;
 pub mod plan;

@@ -19,9 +19,8 @@ use crate::model::dump::{DumpReport, SnapshotBuilder};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlanArgs {
-    /// A cluster dump: what `oc get nodes,pods,pdb,machinesets,machines,machinedeployments,
-    /// clusterautoscalers,machineautoscalers -A -o yaml` prints, multi-document YAML, or JSON.
-    /// Repeat to combine several files into one cluster.
+    /// A cluster dump: what `fleetscaler dump` writes, what `oc get nodes,pods,... -A -o yaml`
+    /// prints, multi-document YAML, or JSON. Repeat to combine several files into one cluster.
     #[arg(long = "snapshot", short = 's', value_name = "FILE", required = true)]
     pub snapshots: Vec<PathBuf>,
     /// fleet.toml to take the cluster's settings from (needs --cluster).

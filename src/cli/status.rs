@@ -97,7 +97,7 @@ pub fn default_server() -> String {
     format!("http://127.0.0.1:{port}")
 }
 
-fn parse_timeout(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_timeout(text: &str) -> Result<Duration, String> {
     match parse_go_duration(text) {
         Ok(d) if d.is_zero() => Err("must be more than 0".into()),
         Ok(d) => Ok(d),
