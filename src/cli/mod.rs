@@ -5,6 +5,7 @@ mod ages;
 pub mod check_config;
 pub mod demo;
 pub mod dump;
+pub mod explain;
 mod fit;
 mod kubeconfigs;
 pub mod plan;

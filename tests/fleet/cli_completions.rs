@@ -57,6 +57,7 @@ fn zsh_and_fish_scripts_name_every_subcommand() {
         "what-if",
         "status",
         "dump",
+        "explain",
         "sim",
         "man",
     ] {
