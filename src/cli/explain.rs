@@ -120,9 +120,9 @@ pub async fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), Explain
         .as_ref()
         .and_then(|f| f.at)
         .unwrap_or(Timestamp::now());
-    let clusters = clusters(args, &url, doc)?;
-    let answers = ask_all(args, &clusters).await?;
-    let explanation = pick(args, &clusters, answers)?;
+    let searched = clusters(args, &url, doc)?;
+    let answers = ask_all(args, &searched.names).await?;
+    let explanation = pick(args, &searched, answers)?;
     match args.output {
         OutputFormat::Json => {
             serde_json::to_writer_pretty(&mut *out, &explanation).map_err(io::Error::from)?;
@@ -133,17 +133,24 @@ pub async fn run(args: &ExplainArgs, out: &mut impl Write) -> Result<(), Explain
     Ok(())
 }
 
+/// The clusters searched, and those left to other replicas.
+struct Searched {
+    names: Vec<String>,
+    /// With sharding and no `--cluster`: the other replicas' clusters, each replica's as
+    /// `sim-2, sim-5 (replica hub-b, --server URL)`.
+    elsewhere: Vec<String>,
+}
+
 /// The clusters to search: the one asked for (refused as `status --cluster` refuses it,
 /// pointing to the replica that runs it), or every one this hub runs.
-fn clusters(
-    args: &ExplainArgs,
-    url: &http::Uri,
-    doc: FleetDoc,
-) -> Result<Vec<String>, ExplainError> {
+fn clusters(args: &ExplainArgs, url: &http::Uri, doc: FleetDoc) -> Result<Searched, ExplainError> {
     let status = Status::from_api(&args.hub.server, doc, Timestamp::now());
-    let status = match &args.cluster {
-        Some(name) => only(status, name, url)?,
-        None => status,
+    let (status, elsewhere) = match &args.cluster {
+        Some(name) => (only(status, name, url)?, Vec::new()),
+        None => {
+            let elsewhere = elsewhere(&status, url);
+            (status, elsewhere)
+        }
     };
     let names: Vec<String> = status.clusters.into_iter().map(|c| c.name).collect();
     if names.is_empty() {
@@ -151,7 +158,30 @@ fn clusters(
             url: url.to_string(),
         });
     }
-    Ok(names)
+    Ok(Searched { names, elsewhere })
+}
+
+/// The clusters other replicas run, by replica, with how to ask each (a replica answers
+/// for its own clusters only).
+fn elsewhere(status: &Status, url: &http::Uri) -> Vec<String> {
+    let Some(sharding) = &status.sharding else {
+        return Vec::new();
+    };
+    let scheme = url.scheme_str().unwrap_or("http");
+    let others = sharding
+        .replicas
+        .iter()
+        .filter(|r| !r.this && !r.clusters.is_empty());
+    others
+        .map(|r| {
+            let at = r
+                .address
+                .as_ref()
+                .map(|a| format!(", --server {scheme}://{a}"));
+            let (names, who) = (r.clusters.join(", "), &r.identity);
+            format!("{names} (replica {who}{})", at.unwrap_or_default())
+        })
+        .collect()
 }
 
 /// Every cluster's answer, in the clusters' order.
@@ -222,7 +252,7 @@ fn plan_path(cluster: &str, pod: &PodName) -> String {
 /// The one explanation, or why there is none.
 fn pick(
     args: &ExplainArgs,
-    clusters: &[String],
+    searched: &Searched,
     answers: Vec<(String, Answer)>,
 ) -> Result<Explanation, ExplainError> {
     let mut found = Vec::new();
@@ -247,15 +277,24 @@ fn pick(
             None => format!(
                 "any cluster of the hub at {} (searched: {})",
                 args.hub.server,
-                clusters.join(", ")
+                searched.names.join(", ")
             ),
         },
-        notes: if unsearched.is_empty() {
-            String::new()
-        } else {
-            format!("; not searched: {}", unsearched.join(", "))
-        },
+        notes: not_searched(&unsearched, &searched.elsewhere),
     })
+}
+
+/// `; not searched: ...` and `; run by other replicas, not searched: ...`, when any.
+fn not_searched(unsearched: &[String], elsewhere: &[String]) -> String {
+    let mut notes = String::new();
+    if !unsearched.is_empty() {
+        notes.push_str(&format!("; not searched: {}", unsearched.join(", ")));
+    }
+    if !elsewhere.is_empty() {
+        let others = elsewhere.join("; ");
+        notes.push_str(&format!("; run by other replicas, not searched: {others}"));
+    }
+    notes
 }
 
 #[cfg(test)]
@@ -272,6 +311,29 @@ mod tests {
         for bad in ["web", "/web", "shop/", "a/b/c", ""] {
             assert!(parse_pod(bad).is_err(), "{bad}");
         }
+    }
+
+    /// With sharding, a pod not found here may wait in another replica's cluster: the
+    /// message says which clusters those are and how to ask their replica.
+    #[test]
+    fn other_replicas_clusters_are_named_as_not_searched() {
+        let doc =
+            crate::cli::status::api::parse(include_bytes!("status/fixture_sharded.json")).unwrap();
+        let url: http::Uri = "http://10.0.0.5:8080/api/v1/fleet".parse().unwrap();
+        let status = Status::from_api("http://10.0.0.5:8080", doc, Timestamp::UNIX_EPOCH);
+        let others = elsewhere(&status, &url);
+        assert_eq!(
+            others,
+            [
+                "sim-2, sim-5, sim-6 (replica hub-b, --server http://10.0.0.6:8080)",
+                "sim-3 (replica hub-c)"
+            ]
+        );
+        assert_eq!(
+            not_searched(&["sim-4 (no pass yet)".into()], &others[1..]),
+            "; not searched: sim-4 (no pass yet); run by other replicas, not searched: \
+             sim-3 (replica hub-c)"
+        );
     }
 
     #[test]
