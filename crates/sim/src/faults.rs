@@ -1,9 +1,9 @@
 //! Fault injection for one simulated cluster, switchable at run time: added latency, a
-//! share of requests failing with 500 or 429, watches cut, a full outage (connections
-//! refused or left hanging), and the cloud out of capacity for an instance type in a zone
-//! (`capacity`: machines of that type and zone that finish provisioning while the fault is
-//! in force go Failed with the cloud's error). Tests hold the switch directly; the CLI's
-//! admin endpoint sets it over HTTP, e.g.
+//! share of requests failing with 500 or 429 (or 403, as RBAC refusing a kind), watches
+//! cut, a full outage (connections refused or left hanging), and the cloud out of capacity
+//! for an instance type in a zone (`capacity`: machines of that type and zone that finish
+//! provisioning while the fault is in force go Failed with the cloud's error). Tests hold
+//! the switch directly; the CLI's admin endpoint sets it over HTTP, e.g.
 //!
 //! ```json
 //! {"capacity": [{"instanceType": "m6i.2xlarge", "zone": "us-east-1a"}]}
