@@ -111,14 +111,12 @@ pub(super) fn not_served(served: &Served) -> Vec<String> {
         Kind::ClusterAutoscaler,
         Kind::MachineAutoscaler,
     ];
-    let mut missing: Vec<String> = controllers
+    controllers
         .chain(fixed)
         .chain(machine_api)
         .filter(|k| !served.kinds.contains(k))
         .map(Kind::describe)
-        .collect();
-    missing.dedup();
-    missing
+        .collect()
 }
 
 /// The storage kinds the cluster serves (those the hub lists already are left to it), and
