@@ -22,6 +22,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// One cluster's state, read only, as `plan -s` reads it: what the hub reads, in one List.
+    Dump(fleetscaler::cli::dump::DumpArgs),
     /// One decision over a saved cluster dump, offline: what would scale, and why each pending pod waits.
     Plan(fleetscaler::cli::plan::PlanArgs),
     /// Validate fleet.toml and print each cluster's effective settings with their sources.
@@ -34,6 +36,8 @@ enum Command {
     WhatIf(fleetscaler::cli::what_if::WhatIfArgs),
     /// The fleet at a glance from a running hub's API: one row per cluster.
     Status(fleetscaler::cli::status::StatusArgs),
+    /// Why a pending pod waits, from a running hub's API, node group by node group.
+    Explain(fleetscaler::cli::explain::ExplainArgs),
     /// Run only a simulated fleet (HTTPS Kubernetes API servers on loopback), for kubectl or tests.
     Sim(fleetscaler::sim::cli::SimArgs),
     /// Shell completions on stdout: `source <(fleetscaler completions bash)`.
@@ -75,8 +79,16 @@ fn main() -> ExitCode {
             rt.block_on(fleetscaler::cli::what_if::run(&args, &mut out))
                 .map_err(anyhow::Error::from)
         }),
+        Command::Dump(args) => runtime().and_then(|rt| {
+            rt.block_on(fleetscaler::cli::dump::run(&args, &mut out))
+                .map_err(anyhow::Error::from)
+        }),
         Command::Status(args) => runtime().and_then(|rt| {
             rt.block_on(fleetscaler::cli::status::run(&args, &mut out))
+                .map_err(anyhow::Error::from)
+        }),
+        Command::Explain(args) => runtime().and_then(|rt| {
+            rt.block_on(fleetscaler::cli::explain::run(&args, &mut out))
                 .map_err(anyhow::Error::from)
         }),
         // Both from the command line's own definition, so they never fall behind it.
@@ -135,10 +147,14 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// 2 for an error, 1 for an answer printed with parts missing (`what-if`).
+/// 2 for an error, 1 for an answer printed with parts missing (`what-if`) or a pod that is
+/// not pending (`explain`).
 fn exit_status(e: &anyhow::Error) -> u8 {
-    e.downcast_ref::<fleetscaler::cli::what_if::WhatIfError>()
-        .map_or(2, |w| w.exit_status())
+    if let Some(w) = e.downcast_ref::<fleetscaler::cli::what_if::WhatIfError>() {
+        return w.exit_status();
+    }
+    e.downcast_ref::<fleetscaler::cli::explain::ExplainError>()
+        .map_or(2, |x| x.exit_status())
 }
 
 fn broken_pipe(e: &anyhow::Error) -> bool {

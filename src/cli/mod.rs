@@ -4,6 +4,8 @@
 mod ages;
 pub mod check_config;
 pub mod demo;
+pub mod dump;
+pub mod explain;
 mod fit;
 mod kubeconfigs;
 pub mod plan;

@@ -19,9 +19,8 @@ use crate::model::dump::{DumpReport, SnapshotBuilder};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct PlanArgs {
-    /// A cluster dump: what `oc get nodes,pods,pdb,machinesets,machines,machinedeployments,
-    /// clusterautoscalers,machineautoscalers -A -o yaml` prints, multi-document YAML, or JSON.
-    /// Repeat to combine several files into one cluster.
+    /// A cluster dump: what `fleetscaler dump` writes, what `oc get nodes,pods,... -A -o yaml`
+    /// prints, multi-document YAML, or JSON. Repeat to combine several files into one cluster.
     #[arg(long = "snapshot", short = 's', value_name = "FILE", required = true)]
     pub snapshots: Vec<PathBuf>,
     /// fleet.toml to take the cluster's settings from (needs --cluster).
@@ -170,10 +169,12 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
             source,
         })?;
     }
+    let missing = missing_machines(&snapshot, &effective.settings.node_groups, &dump);
     let first = dump
         .warnings
         .iter()
         .cloned()
+        .chain(missing)
         .chain(effective.warnings.iter().map(SettingWarning::warning));
     plan.warnings.splice(0..0, first);
     Ok(PlanReport {
@@ -189,6 +190,38 @@ pub fn compute(args: &PlanArgs) -> Result<PlanReport, PlanError> {
             skipped: dump.skipped,
         },
     })
+}
+
+/// Groups that want replicas while the dump holds no Machine of their API at all: the
+/// engine counts each replica as a node on its way, which is wrong when the Machines were
+/// only left out of the dump (`oc get machines` resolves to one Machine API), so say so.
+/// A dump that listed the API's Machines (even none: a typed `MachineList`) is believed.
+fn missing_machines(
+    snapshot: &crate::model::ClusterSnapshot,
+    explicit: &[crate::engine::settings::NodeGroupSpec],
+    dump: &DumpReport,
+) -> Vec<crate::model::Warning> {
+    use crate::model::{Warning, WarningCode};
+    if (snapshot.scalables.iter()).all(|r| dump.machines_listed.contains(&r.api)) {
+        return Vec::new();
+    }
+    let groups = crate::engine::nodegroups::discover(snapshot, explicit);
+    groups
+        .groups
+        .iter()
+        .filter(|g| g.target > 0 && g.machines.is_empty())
+        .filter(|g| !dump.machines_listed.contains(&g.api))
+        .map(|g| {
+            Warning::general(
+                WarningCode::IncompleteDump,
+                format!(
+                    "the dump has no Machines of group {}, which wants {}: upcoming nodes may \
+                     be invented; make the dump with `fleetscaler dump`",
+                    g.id, g.target
+                ),
+            )
+        })
+        .collect()
 }
 
 /// The state file's engine memory; a file that does not exist yet is an empty memory.

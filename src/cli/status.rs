@@ -6,9 +6,9 @@
 //! `api` is the API's JSON as read, `shape` the stable form `--output json` prints (and the
 //! text is drawn from), `text` the table, `fetch` the one request.
 
-mod api;
-mod fetch;
-mod shape;
+pub(super) mod api;
+pub(super) mod fetch;
+pub(super) mod shape;
 mod text;
 
 use std::io::{self, Write};
@@ -22,15 +22,22 @@ use crate::model::duration::parse_go_duration;
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct StatusArgs {
-    /// The hub's HTTP API (`hub.listen` of the hub), http:// or https://.
-    #[arg(long, short = 's', value_name = "URL", env = "FLEETSCALER_SERVER",
-          default_value_t = default_server())]
-    pub server: String,
+    #[command(flatten)]
+    pub hub: HubArgs,
     #[arg(long, short = 'o', value_enum, default_value_t = OutputFormat::Text)]
     pub output: OutputFormat,
     /// Only this cluster.
     #[arg(long, value_name = "NAME")]
     pub cluster: Option<String>,
+}
+
+/// How to reach a running hub's API: what `status` and `explain` share.
+#[derive(clap::Args, Debug, Clone)]
+pub struct HubArgs {
+    /// The hub's HTTP API (`hub.listen` of the hub), http:// or https://.
+    #[arg(long, short = 's', value_name = "URL", env = "FLEETSCALER_SERVER",
+          default_value_t = default_server())]
+    pub server: String,
     /// Sent as `Authorization: Bearer TOKEN` (prefer the variable: arguments are visible to
     /// every user of the machine).
     #[arg(
@@ -97,7 +104,7 @@ pub fn default_server() -> String {
     format!("http://127.0.0.1:{port}")
 }
 
-fn parse_timeout(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_timeout(text: &str) -> Result<Duration, String> {
     match parse_go_duration(text) {
         Ok(d) if d.is_zero() => Err("must be more than 0".into()),
         Ok(d) => Ok(d),
@@ -107,14 +114,8 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
 
 /// Fetches the fleet and prints it.
 pub async fn run(args: &StatusArgs, out: &mut impl Write) -> Result<(), StatusError> {
-    let url = fetch::fleet_url(&args.server)?;
-    let body = fetch::get(&url, args.token.as_deref(), args.timeout).await?;
-    let doc = api::parse(&body).map_err(|e| StatusError::Body {
-        url: url.to_string(),
-        path: e.path,
-        message: e.message,
-    })?;
-    let mut status = shape::Status::from_api(&args.server, doc, Timestamp::now());
+    let (url, doc) = fleet(&args.hub).await?;
+    let mut status = shape::Status::from_api(&args.hub.server, doc, Timestamp::now());
     if let Some(name) = &args.cluster {
         status = only(status, name, &url)?;
     }
@@ -128,8 +129,20 @@ pub async fn run(args: &StatusArgs, out: &mut impl Write) -> Result<(), StatusEr
     Ok(())
 }
 
+/// The hub's `/api/v1/fleet`, read: its URL and what it says.
+pub(super) async fn fleet(hub: &HubArgs) -> Result<(http::Uri, api::FleetDoc), StatusError> {
+    let url = fetch::fleet_url(&hub.server)?;
+    let body = fetch::get(&url, hub.token.as_deref(), hub.timeout).await?;
+    let doc = api::parse(&body).map_err(|e| StatusError::Body {
+        url: url.to_string(),
+        path: e.path,
+        message: e.message,
+    })?;
+    Ok((url, doc))
+}
+
 /// The status narrowed to one cluster (the fleet's line stays: it is about the hub).
-fn only(
+pub(super) fn only(
     mut status: shape::Status,
     name: &str,
     url: &http::Uri,

@@ -56,6 +56,8 @@ fn zsh_and_fish_scripts_name_every_subcommand() {
         "demo",
         "what-if",
         "status",
+        "dump",
+        "explain",
         "sim",
         "man",
     ] {

@@ -413,3 +413,62 @@ fn a_state_file_with_upstreams_unqualified_group_names_gives_the_same_plan() {
     assert_eq!(with_old["nodeGroups"], with_new["nodeGroups"]);
     assert!(with_new["nodeGroups"][0]["upcoming"].as_u64().unwrap() > 0);
 }
+
+/// A Cluster API group that wants two replicas, in a dump without any Cluster API Machine (as
+/// `oc get machines` leaves them out where both Machine APIs are served): every replica would
+/// count as a node on its way, so the plan says the dump is short. A typed empty
+/// `MachineList` of the API (what `fleetscaler dump` writes for an API without Machines) says
+/// the Machines were listed, and the plan believes it.
+#[test]
+fn a_group_without_machines_in_the_dump_is_warned_about() {
+    let dir = tempdir("no-machines");
+    let md = "apiVersion: cluster.x-k8s.io/v1beta2\n  kind: MachineDeployment\n  metadata:\n    name: md-0\n    namespace: default\n    annotations:\n      cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size: \"1\"\n      cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size: \"5\"\n  spec:\n    replicas: 2\n";
+    let without = dir.join("without.yaml");
+    std::fs::write(
+        &without,
+        format!("apiVersion: v1\nkind: List\nitems:\n- {md}"),
+    )
+    .unwrap();
+    let listed = dir.join("listed.yaml");
+    let empty = "- apiVersion: cluster.x-k8s.io/v1beta2\n  kind: MachineList\n  metadata: {}\n  items: []\n";
+    std::fs::write(
+        &listed,
+        format!("apiVersion: v1\nkind: List\nitems:\n- {md}{empty}"),
+    )
+    .unwrap();
+    let warnings = |path: &Path| -> Vec<String> {
+        let out = fleetscaler(&["plan", "-s", &path.display().to_string(), "-o", "json"]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(plan["nodeGroups"][0]["upcoming"], 2, "{plan:#}");
+        let all = plan["warnings"].as_array().unwrap();
+        all.iter()
+            .map(|w| w.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        warnings(&without).contains(
+            &"the dump has no Machines of group \
+              MachineDeployment.cluster.x-k8s.io/default/md-0, which wants 2: upcoming nodes \
+              may be invented; make the dump with `fleetscaler dump`"
+                .to_string()
+        ),
+        "{:?}",
+        warnings(&without)
+    );
+    let believed = warnings(&listed);
+    assert!(
+        !believed.iter().any(|w| w.contains("no Machines")),
+        "{believed:?}"
+    );
+    // The text output shows it among the warnings, where a person reads it.
+    let text = stdout(&fleetscaler(&[
+        "plan",
+        "-s",
+        &without.display().to_string(),
+    ]));
+    assert!(
+        text.contains("WARNINGS\n  the dump has no Machines of group"),
+        "{text}"
+    );
+}

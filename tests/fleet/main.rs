@@ -29,6 +29,8 @@ mod chart_values;
 mod cli_check_config;
 mod cli_completions;
 mod cli_demo;
+mod cli_dump;
+mod cli_explain;
 mod cli_logs;
 mod cli_plan;
 mod cli_status;

@@ -53,6 +53,9 @@ pub enum WarningCode {
     ImplausibleCapacity,
     /// Nodes that should have GPUs and still advertise none past their startup time.
     ResourcesNotReady,
+    /// A saved dump lacks objects a decision depends on (the Machines of a group that wants
+    /// replicas): what the plan makes of it may be wrong.
+    IncompleteDump,
 }
 
 impl WarningCode {
@@ -78,6 +81,7 @@ impl WarningCode {
             WarningCode::AboveMaxSize => "AboveMaxSize",
             WarningCode::ImplausibleCapacity => "ImplausibleCapacity",
             WarningCode::ResourcesNotReady => "ResourcesNotReady",
+            WarningCode::IncompleteDump => "IncompleteDump",
         }
     }
 }

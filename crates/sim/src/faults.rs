@@ -1,10 +1,11 @@
 //! Fault injection for one simulated cluster, switchable at run time: added latency, a
-//! share of requests failing with 500 or 429, watches cut, a full outage (connections
-//! refused or left hanging), and the cloud out of capacity for an instance type in a zone
-//! (`capacity`: machines of that type and zone that finish provisioning while the fault is
-//! in force go Failed with the cloud's error), and resources RBAC refuses (`forbidden`:
-//! every request for them gets a 403, as a client whose role lacks them). Tests hold the
-//! switch directly; the CLI's admin endpoint sets it over HTTP, e.g.
+//! share of requests failing with 500 or 429 (or 403, as RBAC refusing a kind), watches
+//! cut, a full outage (connections refused or left hanging), and the cloud out of capacity
+//! for an instance type in a zone (`capacity`: machines of that type and zone that finish
+//! provisioning while the fault is in force go Failed with the cloud's error), and
+//! resources RBAC refuses (`forbidden`: every request for them gets a 403, as a client
+//! whose role lacks them). Tests hold the switch directly; the CLI's admin endpoint sets it
+//! over HTTP, e.g.
 //!
 //! ```json
 //! {"capacity": [{"instanceType": "m6i.2xlarge", "zone": "us-east-1a"}]}
@@ -31,7 +32,8 @@ pub struct Faults {
     pub latency_ms: u64,
     /// Share of requests (0..=1) answered with `error_code` instead of being handled.
     pub error_rate: f64,
-    /// 500 (InternalError) or 429 (TooManyRequests); anything else is treated as 500.
+    /// 500 (InternalError), 429 (TooManyRequests) or 403 (Forbidden: RBAC denying the
+    /// targeted paths, with `error_paths` and `error_rate` 1); anything else is treated as 500.
     pub error_code: u16,
     /// When not empty, only requests whose path contains one of these fail (`/scale`: the
     /// scale subresource alone).
@@ -63,7 +65,7 @@ const MAX_MESSAGE_CHARS: usize = 1024;
 pub enum InvalidFaults {
     #[error("errorRate must be within 0..=1, got {0}")]
     ErrorRate(f64),
-    #[error("errorCode must be 500 or 429, got {0}")]
+    #[error("errorCode must be 500, 429 or 403, got {0}")]
     ErrorCode(u16),
     #[error("capacity holds at most {MAX_CAPACITY_FAULTS} faults, got {0}")]
     TooMany(usize),
@@ -225,7 +227,7 @@ impl Faults {
         if !(0.0..=1.0).contains(&self.error_rate) {
             return Err(InvalidFaults::ErrorRate(self.error_rate));
         }
-        if self.error_code != 0 && self.error_code != 500 && self.error_code != 429 {
+        if ![0, 500, 429, 403].contains(&self.error_code) {
             return Err(InvalidFaults::ErrorCode(self.error_code));
         }
         if self.capacity.len() > MAX_CAPACITY_FAULTS {
@@ -362,15 +364,17 @@ mod tests {
             .validate()
             .is_err()
         );
-        assert!(
-            Faults {
-                error_rate: 0.2,
-                error_code: 429,
-                ..Default::default()
-            }
-            .validate()
-            .is_ok()
-        );
+        for code in [429, 403] {
+            assert!(
+                Faults {
+                    error_rate: 0.2,
+                    error_code: code,
+                    ..Default::default()
+                }
+                .validate()
+                .is_ok()
+            );
+        }
     }
 
     fn fault(instance_type: &str, zone: Option<&str>) -> CapacityFault {

@@ -11,7 +11,7 @@ use serde::Deserialize;
 use crate::hub::health::ClusterState;
 
 #[derive(Debug, Deserialize)]
-pub(super) struct FleetDoc {
+pub(in crate::cli) struct FleetDoc {
     pub hub: Option<HubDoc>,
     pub fleet: Option<FleetHealthDoc>,
     pub clusters: Vec<ClusterDoc>,
@@ -19,7 +19,7 @@ pub(super) struct FleetDoc {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct HubDoc {
+pub(in crate::cli) struct HubDoc {
     #[serde(default)]
     pub leader_election: bool,
     #[serde(default)]
@@ -32,7 +32,7 @@ pub(super) struct HubDoc {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct ShardingDoc {
+pub(in crate::cli) struct ShardingDoc {
     pub identity: String,
     /// The live replicas, this one included.
     #[serde(default)]
@@ -46,7 +46,7 @@ pub(super) struct ShardingDoc {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct ReplicaDoc {
+pub(in crate::cli) struct ReplicaDoc {
     pub identity: String,
     pub address: Option<String>,
     #[serde(rename = "self", default)]
@@ -54,21 +54,21 @@ pub(super) struct ReplicaDoc {
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct LeaderDoc {
+pub(in crate::cli) struct LeaderDoc {
     pub identity: Option<String>,
     pub holder: Option<String>,
     pub error: Option<LeaseErrorDoc>,
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct LeaseErrorDoc {
+pub(in crate::cli) struct LeaseErrorDoc {
     pub since: Timestamp,
     pub message: String,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct FleetHealthDoc {
+pub(in crate::cli) struct FleetHealthDoc {
     pub state: String,
     #[serde(default)]
     pub reason: String,
@@ -85,7 +85,7 @@ pub(super) struct FleetHealthDoc {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) enum PhaseDoc {
+pub(in crate::cli) enum PhaseDoc {
     Connecting,
     Syncing,
     Running,
@@ -95,7 +95,7 @@ pub(super) enum PhaseDoc {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct ClusterDoc {
+pub(in crate::cli) struct ClusterDoc {
     pub name: String,
     pub phase: PhaseDoc,
     #[serde(default)]
@@ -119,13 +119,13 @@ pub(super) struct ClusterDoc {
 }
 
 #[derive(Clone, Debug, Deserialize)]
-pub(super) struct TimedDoc {
+pub(in crate::cli) struct TimedDoc {
     pub at: Timestamp,
     pub message: String,
 }
 
 #[derive(Debug, Deserialize)]
-pub(super) struct HappeningDoc {
+pub(in crate::cli) struct HappeningDoc {
     pub at: Timestamp,
     pub action: ActionDoc,
     pub outcome: OutcomeDoc,
@@ -133,7 +133,7 @@ pub(super) struct HappeningDoc {
 
 /// `cluster::outcome::Action`, every variant's fields optional.
 #[derive(Debug, Deserialize)]
-pub(super) struct ActionDoc {
+pub(in crate::cli) struct ActionDoc {
     #[serde(rename = "type")]
     pub kind: String,
     pub group: Option<String>,
@@ -146,7 +146,7 @@ pub(super) struct ActionDoc {
 
 /// `cluster::outcome::Outcome`.
 #[derive(Debug, Deserialize)]
-pub(super) struct OutcomeDoc {
+pub(in crate::cli) struct OutcomeDoc {
     pub result: String,
     pub detail: Option<String>,
     pub reason: Option<String>,
@@ -155,13 +155,13 @@ pub(super) struct OutcomeDoc {
 
 /// Why an answer is not the fleet's JSON, and where.
 #[derive(Debug, PartialEq)]
-pub(super) struct ParseError {
+pub(in crate::cli) struct ParseError {
     /// `clusters[0].nodes`, or `.` when the text is not JSON at all.
     pub path: String,
     pub message: String,
 }
 
-pub(super) fn parse(body: &[u8]) -> Result<FleetDoc, ParseError> {
+pub(in crate::cli) fn parse(body: &[u8]) -> Result<FleetDoc, ParseError> {
     let mut json = serde_json::Deserializer::from_slice(body);
     let doc = serde_path_to_error::deserialize(&mut json).map_err(|e| ParseError {
         path: e.path().to_string(),

@@ -19,7 +19,13 @@ const MAX_BODY: usize = 256 << 20;
 const EXCERPT: usize = 300;
 
 /// `<server>/api/v1/fleet`; a path in the server's URL (a proxy's prefix) is kept.
-pub(super) fn fleet_url(server: &str) -> Result<Uri, StatusError> {
+pub(in crate::cli) fn fleet_url(server: &str) -> Result<Uri, StatusError> {
+    api_url(server, "/api/v1/fleet")
+}
+
+/// `<server><path>` (`path` from `/`, with its query if any, already escaped); a path in
+/// the server's URL (a proxy's prefix) is kept.
+pub(in crate::cli) fn api_url(server: &str, path: &str) -> Result<Uri, StatusError> {
     let bad = |reason: &str| StatusError::BadServer {
         server: server.to_string(),
         reason: reason.to_string(),
@@ -27,7 +33,7 @@ pub(super) fn fleet_url(server: &str) -> Result<Uri, StatusError> {
     if !server.starts_with("http://") && !server.starts_with("https://") {
         return Err(bad("not an http:// or https:// URL"));
     }
-    let uri: Uri = format!("{}/api/v1/fleet", server.trim_end_matches('/'))
+    let uri: Uri = format!("{}{path}", server.trim_end_matches('/'))
         .parse()
         .map_err(|e: http::uri::InvalidUri| bad(&e.to_string()))?;
     if uri.host().is_none_or(str::is_empty) {
@@ -40,7 +46,7 @@ pub(super) fn fleet_url(server: &str) -> Result<Uri, StatusError> {
 }
 
 /// The body of a 200 answer to GET `url`.
-pub(super) async fn get(
+pub(in crate::cli) async fn get(
     url: &Uri,
     token: Option<&str>,
     timeout: Duration,

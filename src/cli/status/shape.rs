@@ -14,7 +14,7 @@ use crate::hub::health::ClusterState;
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Status {
+pub(in crate::cli) struct Status {
     pub server: String,
     /// The hub's clock when it last judged the fleet (else this machine's): ages are
     /// counted from it, so a skewed clock here does not age every action.
@@ -29,7 +29,7 @@ pub(super) struct Status {
 /// The replicas sharing the fleet, as the one that answered sees them.
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Sharding {
+pub(in crate::cli) struct Sharding {
     /// The replica that answered.
     pub identity: String,
     /// Every cluster of the fleet, whichever replica runs it.
@@ -45,7 +45,7 @@ pub(super) struct Sharding {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub(super) struct Replica {
+pub(in crate::cli) struct Replica {
     pub identity: String,
     /// `host:port` of its API, when it tells it.
     pub address: Option<String>,
@@ -58,7 +58,7 @@ pub(super) struct Replica {
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Fleet {
+pub(in crate::cli) struct Fleet {
     pub state: String,
     pub reason: String,
     pub since: Timestamp,
@@ -69,7 +69,7 @@ pub(super) struct Fleet {
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Hub {
+pub(in crate::cli) struct Hub {
     pub leader_election: bool,
     /// This replica may write (always true without leader election).
     pub leading: bool,
@@ -83,7 +83,7 @@ pub(super) struct Hub {
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct Cluster {
+pub(in crate::cli) struct Cluster {
     pub name: String,
     pub health: ClusterState,
     /// Why, when not healthy.
@@ -102,7 +102,7 @@ pub(super) struct Cluster {
 
 #[derive(Clone, Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub(super) struct LastAction {
+pub(in crate::cli) struct LastAction {
     pub at: Timestamp,
     /// `done`, `skipped` or `failed`.
     pub result: String,
@@ -110,7 +110,7 @@ pub(super) struct LastAction {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub(super) struct Timed {
+pub(in crate::cli) struct Timed {
     pub at: Timestamp,
     pub message: String,
 }

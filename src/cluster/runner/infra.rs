@@ -164,6 +164,26 @@ pub(crate) async fn read_once<'a>(
     (templates.into_values().collect(), problems)
 }
 
+/// The templates `scalables` point at, as the API server answers them (whole objects, with
+/// their `apiVersion` and `kind`), read once: what `fleetscaler dump` writes so that `plan`
+/// reads them back as the hub reads them. And the problems, as [`read_once`] tells them.
+pub(crate) async fn get_once<'a>(
+    client: Client,
+    deadline: Duration,
+    scalables: impl Iterator<Item = &'a ScalableResource>,
+) -> (Vec<serde_json::Value>, Vec<String>) {
+    let mut reader = Reader::new(client, deadline);
+    let mut objects = Vec::new();
+    let mut problems = Vec::new();
+    for reference in wanted(scalables) {
+        match reader.get(&reference).await {
+            Ok(object) => objects.push(object),
+            Err(source) => problems.push(Unread { reference, source }.to_string()),
+        }
+    }
+    (objects, problems)
+}
+
 /// The templates the Cluster API resources point at, at most `MAX_TEMPLATES`.
 fn wanted<'a>(scalables: impl Iterator<Item = &'a ScalableResource>) -> BTreeSet<InfraRef> {
     let mut refs = BTreeSet::new();
@@ -216,17 +236,26 @@ impl Reader {
     }
 
     async fn read(&mut self, reference: &InfraRef) -> Result<InfrastructureTemplate, ReadError> {
+        let value = self.get(reference).await?;
+        Ok(InfrastructureTemplate::from_json(reference.clone(), value)?)
+    }
+
+    /// The template as the API server answers it, its type named even if the answer did not.
+    async fn get(&mut self, reference: &InfraRef) -> Result<serde_json::Value, ReadError> {
         let resource = self.resolve(reference).await?;
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.client.clone(), &reference.namespace, &resource);
-        let object = call(
+        let mut object = call(
             || format!("get {reference}"),
             self.deadline,
             api.get(&reference.name),
         )
         .await?;
-        let value = serde_json::to_value(&object)?;
-        Ok(InfrastructureTemplate::from_json(reference.clone(), value)?)
+        object.types.get_or_insert_with(|| kube::core::TypeMeta {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        });
+        Ok(serde_json::to_value(&object)?)
     }
 
     /// The resource serving the reference's kind, at the version its group prefers.

@@ -1,5 +1,6 @@
-//! Reading a saved cluster dump into a [`ClusterSnapshot`]: what
-//! `oc get nodes,pods,pdb,machinesets,machines,... -A -o yaml` prints (a `List`),
+//! Reading a saved cluster dump into a [`ClusterSnapshot`]: what `fleetscaler dump` writes
+//! (a `List`, with a typed empty list such as `JobList` for each kind listed empty, so that
+//! the kind still reads as listed), what `oc get nodes,pods,pdb,... -A -o yaml` prints,
 //! multi-document YAML, or JSON. Unknown kinds are skipped and counted; an object that
 //! cannot be read is an error naming the source, the item and the field. Controllers (only
 //! looked up by the drain rules) are the exception: one that cannot be read is a warning
@@ -22,7 +23,7 @@ use super::controller::{Controller, ControllerKind, Listing};
 use super::infra::{INFRASTRUCTURE_GROUP, InfrastructureTemplate};
 use super::machine::{Machine, ScalableResource};
 use super::machine_api::MachineApiGroup;
-use super::machine_kind::MachineKind;
+use super::machine_kind::{MACHINE, MachineKind};
 use super::meta::{FieldError, Projector, api_group, key_of};
 use super::node::Node;
 use super::pod::Pod;
@@ -60,6 +61,12 @@ pub struct DumpReport {
     pub objects: usize,
     pub skipped: BTreeMap<String, usize>,
     pub warnings: Vec<Warning>,
+    /// The Machine APIs whose Machines the dump holds: any Machine of the API, or a typed
+    /// `MachineList` of it, even empty (`fleetscaler dump` writes one for an API that has
+    /// none). `oc get machines` resolves to one API only, so a dump can lack another's
+    /// Machines entirely, and a group of it that wants replicas then looks as if every one
+    /// were still coming.
+    pub machines_listed: BTreeSet<MachineApiGroup>,
 }
 
 /// Accumulates one or more dumps into one snapshot.
@@ -226,14 +233,19 @@ impl SnapshotBuilder {
             })
     }
 
-    /// `kubectl get --raw` answers with a typed list (`ReplicaSetList`): even empty, it says
-    /// the kind was listed.
+    /// `kubectl get --raw` answers with a typed list (`ReplicaSetList`), and `fleetscaler
+    /// dump` writes one for each kind it listed empty: even empty, it says the kind was listed.
     fn note_controller_list(&mut self, map: &serde_json::Map<String, Value>, kind: &str) {
         let api_version = map
             .get("apiVersion")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let item_kind = kind.strip_suffix("List").unwrap_or_default();
+        if item_kind == MACHINE.name
+            && let Some(api) = MachineApiGroup::from_api_version(api_version)
+        {
+            self.report.machines_listed.insert(api);
+        }
         if matches!(
             item_kind,
             "PersistentVolumeClaim" | "PersistentVolume" | "StorageClass"
@@ -366,10 +378,12 @@ impl SnapshotBuilder {
                 .snapshot
                 .scalables
                 .push(ScalableResource::from_json(api, k, value, p)?),
-            None => self
-                .snapshot
-                .machines
-                .push(Machine::from_json(api, value, p)?),
+            None => {
+                self.snapshot
+                    .machines
+                    .push(Machine::from_json(api, value, p)?);
+                self.report.machines_listed.insert(api);
+            }
         }
         self.report.objects += 1;
         Ok(())

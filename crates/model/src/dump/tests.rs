@@ -331,3 +331,30 @@ fn a_volume_that_cannot_be_read_is_a_warning_not_a_refused_dump() {
         "{warning}"
     );
 }
+
+/// The Machines of an API count as listed when the dump holds one of them, or a typed
+/// `MachineList` of that API even empty (what `fleetscaler dump` writes for an API with
+/// none); `plan` warns about groups of an API whose Machines were never listed.
+#[test]
+fn machines_count_as_listed_per_api() {
+    let (_, report) = load(LIST).unwrap();
+    assert!(report.machines_listed.is_empty());
+    let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: machine.openshift.io/v1beta1
+  kind: Machine
+  metadata: {name: worker-a-1, namespace: openshift-machine-api}
+- apiVersion: cluster.x-k8s.io/v1beta2
+  kind: MachineList
+  metadata: {}
+  items: []
+"#;
+    let (s, report) = load(text).unwrap();
+    assert_eq!(s.machines.len(), 1);
+    assert_eq!(
+        report.machines_listed.into_iter().collect::<Vec<_>>(),
+        [MachineApiGroup::OpenShift, MachineApiGroup::ClusterApi]
+    );
+}

@@ -146,10 +146,15 @@ async fn serve_request(
     let targeted =
         faults.error_paths.is_empty() || faults.error_paths.iter().any(|p| path.contains(p));
     if faults.error_rate > 0.0 && targeted && cluster.roll() < faults.error_rate {
-        let error = if faults.error_code == 429 {
-            ApiError::too_many_requests("Too many requests, please try again later. (injected)", 1)
-        } else {
-            ApiError::internal("Internal error occurred: injected fault")
+        let error = match faults.error_code {
+            429 => ApiError::too_many_requests(
+                "Too many requests, please try again later. (injected)",
+                1,
+            ),
+            403 => ApiError::forbidden_with(format!(
+                "{path} is forbidden: User \"system:serviceaccount:fleetscaler:fleetscaler-hub\" cannot access it (injected)"
+            )),
+            _ => ApiError::internal("Internal error occurred: injected fault"),
         };
         return Ok(respond(Reply::from(error)));
     }

@@ -155,6 +155,11 @@ impl ApiError {
         Self::new(401, "Unauthorized", "Unauthorized")
     }
 
+    /// `403 Forbidden` with `message`, for an injected fault.
+    pub fn forbidden_with(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
     /// `410 Expired`: a watch or continue token older than the history the server keeps.
     pub fn expired(message: impl Into<String>) -> Self {
         Self::new(410, "Expired", message)
