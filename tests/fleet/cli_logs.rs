@@ -33,6 +33,24 @@ fn lines(hub: &HubProcess) -> Vec<Value> {
         .collect()
 }
 
+/// The hub on `fleet`'s one cluster, logging JSON at info level, without traces; its
+/// directory lives as long as the hub is needed.
+fn untraced_json_hub(fleet: &fleetscaler::sim::fleet::Fleet, tag: &str) -> (TempDir, HubProcess) {
+    let dir = TempDir::new(tag);
+    let kubeconfig = dir.path().join("fleet.kubeconfig");
+    fleet.write_kubeconfig(&kubeconfig).unwrap();
+    let vars = [("FLEETSCALER_LOG_FORMAT", "json"), ("RUST_LOG", "info")];
+    let options = HubOptions {
+        tracing: "",
+        defaults: "",
+        vars: &vars,
+        args: &[],
+        clusters: 1,
+    };
+    let hub = HubProcess::start(dir.path(), &kubeconfig, options);
+    (dir, hub)
+}
+
 /// A line logged by the runner of `sim-1` in a pass that scaled up, once there is one.
 async fn scale_up_line(hub: &HubProcess, traced: bool) -> Value {
     eventually(LONG, "a log line of a scale-up in sim-1", || {
@@ -121,18 +139,7 @@ async fn json_lines_lead_to_the_trace_of_their_pass() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_lines_without_traces_carry_no_ids() {
     let fleet = quiet_fleet(1, Flavor::OpenShift).await;
-    let dir = TempDir::new("json-logs-untraced");
-    let kubeconfig = dir.path().join("fleet.kubeconfig");
-    fleet.write_kubeconfig(&kubeconfig).unwrap();
-    let vars = [("FLEETSCALER_LOG_FORMAT", "json"), ("RUST_LOG", "info")];
-    let options = HubOptions {
-        tracing: "",
-        defaults: "",
-        vars: &vars,
-        args: &[],
-        clusters: 1,
-    };
-    let mut hub = HubProcess::start(dir.path(), &kubeconfig, options);
+    let (_dir, mut hub) = untraced_json_hub(&fleet, "json-logs-untraced");
     hub.address().await;
     create_pods(&fleet.clusters()[0], "web", 10, "3").await;
     scale_up_line(&hub, false).await;
@@ -271,18 +278,7 @@ async fn a_slow_sync_reports_its_progress_then_its_end() {
         error_paths: vec!["/api/v1/pods".into()],
         ..Default::default()
     });
-    let dir = TempDir::new("json-logs-sync");
-    let kubeconfig = dir.path().join("fleet.kubeconfig");
-    fleet.write_kubeconfig(&kubeconfig).unwrap();
-    let vars = [("FLEETSCALER_LOG_FORMAT", "json"), ("RUST_LOG", "info")];
-    let options = HubOptions {
-        tracing: "",
-        defaults: "",
-        vars: &vars,
-        args: &[],
-        clusters: 1,
-    };
-    let mut hub = HubProcess::start(dir.path(), &kubeconfig, options);
+    let (_dir, mut hub) = untraced_json_hub(&fleet, "json-logs-sync");
     let said = |hub: &HubProcess, words: &'static str| {
         lines(hub).into_iter().find(|l| {
             l["fields"]["k8s.cluster.name"] == "sim-1"

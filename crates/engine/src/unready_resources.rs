@@ -130,6 +130,15 @@ mod tests {
 
     const NOW: &str = "2026-11-22T10:00:00Z";
 
+    fn plan(items: Vec<serde_json::Value>) -> crate::Plan {
+        run_once(
+            &snapshot(items),
+            &mut EngineState::default(),
+            &Settings::default(),
+            NOW.parse().unwrap(),
+        )
+    }
+
     fn minutes_ago(m: i64) -> String {
         let now: Timestamp = NOW.parse().unwrap();
         (now - jiff::SignedDuration::from_mins(m)).to_string()
@@ -147,12 +156,7 @@ mod tests {
         }
         let mut items = vec![group.json()];
         items.extend(group_node("gpu-0", "gpu", n));
-        run_once(
-            &snapshot(items),
-            &mut EngineState::default(),
-            &Settings::default(),
-            NOW.parse().unwrap(),
-        )
+        plan(items)
     }
 
     fn gpu_group() -> crate::fixtures::MachineSetBuilder {
@@ -193,12 +197,7 @@ mod tests {
             .label("cluster-api/accelerator", "nvidia-t4")
             .resource("nvidia.com/gpu", "1");
         items.extend(group_node("gpu-0", "gpu", n));
-        let p = run_once(
-            &snapshot(items),
-            &mut EngineState::default(),
-            &Settings::default(),
-            NOW.parse().unwrap(),
-        );
+        let p = plan(items);
         assert_eq!(p.health.cluster.ready, 1);
         assert_eq!(
             p.node_groups[0].template,
@@ -228,12 +227,7 @@ mod tests {
             "cpu",
             node("cpu-0").created(&minutes_ago(5)),
         ));
-        let p = run_once(
-            &snapshot(items),
-            &mut EngineState::default(),
-            &Settings::default(),
-            NOW.parse().unwrap(),
-        );
+        let p = plan(items);
         assert_eq!(p.health.cluster.ready, 1);
         assert!(p.warnings.is_empty(), "{:?}", p.warnings);
     }
