@@ -79,8 +79,13 @@ async fn lists_what_each_flavour_serves_and_follows_changes() {
         assert!(!snapshot.scalables.is_empty());
         assert!(!snapshot.machines.is_empty());
         assert!(snapshot.cluster_autoscaler().is_some());
-        // Served, allowed and listed (empty): volumes are simulated.
+        // Served, allowed and listed: volumes are simulated. The simulated CSI driver's
+        // class and its CSINode on every node are read.
         assert!(snapshot.storage.listed);
+        assert_eq!(snapshot.storage.csi_nodes.len(), snapshot.nodes.len());
+        let classes: Vec<&str> = snapshot.storage.classes.iter().map(|c| &*c.name).collect();
+        assert_eq!(classes, ["gp3-csi"]);
+        assert!(snapshot.storage.classes[0].is_default);
         // The controllers pods' owners are looked up in: the workload generator's
         // ReplicaSets, each the owner (by uid) of its pods; DaemonSets are not served.
         let controllers = &snapshot.controllers;

@@ -1,5 +1,5 @@
-//! The hub reads a cluster's storage (claims, volumes, classes, CSINodes) and scales for a
-//! pod's volumes: a pod whose claim is bound to a zonal volume is served by the group in the
+//! The hub reads a cluster's storage (claims, volumes, classes, and the CSINodes the
+//! simulated EBS driver registers) and scales for a pod's volumes: a pod whose claim is bound to a zonal volume is served by the group in the
 //! volume's zone, even when the expander prefers another; and a cluster whose claims the hub
 //! may not list is still autoscaled, with volumes reported unsimulated.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -21,9 +21,9 @@ use fleetscaler::sim::api::resources::Resource;
 use fleetscaler::sim::faults::Faults;
 use fleetscaler::sim::fleet::{ClusterHandle, FailureMode};
 use fleetscaler::sim::settings::Flavor;
-use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
+use kube::api::{Api, PostParams};
 use serde_json::json;
 
 const LONG: Duration = Duration::from_secs(60);
@@ -59,13 +59,12 @@ where
     api.create(&PostParams::default(), &object).await.unwrap();
 }
 
-/// The worker nodes, as the EBS CSI driver leaves them: each labelled with its zone under
-/// the driver's key, with a CSINode naming the driver, its attach limit and that key. Each
-/// gets a pod of 1 CPU pinned to it, so that a pod of 7 fits none of them (the simulated
-/// scheduler does not look at volumes). Returns each worker's zone.
+/// The worker nodes, as the simulated EBS CSI driver leaves them: each labelled with its
+/// zone under the driver's key, with a CSINode naming the driver, its attach limit and that
+/// key. Each gets a pod of 1 CPU pinned to it, so that a pod of 7 fits none of them (the
+/// simulated scheduler does not look at volumes). Returns each worker's zone.
 async fn csi_workers(sim: &ClusterHandle) -> Vec<(String, String)> {
     let client = sim.client().await.unwrap();
-    let nodes: Api<Node> = Api::all(client.clone());
     let mut workers = Vec::new();
     for node in sim.list(Resource::Nodes) {
         let labels = &node["metadata"]["labels"];
@@ -73,22 +72,10 @@ async fn csi_workers(sim: &ClusterHandle) -> Vec<(String, String)> {
             continue;
         }
         let name = node["metadata"]["name"].as_str().unwrap().to_string();
-        let zone = labels["topology.kubernetes.io/zone"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let label = json!({"metadata": {"labels": {CSI_ZONE: zone}}});
-        nodes
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&label))
-            .await
-            .unwrap();
-        create_all::<CSINode>(
-            &client,
-            json!({"metadata": {"name": name},
-            "spec": {"drivers": [{"name": DRIVER, "nodeID": format!("i-{name}"),
-                "allocatable": {"count": 25}, "topologyKeys": [CSI_ZONE]}]}}),
-        )
-        .await;
+        let zone = labels["topology.kubernetes.io/zone"].as_str().unwrap();
+        assert_eq!(labels[CSI_ZONE], zone, "{name}");
+        let csi = sim.get(Resource::CsiNodes, "", &name).expect("a CSINode");
+        assert_eq!(csi["spec"]["drivers"][0]["topologyKeys"][0], CSI_ZONE);
         create_in_default::<Pod>(
             &client,
             json!({"metadata": {"name": format!("fill-{name}"),
@@ -97,7 +84,7 @@ async fn csi_workers(sim: &ClusterHandle) -> Vec<(String, String)> {
                 "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}]}}),
         )
         .await;
-        workers.push((name, zone));
+        workers.push((name, zone.to_string()));
     }
     let count = workers.len();
     eventually(LONG, "the filler pods running", || {

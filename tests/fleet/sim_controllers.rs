@@ -1,7 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The simulated controllers seen through the API: MachineSet and MachineDeployment scaling
 //! through the scale subresource, delete-machine annotations, failure modes, scheduling,
-//! binding, evictions honouring PodDisruptionBudgets, and owners recreating evicted pods.
+//! binding, evictions honouring PodDisruptionBudgets, owners recreating evicted pods, and the
+//! CSI driver registered on each Ready node (its zone label and CSINode, gone with the node).
 
 use crate::sim_support;
 
@@ -12,6 +13,7 @@ use fleetscaler::sim::fleet::FailureMode;
 use fleetscaler::sim::settings::Flavor;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use kube::api::{DynamicObject, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Error, ResourceExt};
 use serde_json::{Value, json};
@@ -132,6 +134,30 @@ async fn machinesets_scale_up_to_ready_nodes_and_down_by_annotation() {
         (nodes.list(&ListParams::default()).await.ok()?.items.len() == 7).then_some(())
     })
     .await;
+    // Every node, new ones too, has the CSI driver's zone label and CSINode; the removed
+    // node's CSINode went with it (eight nodes had one).
+    let csi: Api<CSINode> = Api::all(c.clone());
+    let csi_nodes = eventually(LIMIT, "one CSINode per node", || async {
+        let list = csi.list(&ListParams::default()).await.ok()?.items;
+        (list.len() == 7).then_some(list)
+    })
+    .await;
+    for n in nodes.list(&ListParams::default()).await.unwrap().items {
+        let labels = n.labels();
+        assert_eq!(
+            labels.get("topology.ebs.csi.aws.com/zone"),
+            labels.get("topology.kubernetes.io/zone"),
+            "{}",
+            n.name_any()
+        );
+        let mine = csi_nodes.iter().find(|c| c.name_any() == n.name_any());
+        let driver = &mine.expect("a CSINode per node").spec.drivers[0];
+        assert_eq!(driver.name, "ebs.csi.aws.com");
+        assert_eq!(driver.allocatable.as_ref().and_then(|a| a.count), Some(25));
+    }
+    let class: Api<StorageClass> = Api::all(c.clone());
+    let default = class.get("gp3-csi").await.unwrap();
+    assert_eq!(default.provisioner, "ebs.csi.aws.com");
 
     // A negative replica count is refused.
     let e = sets
@@ -166,6 +192,16 @@ async fn failure_modes_per_machineset() {
         "openshift-machine-api",
     );
     let nodes: Api<Node> = Api::all(c.clone());
+    // The machines there before the scale-ups: the new ones are the others (a new machine
+    // with a node that is not Ready is as `Running` as the old ones).
+    let initial: Vec<String> = machines
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
     let cases = [
         ("us-east-1a", FailureMode::Fail),
         ("us-east-1b", FailureMode::NoNode),
@@ -184,17 +220,15 @@ async fn failure_modes_per_machineset() {
     }
     let newest = |set: String| {
         let machines = machines.clone();
+        let initial = initial.clone();
         async move {
-            let mut ms: Vec<DynamicObject> = machines
+            machines
                 .list(&ListParams::default())
                 .await
                 .ok()?
                 .items
                 .into_iter()
-                .filter(|m| owned_by(m, &set))
-                .collect();
-            ms.sort_by_key(|m| m.data["status"]["phase"] == "Running");
-            ms.into_iter().next()
+                .find(|m| owned_by(m, &set) && !initial.contains(&m.name_any()))
         }
     };
     let failed = eventually(LIMIT, "a Failed machine", || async {

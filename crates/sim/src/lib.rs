@@ -13,6 +13,7 @@ pub mod api;
 pub mod cli;
 pub mod cluster;
 pub mod controllers;
+pub mod csi;
 pub mod error;
 pub mod faults;
 pub mod fleet;

@@ -2,7 +2,8 @@
 //! 3 control-plane nodes (with their Machines and mirror pods), worker groups in three zones
 //! with autoscaler min/max annotations, a GPU group at zero replicas with scale-from-zero
 //! capacity annotations, a ClusterAutoscaler `default` (and MachineAutoscalers on OpenShift),
-//! and the workloads already running. The Cluster API flavour has v1beta2
+//! the EBS CSI driver's default StorageClass and its CSINode on every node (`csi`), and the
+//! workloads already running. The Cluster API flavour has v1beta2
 //! MachineDeployments (each owning a MachineSet) in `openshift-cluster-api` instead of
 //! MachineSets. Machines and Nodes are made by the machine controller's own code.
 
@@ -13,7 +14,8 @@ use crate::api::status::ApiError;
 use crate::controllers::machines::{
     Launch, SimWorld, create_machine, machine_set_for, provision, provision_as,
 };
-use crate::machine_api::{CAPACITY_PREFIX, MachineApi, Profile, set_node_ready};
+use crate::csi;
+use crate::machine_api::{CAPACITY_PREFIX, MachineApi, Profile};
 use crate::registry::{State, now_rfc3339};
 use crate::settings::{Flavor, Shape};
 use crate::store::Key;
@@ -58,6 +60,7 @@ pub fn build(
     for ns in namespaces {
         state.seed(Resource::Namespaces, "", json!({"metadata": {"name": ns}}))?;
     }
+    state.seed(Resource::StorageClasses, "", csi::default_class())?;
     let mut nodes = control_plane(state, &api, &infra)?;
     let max = (shape.nodes_per_group * 3).max(3);
     for zone in ZONES {
@@ -140,9 +143,7 @@ fn control_plane(
         if let Some(node) = made {
             // The control plane is up before anything else: Ready from the start.
             let stamp = now_rfc3339();
-            state.modify(Resource::Nodes, &Key::cluster(&node), |v| {
-                set_node_ready(v, true, &stamp)
-            })?;
+            csi::node_ready(state, &node, &stamp)?;
             nodes.push((node, String::new(), false));
         }
     }
@@ -273,11 +274,7 @@ fn create_group(
     // The initial machines are long running: their nodes are Ready from the start.
     let stamp = now_rfc3339();
     for (node, ip, _) in &mut nodes {
-        let n = state
-            .modify(Resource::Nodes, &Key::cluster(node), |v| {
-                set_node_ready(v, true, &stamp)
-            })?
-            .value();
+        let n = csi::node_ready(state, node, &stamp)?.value();
         *ip = n["status"]["addresses"][0]["address"]
             .as_str()
             .unwrap_or_default()

@@ -42,7 +42,8 @@ pub enum Resource {
     Jobs,
     /// The storage objects the hub's volume simulation reads. Nothing binds a claim or
     /// provisions a volume: they are stored as clients write them (status included), so a
-    /// test states the cluster's storage as it wants it.
+    /// test states the cluster's storage as it wants it. CSINodes are the simulated CSI
+    /// driver's (`csi`).
     PersistentVolumeClaims,
     PersistentVolumes,
     StorageClasses,

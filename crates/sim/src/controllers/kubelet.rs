@@ -2,7 +2,8 @@
 //! Ready after its boot delay (unless its group is set never to be ready), a bound pod runs
 //! after its start delay once its node is Ready, a pod marked for deletion is removed after
 //! the termination delay, and pods of nodes that no longer exist are removed as the pod
-//! garbage collector does. A pass looks only at the index's work sets.
+//! garbage collector does (their CSINodes too). A node turning Ready registers the CSI driver
+//! (`csi`). A pass looks only at the index's work sets.
 
 use std::time::Duration;
 
@@ -10,7 +11,6 @@ use tokio::time::Instant;
 
 use super::index::Index;
 use crate::api::resources::Resource;
-use crate::machine_api::set_node_ready;
 use crate::registry::{State, now_rfc3339};
 use crate::settings::Timing;
 use crate::store::Key;
@@ -34,9 +34,7 @@ impl Kubelets {
                 .get(name)
                 .is_some_and(|n| due(n.since, timing.node_boot))
             {
-                let _ = state.modify(Resource::Nodes, &Key::cluster(name), |v| {
-                    set_node_ready(v, true, &stamp)
-                });
+                let _ = crate::csi::node_ready(state, name, &stamp);
             }
         }
         let mut purge: Vec<&Key> = index
@@ -50,8 +48,10 @@ impl Kubelets {
             })
             .collect();
         if self.collected != index.nodes_removed {
-            // A node went away: its pods are collected (a rare, whole-cluster pass).
+            // A node went away: its pods and CSINode are collected (a rare, whole-cluster
+            // pass).
             self.collected = index.nodes_removed;
+            crate::csi::collect(state, |n| index.nodes.contains_key(n));
             purge.extend(
                 index
                     .pods
