@@ -34,26 +34,11 @@ async fn explain(args: &[&str]) -> Output {
     .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn succeeded(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}: {}{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
 /// Fails with `code` and a message on stderr, nothing on stdout: the message.
 fn failed(out: &Output, code: i32) -> String {
-    let stderr = text(&out.stderr);
+    let stderr = lossy_text(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{stderr}");
-    assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
+    assert!(out.stdout.is_empty(), "{}", lossy_text(&out.stdout));
     assert!(!stderr.contains("panicked"), "{stderr}");
     stderr
 }

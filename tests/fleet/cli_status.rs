@@ -49,24 +49,9 @@ async fn status(args: &[&str], env: &[(&str, &str)]) -> Output {
     .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn succeeded(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}: {}{}",
-        out.status,
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    text(&out.stdout)
-}
-
 /// Fails with a message (exit status 2, no panic): its stderr.
 fn failed(out: &Output) -> String {
-    let stderr = text(&out.stderr);
+    let stderr = lossy_text(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert!(stderr.starts_with("error: "), "{stderr}");

@@ -367,3 +367,20 @@ pub async fn running_report(
     })
     .await
 }
+
+/// A command's output as text.
+pub fn lossy_text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The stdout of a command that must have succeeded; its whole output when it did not.
+pub fn succeeded(out: &std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}: {}{}",
+        out.status,
+        lossy_text(&out.stdout),
+        lossy_text(&out.stderr)
+    );
+    lossy_text(&out.stdout)
+}
