@@ -311,3 +311,35 @@ fn names_in_rules() -> Vec<String> {
     names.dedup();
     names
 }
+
+/// docs/metrics.md says which names promtool flags and how many: the list the test accepts.
+#[test]
+fn metrics_doc_names_exactly_the_names_promtool_flags() {
+    let doc =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/metrics.md")).unwrap();
+    let start = doc.find("`promtool check metrics` flags").unwrap();
+    let paragraph = &doc[start..start + doc[start..].find("\n\n").unwrap()];
+    let paragraph = paragraph.replace("\n", " ").replace(
+        "`node_group_{min,max,target}_count`",
+        "`node_group_min_count` `node_group_max_count` `node_group_target_count`",
+    );
+    let words = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+        "eleven", "twelve",
+    ];
+    let count = words[UPSTREAM_COUNT_NAMES.len()];
+    assert!(
+        paragraph.contains(&format!("flags {count} upstream names")),
+        "{paragraph}"
+    );
+    // Every `name_count` in it, not the bare suffix `_count`.
+    let named = paragraph.matches("_count`").count() - paragraph.matches("`_count`").count();
+    assert_eq!(named, UPSTREAM_COUNT_NAMES.len(), "{paragraph}");
+    for name in UPSTREAM_COUNT_NAMES {
+        let short = name.trim_start_matches("cluster_autoscaler_");
+        assert!(
+            paragraph.contains(&format!("`{short}`")),
+            "{short} not in: {paragraph}"
+        );
+    }
+}

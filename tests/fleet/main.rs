@@ -14,6 +14,7 @@ mod tempdir_support;
 
 mod chart_support;
 mod dashboard_support;
+mod docs_support;
 mod e2e_support;
 mod fuzz_support;
 mod hub_support;
@@ -39,6 +40,7 @@ mod dashboard;
 mod dashboard_fleet_intelligence;
 mod dashboard_sharding;
 mod docs;
+mod docs_commands;
 mod fuzz;
 mod helm_chart;
 mod hub_cache;

@@ -16,7 +16,7 @@ use fleetscaler::sim::settings::{FleetSettings, Shape, Timing};
 use sim_support::eventually;
 
 /// The test bed's kubectl (built once per machine, cached).
-fn kubectl_bin() -> PathBuf {
+pub(crate) fn kubectl_bin() -> PathBuf {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/real-cluster.sh");
     let out = Command::new(script).arg("build").output().unwrap();
     assert!(
