@@ -238,6 +238,14 @@ fn what_if_in_the_browser(base: &str, nodes: usize, api: &Value, refusal: &str) 
     let clusters = api["clusters"].as_array().unwrap();
     let one = clusters.iter().find(|c| c["name"] == "sim-1").unwrap();
     assert_capped(&answer_of(&mut b, "sim-1"), one, nodes);
+    // The proposal is sim-1's own node count: it is at the limit, and the page says what
+    // that holds back, as the API does.
+    let at = &one["overLimits"][0];
+    assert_eq!(at["limit"], "maxNodesTotal", "{one}");
+    let said = format!("already at it maxNodesTotal: {nodes} nodes, proposed {nodes}");
+    assert!(answer_of(&mut b, "sim-1").contains(&said), "{said}");
+    let over = api["summary"]["overLimits"].as_u64().unwrap();
+    assert!(totals.contains(&format!("{over} cluster")), "{totals}");
     let two = answer_of(&mut b, "sim-2");
     assert!(two.contains("no change"), "{two}");
     assert!(two.contains("No decision changes"), "{two}");

@@ -24,6 +24,8 @@ export function renderAnswer(a) {
       h("li", {}, h("strong", {}, plural(count("scaleUpsChanged", 0), "scale-up")), " changed"),
       h("li", {}, h("strong", {}, plural(count("removalsChanged", 0), "removal")), " changed"),
       h("li", {}, h("strong", {}, plural(count("podsChanged", 0), "pending pod")), " with another outcome"),
+      count("overLimits", 0) ? h("li", {}, badge("warn",
+        `${plural(count("overLimits", 0), "cluster")} already at or over a proposed limit`)) : null,
       errors ? h("li", {}, badge("bad", `${plural(errors, "cluster")} not evaluated`)) : null),
     notes(a.notes),
     clusters.length ? clusters.map(cluster) : h("p", {class: "notice"}, "No cluster was evaluated."),
@@ -50,11 +52,27 @@ function cluster(c) {
   return h("section", {class: `what-if-cluster ${level}`, "aria-labelledby": id}, head,
     settings.length ? settingsTable(c.name, settings)
       : h("p", {class: "muted"}, "No setting changes here: the proposal does not reach this cluster."),
+    overLimits(c.overLimits),
     notes(c.notes),
     changes.length ? changesTable(c.name, changes)
       : h("p", {class: "no-change"}, "No decision changes: with the proposed settings this " +
         "cluster would do what it does now."),
     counts(c, changes, notShown));
+}
+
+// What a proposed limit the cluster is already at or over holds back, whether or not a
+// decision changes now (with nothing pending, none does).
+function overLimits(list) {
+  if (!Array.isArray(list) || list.length === 0) return null;
+  const unit = (limit) => ({maxNodesTotal: "nodes", cores: "cores", memoryGiB: "GiB"}[limit]
+    || String(limit).replace(/^gpus\//, ""));
+  return h("ul", {class: "over-limits"}, list.map((o) => {
+    const over = Number(o.used) > Number(o.proposed);
+    const has = `${showValue(o.used)} ${unit(o.limit)}, proposed ${showValue(o.proposed)}`;
+    return h("li", {}, badge("warn", over ? "already over" : "already at it"), " ",
+      h("code", {}, String(o.limit)), `: ${has}; ` +
+      (over ? "nothing added until it is back under" : "nothing added while it stays there"));
+  }));
 }
 
 function tableOf(caption, columns, rows, cls) {
