@@ -23,7 +23,7 @@ use self::kinds::Source;
 use self::list::ListError;
 use self::output::{Counting, Pending};
 pub use self::write::Format;
-use self::write::{ListWriter, empty_list};
+use self::write::{ListWriter, empty_list, refused_list};
 use crate::cluster::cache::discovery::discover;
 use crate::cluster::client::{
     ClientError, connect, kubeconfig_place, load_kubeconfig, require_context, server_of,
@@ -347,10 +347,7 @@ impl<W: Write> Dumper<W> {
         };
         match listed {
             Ok(count) => self.listed(source, count, started),
-            Err(ListError::Skipped(e)) => {
-                self.skipped(source, &e);
-                Ok(())
-            }
+            Err(ListError::Skipped(e)) => self.skipped(source, &e),
             Err(ListError::Failed(e)) => Err(DumpError::List {
                 what: source.what.clone(),
                 source: e,
@@ -372,20 +369,23 @@ impl<W: Write> Dumper<W> {
         Ok(())
     }
 
-    /// A kind refused at its first page: forbidden (a warning), or gone since discovery.
-    fn skipped(&mut self, source: &Source, e: &CallError) {
+    /// A kind refused at its first page: forbidden (a warning, and the kind marked unread
+    /// in the dump), or gone since discovery.
+    fn skipped(&mut self, source: &Source, e: &CallError) -> Result<(), DumpError> {
         let what = source.what.clone();
         if e.category() == Category::Forbidden {
             progress(&what, "forbidden", Instant::now());
-            eprintln!(
-                "warning: not allowed to list {what} ({}): left out of the dump",
-                refusal(e)
-            );
+            let why = refusal(e);
+            eprintln!("warning: not allowed to list {what} ({why}): left out of the dump");
+            let r = &source.resource;
+            let marked = refused_list(&r.api_version, &r.kind, &format!("forbidden ({why})"));
+            self.writer.item(&marked).map_err(|e| self.write_error(e))?;
             self.summary.forbidden.push(what);
         } else {
             progress(&what, "not served", Instant::now());
             self.summary.not_served.push(what);
         }
+        Ok(())
     }
 
     /// The infrastructure templates the node groups point at (Cluster API's scale from

@@ -202,7 +202,7 @@ async fn a_forbidden_kind_is_left_out_with_a_warning_and_the_dump_still_reads() 
     sim.faults().set(Faults {
         error_rate: 1.0,
         error_code: 403,
-        error_paths: vec!["/machineautoscalers".into()],
+        error_paths: vec!["/machineautoscalers".into(), "/replicasets".into()],
         ..Faults::default()
     });
     let file = dir.path().join("dump.json");
@@ -220,12 +220,27 @@ async fn a_forbidden_kind_is_left_out_with_a_warning_and_the_dump_still_reads() 
         .iter()
         .map(|i| i["kind"].as_str().unwrap())
         .collect();
-    assert!(!kinds.iter().any(|k| k.starts_with("MachineAutoscaler")));
+    assert!(!kinds.contains(&"MachineAutoscaler"));
     assert!(kinds.contains(&"MachineSet") && kinds.contains(&"Machine"));
+    // The refused kinds are marked, so that `plan` reads them as unread, not as empty.
+    let refused = doc["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "ReplicaSetList")
+        .unwrap();
+    let why = refused["metadata"]["annotations"]["fleetscaler.io/unreadable"].as_str();
+    assert!(why.unwrap().starts_with("forbidden (403: "), "{refused}");
     // Still a dump: its groups found by their annotations.
     let now = jiff::Timestamp::now().to_string();
     let plan = plan(&file, &now);
     assert_eq!(ids(&plan).len(), 4, "{plan:#}");
+    let warned = plan["warnings"].to_string();
+    assert!(
+        warned.contains("the dump could not list ReplicaSet (apps/v1): forbidden (403: ")
+            && warned.contains("no pod's ReplicaSet is judged missing"),
+        "{warned}"
+    );
     assert!(
         plan["nodeGroups"]
             .as_array()

@@ -82,6 +82,15 @@ impl<W: Write> ListWriter<W> {
     }
 }
 
+/// A kind the dump was not allowed to list: its typed empty list, marked with why, so that
+/// `plan` treats it as the hub treats a kind it may not read (unread, not empty).
+pub(super) fn refused_list(api_version: &str, kind: &str, why: &str) -> Value {
+    let mut list = empty_list(api_version, kind);
+    list["metadata"]["annotations"] =
+        serde_json::json!({ crate::model::dump::UNREADABLE_ANNOTATION: why });
+    list
+}
+
 /// A kind listed empty, as the dump records it: a typed empty list (`JobList`), which the
 /// dump reader counts as the kind listed, so that none of it means none in the cluster.
 pub(super) fn empty_list(api_version: &str, kind: &str) -> Value {

@@ -27,6 +27,7 @@ use super::machine_kind::{MACHINE, MachineKind};
 use super::meta::{FieldError, Projector, api_group, key_of};
 use super::node::Node;
 use super::pod::Pod;
+use super::quote::bounded;
 use super::snapshot::{ClusterSnapshot, PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
 use super::storage::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
 use super::warning::{Warning, WarningCode};
@@ -197,7 +198,10 @@ impl SnapshotBuilder {
             .unwrap_or_default()
             .to_string();
         if kind.ends_with("List") && map.contains_key("items") {
-            self.note_controller_list(&map, &kind);
+            match refused_list(&map) {
+                Some(why) => self.note_refused_list(&map, &kind, why),
+                None => self.note_controller_list(&map, &kind),
+            }
             let Some(Value::Array(items)) = map.remove("items") else {
                 return Err(shape(format!("{kind}.items is not a list")));
             };
@@ -231,6 +235,30 @@ impl SnapshotBuilder {
                 location: format!("{item} ({kind} {name}): "),
                 message: with_yaml_hint(field.to_string()),
             })
+    }
+
+    /// A kind `fleetscaler dump` was not allowed to list, marked so on its empty typed
+    /// list: as for the hub, a pod's controller of that kind is never judged missing, and
+    /// the kind does not count as listed.
+    fn note_refused_list(&mut self, map: &serde_json::Map<String, Value>, kind: &str, why: &str) {
+        let api_version = map
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let item_kind = kind.strip_suffix("List").unwrap_or_default();
+        let what = format!("{item_kind} ({api_version})");
+        let mut message = format!("the dump could not list {what}: {}", bounded(why, 300));
+        if let Some(c) =
+            api_group(api_version).and_then(|g| ControllerKind::of_object(g, item_kind))
+        {
+            self.unnamed
+                .entry(c)
+                .or_insert_with(|| format!("{what} could not be listed when the dump was made"));
+            message.push_str(&format!("; no pod's {} is judged missing", c.name()));
+        }
+        self.report
+            .warnings
+            .push(Warning::general(WarningCode::NotAllowed, message));
     }
 
     /// `kubectl get --raw` answers with a typed list (`ReplicaSetList`), and `fleetscaler
@@ -407,6 +435,17 @@ impl SnapshotBuilder {
         self.report.objects += 1;
         Ok(())
     }
+}
+
+/// The annotation `fleetscaler dump` puts on the empty typed list of a kind it was not
+/// allowed to list, saying why.
+pub const UNREADABLE_ANNOTATION: &str = "fleetscaler.io/unreadable";
+
+fn refused_list(map: &serde_json::Map<String, Value>) -> Option<&str> {
+    map.get("metadata")?
+        .get("annotations")?
+        .get(UNREADABLE_ANNOTATION)?
+        .as_str()
 }
 
 fn typed<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {

@@ -278,6 +278,60 @@ items:
     assert!(why.contains("Job ops/"), "{why}");
 }
 
+/// A kind `fleetscaler dump` was not allowed to list is written as its typed empty list,
+/// marked: it reads as the hub reads a refused kind, unread rather than empty.
+#[test]
+fn a_kind_the_dump_could_not_list_is_unread_not_empty() {
+    let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: apps/v1
+  kind: ReplicaSetList
+  metadata: {annotations: {fleetscaler.io/unreadable: "forbidden (403: replicasets.apps is forbidden)"}}
+  items: []
+- apiVersion: v1
+  kind: PersistentVolumeClaimList
+  metadata: {annotations: {fleetscaler.io/unreadable: "forbidden (403: no)"}}
+  items: []
+- apiVersion: batch/v1
+  kind: JobList
+  metadata: {}
+  items: []
+"#;
+    let (s, report) = load(text).unwrap();
+    let Listing::Unreadable(why) = s.controllers.listing(ControllerKind::ReplicaSet) else {
+        panic!("a refused ReplicaSetList leaves ReplicaSets unreadable");
+    };
+    assert!(
+        why.contains("ReplicaSet (apps/v1) could not be listed"),
+        "{why}"
+    );
+    assert_eq!(
+        s.controllers.listing(ControllerKind::Job),
+        &Listing::Complete
+    );
+    assert!(
+        !s.storage.listed,
+        "a refused claim list says nothing of storage"
+    );
+    let warnings: Vec<String> = report.warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        warnings,
+        [
+            "the dump could not list ReplicaSet (apps/v1): forbidden (403: replicasets.apps is \
+             forbidden); no pod's ReplicaSet is judged missing",
+            "the dump could not list PersistentVolumeClaim (v1): forbidden (403: no)",
+        ]
+    );
+    assert!(
+        report
+            .warnings
+            .iter()
+            .all(|w| w.code == WarningCode::NotAllowed)
+    );
+}
+
 /// Several `kubectl get -o yaml` outputs joined by `---` (their items before their kind, as
 /// kubectl prints them), a trailing marker: every object read, each error naming its place.
 #[test]
