@@ -94,15 +94,15 @@ impl Api {
                 crate::telemetry::metrics::text(&view.metrics()),
             ),
             ["", "api", "v1", "fleet"] => self.in_turn(|| fleet(view)).await,
-            ["", "api", "v1", "clusters", name] => match view.report(name) {
+            ["", "api", "v1", "clusters", name] => match view.report(&segment(name)) {
                 Some(r) => {
                     self.in_turn(|| json(&cluster_body(&r, PENDING_SHOWN)))
                         .await
                 }
-                None => not_found(name),
+                None => not_found(&segment(name)),
             },
             ["", "api", "v1", "clusters", name, "plan"] => {
-                self.plans.answer(view, name, query, &self.heavy).await
+                self.plans.answer(view, &segment(name), query, &self.heavy).await
             }
             _ => text(
                 StatusCode::NOT_FOUND,
@@ -121,6 +121,14 @@ impl Api {
             Err(busy) => busy,
         }
     }
+}
+
+/// A path segment as the client meant it: `fleetscaler explain` and the dashboard escape a
+/// cluster's name (fleet.toml allows any), so `prod%20east` is the cluster `prod east`.
+/// Bytes that are not UTF-8 once decoded stay as sent, and match no cluster.
+fn segment(raw: &str) -> std::borrow::Cow<'_, str> {
+    let decoded = percent_encoding::percent_decode_str(raw).decode_utf8();
+    decoded.unwrap_or(std::borrow::Cow::Borrowed(raw))
 }
 
 fn fleet(view: &FleetView) -> Response<Full<Bytes>> {
@@ -210,4 +218,18 @@ pub(super) fn respond(
         r.headers_mut().insert(header::CONTENT_TYPE, v);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::segment;
+
+    #[test]
+    fn a_cluster_name_is_read_as_the_client_escaped_it() {
+        assert_eq!(segment("prod%20east"), "prod east");
+        assert_eq!(segment("a%2Fb"), "a/b");
+        assert_eq!(segment("sim-1"), "sim-1");
+        // Not UTF-8 once decoded: kept as sent, so it names no cluster rather than another.
+        assert_eq!(segment("%FF"), "%FF");
+    }
 }
