@@ -102,7 +102,9 @@ impl Api {
                 None => not_found(&segment(name)),
             },
             ["", "api", "v1", "clusters", name, "plan"] => {
-                self.plans.answer(view, &segment(name), query, &self.heavy).await
+                self.plans
+                    .answer(view, &segment(name), query, &self.heavy)
+                    .await
             }
             _ => text(
                 StatusCode::NOT_FOUND,

@@ -348,12 +348,16 @@ impl Cache {
                 wake
             }
             Err(e) => {
-                // Nodes, pods and budgets stay as placeholders that protect what they might
-                // (their `unreadable`), controllers as present (not gone for an odd field);
-                // anything else that cannot be read must not stay cached as it was.
+                // Nodes, pods, budgets and volumes stay as placeholders that protect what
+                // they might (their `unreadable`), controllers as present (not gone for an
+                // odd field); anything else that cannot be read must not stay cached as it was.
                 if !matches!(
                     kind,
-                    Kind::Node | Kind::Pod | Kind::PodDisruptionBudget | Kind::Controller(_)
+                    Kind::Node
+                        | Kind::Pod
+                        | Kind::PodDisruptionBudget
+                        | Kind::PersistentVolume
+                        | Kind::Controller(_)
                 ) {
                     self.forget_unreadable(kind, &what);
                 }

@@ -76,13 +76,18 @@ impl Cache {
                 let claim = PersistentVolumeClaim::from_k8s(&o, p);
                 t.claims.upsert(&mut s.claims, claim.key.clone(), claim);
             }
-            // The only projection that can fail (a node affinity it cannot read): the
-            // caller then forgets the volume, so its claim's pods wait with the volume named
-            // as missing rather than buy a node the volume may not reach.
+            // The only projection that can fail (a node affinity it cannot read): kept as a
+            // placeholder that holds the pods whose claims are bound to it (they wait, named
+            // with why, rather than buy a node the volume may not reach), as a dump keeps it;
+            // the problem is reported all the same.
             (Kind::PersistentVolume, Object::PersistentVolume(o)) => {
-                let volume = PersistentVolume::from_k8s(&o, p)?;
+                let (volume, problem) = match PersistentVolume::from_k8s(&o, p) {
+                    Ok(volume) => (volume, None),
+                    Err(e) => (PersistentVolume::unreadable(&o, &e.to_string(), p), Some(e)),
+                };
                 t.volumes
                     .upsert(&mut s.volumes, key_of(&o.metadata, p), volume);
+                return problem.map_or(Ok(false), Err);
             }
             (Kind::StorageClass, Object::StorageClass(o)) => {
                 let class = StorageClass::from_k8s(&o, p);

@@ -183,9 +183,10 @@ async fn a_refused_kind_stays_given_up_however_often_it_is_refused_again() {
 }
 
 /// A volume whose node affinity cannot be read is named in the problems and not kept as it
-/// was: its claim's pods must not be placed by an affinity no longer true.
+/// was: its claim's pods must not be placed by an affinity no longer true. It stays as an
+/// unreadable placeholder (as a dump keeps it), so that they wait for it, named with why.
 #[tokio::test]
-async fn an_unreadable_volume_is_reported_and_forgotten() {
+async fn an_unreadable_volume_is_reported_and_kept_unreadable() {
     let mut c = Cache::new(&[Kind::PersistentVolume]);
     let now = Instant::now();
     c.apply(
@@ -200,7 +201,10 @@ async fn an_unreadable_volume_is_reported_and_forgotten() {
         ),
         now,
     );
-    assert!(c.snapshot().storage.volumes.is_empty());
+    let volumes = &c.snapshot().storage.volumes;
+    assert_eq!(volumes.len(), 1);
+    let why = volumes[0].unreadable.as_deref().unwrap_or_default();
+    assert!(why.starts_with("spec.nodeAffinity.required"), "{why}");
     let problems: Vec<String> = c.problems().collect();
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
@@ -213,6 +217,7 @@ async fn an_unreadable_volume_is_reported_and_forgotten() {
     );
     assert_eq!(c.problems().count(), 0);
     assert_eq!(c.snapshot().storage.volumes.len(), 1);
+    assert!(c.snapshot().storage.volumes[0].unreadable.is_none());
 }
 
 /// A watch that delivers the wrong kind is a problem, never a panic or a misfiled object.
