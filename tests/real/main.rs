@@ -24,4 +24,5 @@ mod real_scale_down;
 mod real_scale_from_zero;
 mod real_serving;
 mod real_sharding;
+mod real_volumes;
 mod real_vs_sim;
