@@ -8,6 +8,7 @@
 //! infrastructure templates node groups scale from zero with. What a failure
 //! means (restart, backoff) is the hub's business: `run` only returns the error.
 
+mod burst;
 pub(crate) mod infra;
 mod liveness;
 mod pass;
@@ -318,6 +319,9 @@ impl Runner {
                 // A template read for a group at zero may let its pending pods scale it up.
                 _ = self.infra.read_done() => schedule.woken(Instant::now()),
                 _ = tokio::time::sleep_until(schedule.next()) => {
+                    if self.burst_arriving(&mut schedule) {
+                        continue;
+                    }
                     let limit = timing.give_up_after();
                     if let Some(why) = self.untrusted(Instant::now(), limit, limit) {
                         return Err(RunnerError::Stale(why));
@@ -337,6 +341,20 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// Holds a batch that came due while its burst is still arriving (within its maximum),
+    /// so that the pass decides on the whole burst.
+    fn burst_arriving(&mut self, schedule: &mut schedule::Schedule) -> bool {
+        let now = Instant::now();
+        if !schedule.holdable(now) {
+            return false;
+        }
+        let Some(why) = burst::still_arriving(self.cache.snapshot()) else {
+            return false;
+        };
+        tracing::debug!(k8s.cluster.name = %self.ctx.name, "pass held: {why}");
+        schedule.hold(now)
     }
 
     /// Why the cached view cannot be acted on: a watch failing for longer than `stale`, or

@@ -2,7 +2,8 @@
 //! happens. A wake-up (a pod turning unschedulable, a node turning ready) starts a batch; the
 //! pass runs once the cluster has been quiet for `debounce`, and at the latest `debounce_max`
 //! after the batch's first wake-up, so a burst makes one pass and a steady stream still gets
-//! one (Karpenter's idle and maximum batch durations).
+//! one (Karpenter's idle and maximum batch durations). A batch due while its burst is still
+//! arriving (`burst`) is held for another quiet window, within the same maximum.
 
 use std::time::Duration;
 
@@ -46,6 +47,25 @@ impl Schedule {
         }
     }
 
+    /// The batch came due at `now` while more of its burst is still arriving: it waits
+    /// another quiet window, never past its maximum. False (run the pass) when the periodic
+    /// floor is due too, or the maximum is reached.
+    pub(super) fn hold(&mut self, now: Instant) -> bool {
+        if !self.holdable(now) {
+            return false;
+        }
+        if let Some((first, due)) = &mut self.batch {
+            *due = (now + self.quiet).min(*first + self.max);
+        }
+        true
+    }
+
+    /// Whether a pass due at `now` is a batch that may still wait.
+    pub(super) fn holdable(&self, now: Instant) -> bool {
+        self.batch
+            .is_some_and(|(first, _)| now < self.periodic && now < first + self.max)
+    }
+
     /// A pass ran, ending at `now`: what woke it is answered.
     pub(super) fn passed(&mut self, now: Instant) {
         self.batch = None;
@@ -74,6 +94,36 @@ mod tests {
         assert_eq!(s.next(), t0 + 1200 * MS);
         s.passed(t0 + 1250 * MS);
         assert_eq!(s.next(), t0 + 11_250 * MS);
+    }
+
+    #[test]
+    fn a_burst_still_arriving_is_held_up_to_the_maximum() {
+        let t0 = Instant::now();
+        let mut s = schedule(t0);
+        s.woken(t0 + 1000 * MS);
+        // Due at 1200; the burst's pods are still being created: another quiet window.
+        assert!(s.hold(t0 + 1200 * MS));
+        assert_eq!(s.next(), t0 + 1400 * MS);
+        assert!(s.hold(t0 + 2900 * MS));
+        assert_eq!(
+            s.next(),
+            t0 + 3000 * MS,
+            "never past the first wake-up + max"
+        );
+        assert!(
+            !s.hold(t0 + 3000 * MS),
+            "the maximum is reached: the pass runs"
+        );
+        s.passed(t0 + 3050 * MS);
+        assert!(!s.hold(t0 + 3100 * MS), "nothing to hold without a batch");
+    }
+
+    #[test]
+    fn the_periodic_floor_is_never_held() {
+        let t0 = Instant::now();
+        let mut s = schedule(t0);
+        s.woken(t0 + 9_900 * MS);
+        assert!(!s.hold(t0 + 10_000 * MS));
     }
 
     #[test]
