@@ -108,6 +108,8 @@ pub struct Counters {
     pub pass_queue: Histogram,
     /// When each activity (`main`, `scaleUp`, `scaleDown`) last happened.
     pub last_activity: BTreeMap<&'static str, Timestamp>,
+    /// Passes not run because nothing changed since a pass that left the cluster settled.
+    pub idle_skips: u64,
 }
 
 impl Default for Counters {
@@ -125,6 +127,7 @@ impl Default for Counters {
             scale_up_latency: Histogram::new(&LATENCY_BUCKETS),
             pass_queue: Histogram::new(&DURATION_BUCKETS),
             last_activity: BTreeMap::new(),
+            idle_skips: 0,
         }
     }
 }

@@ -107,6 +107,12 @@ pub struct Cache {
     /// Objects that could not be read, by `<kind> <key>`, with why.
     problems: BTreeMap<String, String>,
     deletions: usize,
+    /// Changes of what a pass reads, counted: an idle cluster's runner skips a pass whose
+    /// count is that of the last one (`runner::idle`).
+    changes: u64,
+    /// Set by a projection equal to the one it replaces (a node's heartbeat, a pod's probe):
+    /// not a change.
+    unchanged: bool,
     /// When each pod was first seen unschedulable, for the scale-up latency metric.
     pending_since: HashMap<ObjectKey, Instant>,
 }
@@ -134,6 +140,10 @@ impl Cache {
         if !matches!(update.change, Change::Error(_)) {
             state.failing = None;
         }
+        let counts = matches!(
+            update.change,
+            Change::InitDone | Change::InitApply(_) | Change::Apply(_) | Change::Delete(_)
+        );
         let wake = match update.change {
             Change::Init => {
                 self.begin_relist(kind);
@@ -162,7 +172,16 @@ impl Cache {
                 false
             }
         };
+        if counts && !std::mem::take(&mut self.unchanged) {
+            self.changes += 1;
+        }
         wake && self.is_synced()
+    }
+
+    /// How many changes of cached objects (each projected differently from before, or gone,
+    /// or a relist) the cache has taken: equal counts, equal inputs to a pass.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// The watch of `kind` is failing (since its last success).

@@ -28,6 +28,7 @@ impl Cache {
                 };
                 let key = ObjectKey::new("", &node.name);
                 let old = self.nodes.upsert(&mut s.nodes, key, node.clone());
+                self.unchanged = old.as_ref() == Some(&node);
                 let wake = old.is_none_or(|o| o.is_ready() != node.is_ready());
                 problem.map_or(Ok(wake), Err)
             }
@@ -39,6 +40,7 @@ impl Cache {
                 let key = ObjectKey::new(&pod.id.namespace, &pod.id.name);
                 let now_unschedulable = pod.unschedulable;
                 let old = self.pods.upsert(&mut s.pods, key.clone(), pod);
+                self.unchanged = old.as_ref() == self.pods.get(&s.pods, &key);
                 let wake = now_unschedulable && old.is_none_or(|o| !o.unschedulable);
                 if !now_unschedulable {
                     self.pending_since.remove(&key);

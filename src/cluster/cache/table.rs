@@ -36,7 +36,6 @@ impl<K: Clone + Eq + Hash> Table<K> {
         self.keys.len()
     }
 
-    #[cfg(test)]
     pub fn get<'a, T>(&self, items: &'a [T], key: &K) -> Option<&'a T> {
         self.index.get(key).and_then(|&i| items.get(i))
     }

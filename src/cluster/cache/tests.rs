@@ -97,6 +97,32 @@ async fn wakes_on_a_pod_turning_unschedulable_and_a_node_turning_ready_only() {
     assert!(c.snapshot().pods.is_empty());
 }
 
+/// What a pass reads, counted: a node's heartbeat or a pod's probe projects the same and is
+/// no change (an idle cluster's passes are skipped on equal counts); anything else is.
+#[tokio::test]
+async fn changes_count_what_a_pass_reads_and_nothing_else() {
+    let mut c = synced_cache();
+    let now = Instant::now();
+    let base = c.changes();
+    c.apply(update(Kind::Node, Change::Apply(node("a", true))), now);
+    assert_eq!(c.changes(), base + 1);
+    c.apply(update(Kind::Node, Change::Apply(node("a", true))), now);
+    c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now);
+    let seen = c.changes();
+    assert_eq!(seen, base + 2, "the same node again is no change");
+    c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now);
+    c.apply(update(Kind::Node, Change::Resumed), now);
+    assert_eq!(
+        c.changes(),
+        seen,
+        "the same pod, a watch resumed: no change"
+    );
+    c.apply(update(Kind::Pod, Change::Apply(pod("p", "2", false))), now);
+    c.apply(update(MS, Change::Apply(machineset("w", 2))), now);
+    c.apply(update(Kind::Pod, Change::Delete(pod("p", "2", false))), now);
+    assert_eq!(c.changes(), seen + 3);
+}
+
 #[tokio::test]
 async fn node_groups_reach_the_snapshot_when_they_change() {
     let mut c = synced_cache();

@@ -9,6 +9,7 @@
 //! means (restart, backoff) is the hub's business: `run` only returns the error.
 
 mod burst;
+mod idle;
 pub(crate) mod infra;
 mod liveness;
 mod pass;
@@ -240,6 +241,8 @@ pub async fn run(
         last_plan: None,
         executor: None,
         reconciled: None,
+        idle: idle::Idle::default(),
+        learned: 0,
     };
     runner.initializing().await;
     if !runner.sync(&cancel).await? {
@@ -279,6 +282,11 @@ struct Runner {
     executor: Option<(Executor, bool)>,
     /// When leftovers were last repaired while this replica could write.
     reconciled: Option<Instant>,
+    /// The last full pass's inputs, and whether it left the cluster settled.
+    idle: idle::Idle,
+    /// Counts what the runner learned between passes that a pass reads (a removal ended,
+    /// infrastructure templates read): part of a pass's inputs.
+    learned: u64,
 }
 
 /// However the runner ends (an error, cancellation, a panic unwinding through it), the
@@ -317,7 +325,10 @@ impl Runner {
                     self.removal_ended(done);
                 }
                 // A template read for a group at zero may let its pending pods scale it up.
-                _ = self.infra.read_done() => schedule.woken(Instant::now()),
+                _ = self.infra.read_done() => {
+                    self.learned += 1;
+                    schedule.woken(Instant::now());
+                }
                 _ = tokio::time::sleep_until(schedule.next()) => {
                     if self.burst_arriving(&mut schedule) {
                         continue;
@@ -333,6 +344,10 @@ impl Runner {
                         _ = cancel.cancelled() => return Ok(()),
                         _ = self.reconcile_if_due() => {}
                     }
+                    if self.idle_skip() {
+                        schedule.passed(Instant::now());
+                        continue;
+                    }
                     tokio::select! {
                         _ = cancel.cancelled() => return Ok(()),
                         _ = self.pass() => {}
@@ -341,6 +356,34 @@ impl Runner {
                 }
             }
         }
+    }
+
+    /// What a pass would decide from, now.
+    fn inputs(&self, now: jiff::Timestamp) -> idle::Inputs {
+        idle::Inputs {
+            cache: self.cache.changes(),
+            learned: self.learned,
+            spec: self.spec.borrow().clone(),
+            policy: self.ctx.fleet.policy(self.ctx.name.as_str(), now),
+        }
+    }
+
+    /// Skips a pass that would decide as the last one did (`idle`), on a cache the liveness
+    /// probe and the watches vouch for; the look is recorded as the main loop's activity.
+    fn idle_skip(&mut self) -> bool {
+        let at = Instant::now();
+        if self.untrusted_now(at).is_some() {
+            return false;
+        }
+        let now = Timestamp::now();
+        if !self.idle.skip(&self.inputs(now), at) {
+            return false;
+        }
+        self.ctx.publish(|r| {
+            r.counters.idle_skips += 1;
+            r.counters.last_activity.insert("main", now);
+        });
+        true
     }
 
     /// Holds a batch that came due while its burst is still arriving (within its maximum),

@@ -71,6 +71,7 @@ impl Runner {
         let before = Cooldowns::of(&self.state);
         let policy = self.ctx.fleet.policy(self.ctx.name.as_str(), now);
         let snapshot_span = snapshot_span();
+        let changes = self.cache.changes();
         let snapshot = self.cache.snapshot();
         let effective = snapshot_span.in_scope(|| layering::for_cluster(&spec, snapshot, None));
         let with_sources = Arc::new(effective.with_sources());
@@ -78,7 +79,15 @@ impl Runner {
         drop(snapshot_span);
         let settings = effective.settings;
         let engine_started = Instant::now();
+        let inputs = super::idle::Inputs {
+            cache: changes,
+            learned: self.learned,
+            spec: spec.clone(),
+            policy: policy.clone(),
+        };
         let mut plan = run_engine(snapshot, &mut self.state, &settings, &policy, now);
+        let unsettled = super::idle::unsettled(&plan, settings.scale_down_enabled);
+        self.idle.passed(inputs, started, unsettled);
         let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
         let queued_ms = turn.waited.as_secs_f64() * 1e3;
         drop(turn);
@@ -172,7 +181,8 @@ impl Runner {
         latencies
     }
 
-    fn skip_pass(&self, why: String, now: Timestamp) {
+    fn skip_pass(&mut self, why: String, now: Timestamp) {
+        self.idle.forget();
         tracing::warn!(k8s.cluster.name = %self.ctx.name, "pass skipped: {why}");
         self.ctx.publish(|r| {
             r.record_error(why.clone(), now);

@@ -182,6 +182,7 @@ impl Runner {
     /// A scale-down finished, failed, or its task died (a panic: the next reconcile
     /// repairs what it left, its node no longer being in flight).
     pub(super) fn removal_ended(&mut self, done: Result<(Id, Entry), JoinError>) {
+        self.learned += 1;
         let (id, entry) = match done {
             Ok((id, entry)) => (id, Ok(entry)),
             Err(e) => (e.id(), Err(e)),

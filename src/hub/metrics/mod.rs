@@ -132,6 +132,17 @@ fn fleet(e: &mut MetricsBuilder, reports: &[ClusterReport], health: &FleetHealth
     for r in reports {
         e.sample(&[("cluster", r.name.as_str())], f64::from(r.restarts));
     }
+    e.family(
+        "fleetscaler_idle_passes_skipped_total",
+        Type::Counter,
+        "Passes not run because nothing changed since a pass that left the cluster settled.",
+    );
+    for r in reports {
+        e.sample(
+            &[("cluster", r.name.as_str())],
+            r.counters.idle_skips as f64,
+        );
+    }
     per_cluster_histogram(
         e,
         reports,

@@ -314,9 +314,14 @@ pub fn sum_replicas(groups: &[(String, i64, i64, i64)]) -> i64 {
 }
 
 /// Passes the hub has run for `name` so far.
+/// Passes run, and passes skipped because nothing changed since a settled one (each a look
+/// at the cluster that would have decided the same).
 fn passes_run(view: &fleetscaler::hub::FleetView, name: &str) -> u64 {
     view.report(name)
-        .and_then(|r| r.counters.durations.get("main").map(|h| h.count))
+        .map(|r| {
+            let c = &r.counters;
+            c.durations.get("main").map_or(0, |h| h.count) + c.idle_skips
+        })
         .unwrap_or(0)
 }
 

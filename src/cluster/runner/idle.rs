@@ -1,0 +1,227 @@
+//! Idle clusters cost nothing. The scan interval still looks at every cluster (the liveness
+//! probe, the watches' health, a cache too old to act on), but a pass whose inputs are those
+//! of the last one, on a cluster the last pass left settled, would decide the same again: it
+//! is skipped. Inputs are the cached objects (any projected change), the cluster's settings,
+//! the fleet's policy for it, and what the runner learned between passes (a removal ended, an
+//! infrastructure template read). Settled means nothing in the last plan waits on the clock:
+//! no pending pod, no action, no unneeded node (its timer runs), no node or machine still
+//! coming or unready, no backoff, no cooldown, every node that stays kept for a reason only
+//! an event can change. A full pass still runs every `REFRESH` (the status ConfigMap says
+//! the autoscaler is alive, as upstream's is rewritten every loop).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::RunnerSpec;
+use crate::engine::FleetPolicy;
+use crate::engine::plan::Plan;
+use crate::engine::reason::ReasonCode;
+
+/// The longest an idle cluster goes without a full pass.
+pub(super) const REFRESH: Duration = Duration::from_secs(300);
+
+/// What a pass decided from.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Inputs {
+    /// `Cache::changes`: every projected change of a cached object.
+    pub cache: u64,
+    /// What the runner learned between passes (removals ended, templates read).
+    pub learned: u64,
+    pub spec: Arc<RunnerSpec>,
+    pub policy: FleetPolicy,
+}
+
+/// The last full pass: its inputs, when it ran, and whether it left the cluster settled.
+#[derive(Debug, Default)]
+pub(super) struct Idle {
+    last: Option<(Inputs, Instant)>,
+    settled: bool,
+}
+
+impl Idle {
+    /// Whether the pass due at `now` would decide the same as the last: skip it.
+    pub(super) fn skip(&self, inputs: &Inputs, now: Instant) -> bool {
+        match &self.last {
+            Some((last, at)) => self.settled && last == inputs && now < *at + REFRESH,
+            None => false,
+        }
+    }
+
+    /// A full pass ran on `inputs` at `now`, and `unsettled` says what in its plan waits
+    /// on the clock (if anything).
+    pub(super) fn passed(&mut self, inputs: Inputs, now: Instant, unsettled: Option<String>) {
+        self.settled = unsettled.is_none();
+        self.last = Some((inputs, now));
+    }
+
+    /// A pass was skipped for an untrusted cache, or not run: the next one runs in full.
+    pub(super) fn forget(&mut self) {
+        self.last = None;
+    }
+}
+
+/// What in `plan` waits on the clock, so that the next pass must run even if nothing
+/// changes; `None` when the plan would stand until an input changes.
+pub(super) fn unsettled(plan: &Plan, scale_down_enabled: bool) -> Option<String> {
+    let actions = plan.scale_up.len()
+        + plan.scale_down.len()
+        + plan.scale_down_held.len()
+        + plan.fix_target_size.len()
+        + plan.delete_failed_machines.len()
+        + plan.delete_unregistered.len();
+    if actions > 0 {
+        return Some(format!("{actions} action(s) in the last pass"));
+    }
+    if !plan.pending_pods.is_empty() {
+        return Some(format!("{} pending pod(s)", plan.pending_pods.len()));
+    }
+    if !plan.unneeded.is_empty() {
+        return Some(format!("{} unneeded node(s) timing", plan.unneeded.len()));
+    }
+    if let Some(why) = health_in_motion(plan) {
+        return Some(why);
+    }
+    if let (Some(paused), true) = (&plan.scale_down_paused, scale_down_enabled) {
+        return Some(format!("scale-down paused: {paused}"));
+    }
+    plan.not_removable
+        .iter()
+        .find(|n| !EVENT_DRIVEN.contains(&n.code))
+        .map(|n| format!("node {} kept for {}", n.node, n.code.as_str()))
+}
+
+/// Nodes or machines still coming, unready or leaving, backoffs: each has a deadline.
+fn health_in_motion(plan: &Plan) -> Option<String> {
+    let c = &plan.health.cluster;
+    if !c.healthy
+        || c.unready + c.not_started + c.unregistered + c.long_unregistered + c.deleting > 0
+    {
+        return Some("nodes or machines not ready yet, or leaving".into());
+    }
+    plan.health
+        .node_groups
+        .iter()
+        .find(|g| {
+            !g.healthy
+                || g.backoff_until.is_some()
+                || g.fleet_backoff.is_some()
+                || g.scale_up_in_flight.is_some()
+        })
+        .map(|g| format!("node group {} backed off, unhealthy or growing", g.id))
+}
+
+/// Why a node stays that only an event can change (a pod, a budget, an annotation, a
+/// group's size): no timer of the engine's runs out on them.
+const EVENT_DRIVEN: [ReasonCode; 13] = [
+    ReasonCode::ScaleDownDisabledAnnotation,
+    ReasonCode::NotAutoscaled,
+    ReasonCode::NotUnderutilized,
+    ReasonCode::NoPlaceToMovePods,
+    ReasonCode::NotReplicated,
+    ReasonCode::ControllerNotFound,
+    ReasonCode::LocalStorageRequested,
+    ReasonCode::NotSafeToEvictAnnotation,
+    ReasonCode::NotEnoughPdb,
+    ReasonCode::NodeGroupMinSizeReached,
+    ReasonCode::MinimalResourceLimitExceeded,
+    ReasonCode::MinReplicasReached,
+    ReasonCode::NotSimulated,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ClusterConfig;
+    use crate::engine::fixtures::{group_node, machineset, node, pod, snapshot};
+    use crate::engine::settings::{Settings, SettingsPatch};
+    use crate::engine::state::EngineState;
+    use crate::model::ClusterSnapshot;
+    use jiff::Timestamp;
+
+    fn plan_of(s: &ClusterSnapshot) -> Plan {
+        let now: Timestamp = "2026-11-27T10:00:00Z".parse().unwrap();
+        crate::engine::run_once(s, &mut EngineState::default(), &Settings::default(), now)
+    }
+
+    /// One 4-CPU worker at its group's minimum, busy: nothing waits on the clock.
+    fn busy() -> Vec<serde_json::Value> {
+        let mut items = vec![machineset("w", 1, 5, 1).json()];
+        items.extend(group_node("n1", "w", node("n1").cpu("4")));
+        items.push(pod("load").cpu("3").on("n1").json());
+        items
+    }
+
+    #[test]
+    fn a_busy_cluster_at_rest_is_settled() {
+        let plan = plan_of(&snapshot(busy()));
+        assert_eq!(unsettled(&plan, true), None, "{plan:#?}");
+    }
+
+    #[test]
+    fn what_waits_on_the_clock_keeps_the_cluster_unsettled() {
+        let mut pending = busy();
+        pending.push(pod("big").cpu("3").unschedulable().json());
+        let why = unsettled(&plan_of(&snapshot(pending)), true).unwrap();
+        assert!(why.contains("action") || why.contains("pending"), "{why}");
+
+        // An idle node above the group's minimum: unneeded, its timer running.
+        let mut idle = vec![machineset("w", 1, 5, 2).json()];
+        idle.extend(group_node("n1", "w", node("n1").cpu("4")));
+        idle.extend(group_node("n2", "w", node("n2").cpu("4")));
+        idle.push(pod("load").cpu("3").on("n1").json());
+        let why = unsettled(&plan_of(&snapshot(idle)), true).unwrap();
+        assert!(why.contains("unneeded"), "{why}");
+
+        // A machine asked for that has no node yet: its provisioning deadline runs.
+        let mut growing = busy();
+        growing[0] = machineset("w", 1, 5, 2).json();
+        let why = unsettled(&plan_of(&snapshot(growing)), true).unwrap();
+        assert!(
+            why.contains("not ready yet") || why.contains("growing"),
+            "{why}"
+        );
+    }
+
+    fn inputs(cache: u64) -> Inputs {
+        Inputs {
+            cache,
+            learned: 0,
+            spec: Arc::new(RunnerSpec {
+                cluster: ClusterConfig::named("c"),
+                defaults: SettingsPatch::default(),
+                dry_run: false,
+            }),
+            policy: FleetPolicy::none(),
+        }
+    }
+
+    #[test]
+    fn a_pass_is_skipped_only_on_the_same_inputs_of_a_settled_cluster() {
+        let t0 = Instant::now();
+        let mut idle = Idle::default();
+        assert!(!idle.skip(&inputs(1), t0), "the first pass always runs");
+        idle.passed(inputs(1), t0, None);
+        assert!(idle.skip(&inputs(1), t0 + Duration::from_secs(10)));
+        assert!(
+            !idle.skip(&inputs(2), t0 + Duration::from_secs(10)),
+            "a change"
+        );
+        let mut other = inputs(1);
+        other.learned = 1;
+        assert!(!idle.skip(&other, t0), "a removal ended");
+        other = inputs(1);
+        Arc::make_mut(&mut other.spec).dry_run = true;
+        assert!(!idle.skip(&other, t0), "new settings");
+        assert!(!idle.skip(&inputs(1), t0 + REFRESH), "the periodic refresh");
+        idle.passed(inputs(1), t0, Some("1 pending pod(s)".into()));
+        assert!(
+            !idle.skip(&inputs(1), t0 + Duration::from_secs(10)),
+            "unsettled"
+        );
+        idle.passed(inputs(1), t0, None);
+        idle.forget();
+        assert!(!idle.skip(&inputs(1), t0), "after a skipped pass");
+    }
+}

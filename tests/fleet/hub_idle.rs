@@ -1,0 +1,62 @@
+//! Idle clusters cost nothing (issue 26, point 3): the hub keeps looking at a cluster every
+//! scan interval, but a pass whose inputs are those of the last settled one is skipped and
+//! counted; any change of what a pass reads brings the passes back.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::e2e_support::*;
+
+use std::time::Duration;
+
+use fleetscaler::sim::settings::Flavor;
+
+const LONG: Duration = Duration::from_secs(60);
+
+/// (when the last pass ran, passes skipped as idle) of `cluster`, once it has run a pass.
+fn passes(hub: &Hub, cluster: &str) -> Option<(jiff::Timestamp, u64)> {
+    let r = hub.view().report(cluster)?;
+    Some((r.last_pass?.at, r.counters.idle_skips))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_cluster_is_looked_at_without_passes_until_something_changes() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let sim = &fleet.clusters()[0];
+    let dir = TempDir::new("hub-idle");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
+    // Settled: every group at its minimum and busy or kept, nothing pending. Each scan
+    // (300 ms here) is then a look, not a pass.
+    let (settled_at, skips) = eventually(LONG, "passes skipped as idle", || {
+        let seen = passes(&hub, "sim-1").filter(|(_, skips)| *skips >= 3);
+        async move { seen }
+    })
+    .await;
+    eventually(LONG, "more looks, and still no pass", || {
+        let seen = passes(&hub, "sim-1");
+        async move {
+            let (at, now_skips) = seen?;
+            assert_eq!(at, settled_at, "a pass ran with nothing changed");
+            (now_skips >= skips + 3).then_some(())
+        }
+    })
+    .await;
+    let metrics = fleetscaler::telemetry::metrics::text(&hub.view().metrics());
+    assert!(
+        metrics.contains("fleetscaler_idle_passes_skipped_total{cluster=\"sim-1\"}"),
+        "{metrics}"
+    );
+
+    // A pending pod is a change: a pass runs, and while it waits the passes go on.
+    create_pods(sim, "huge", 1, "100").await;
+    let (woken_at, _) = eventually(LONG, "a pass after the change", || {
+        let seen = passes(&hub, "sim-1").filter(|(at, _)| *at > settled_at);
+        async move { seen }
+    })
+    .await;
+    eventually(LONG, "passes again while a pod waits", || {
+        let seen = passes(&hub, "sim-1").filter(|(at, _)| *at > woken_at);
+        async move { seen }
+    })
+    .await;
+    hub.stop().await;
+    fleet.shutdown().await;
+}
