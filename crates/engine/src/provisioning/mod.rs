@@ -333,7 +333,7 @@ fn unsupported_reason(r: &ProvisioningRequest) -> String {
         );
     }
     format!(
-        "class {:?} is not served: only {CHECK_CAPACITY} and {BEST_EFFORT_ATOMIC} are",
+        "class {} is not served: only {CHECK_CAPACITY} and {BEST_EFFORT_ATOMIC} are",
         fleetscaler_model::quote(&r.class)
     )
 }
