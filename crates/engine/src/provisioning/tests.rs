@@ -470,3 +470,51 @@ fn supported_classes_as_upstream() {
         None
     )));
 }
+
+#[test]
+fn booked_capacity_is_not_found_again_by_another_request() {
+    // w1 has 3 free cores; "booked" holds 2 of them.
+    let provisioned = condition("Provisioned", "True", "CapacityIsFound", "", 0);
+    let mut items = cluster(5, "1");
+    items.push(request("asks", CHECK_CAPACITY, 2, json!([])));
+    let p = pass(&items, &mut EngineState::default(), 1);
+    assert_eq!(decision(&p, "asks").decision, Decision::CapacityFound);
+    let mut booked = request("booked", CHECK_CAPACITY, 2, json!([provisioned]));
+    booked["metadata"]["creationTimestamp"] = json!(at(-5).to_string());
+    items.push(booked);
+    let p = pass(&items, &mut EngineState::default(), 1);
+    assert_eq!(decision(&p, "booked").decision, Decision::Booked);
+    let d = decision(&p, "asks");
+    assert_eq!(d.decision, Decision::CapacityNotFound, "{}", d.reason);
+    assert!(d.reason.contains("1 of 2 pod(s) fit"), "{}", d.reason);
+}
+
+#[test]
+fn the_pods_of_a_request_are_named_and_owned_as_upstreams() {
+    let mut items = cluster(5, "1");
+    let mut r = request("train", CHECK_CAPACITY, 2, json!([]));
+    r["spec"]["podSets"] = json!([{"podTemplateRef": {"name": "worker"}, "count": 2},
+        {"podTemplateRef": {"name": "worker"}, "count": 1}]);
+    items.push(r);
+    let s = snapshot(items);
+    let classified = super::classify(&s, &Default::default(), at(1));
+    let c = classified.candidate.unwrap();
+    let names: Vec<String> = c.pods.iter().map(|p| p.id.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "default/train-0-0",
+            "default/train-0-1",
+            "default/train-1-0"
+        ]
+    );
+    let p = &c.pods[0];
+    assert_eq!(&*p.uid, "default/train-0-0");
+    assert_eq!(p.consumes.as_deref(), Some("train"));
+    assert_eq!(
+        p.owner.as_ref().map(|o| &*o.kind),
+        Some("ProvisioningRequest")
+    );
+    assert_eq!(p.labels.get("app"), Some("worker"));
+    assert_eq!(p.created, Some(at(0)));
+}
