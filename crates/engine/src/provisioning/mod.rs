@@ -23,19 +23,21 @@
 mod atomic;
 mod check_capacity;
 pub mod conditions;
+mod memory;
+mod pods;
 mod turn;
 
+pub use memory::{ProvisioningMemory, Retry, forget_gone};
 pub use turn::scale_up;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use fleetscaler_model::meta::OwnerRef;
-use fleetscaler_model::pod::{Pod, PodId, PodPhase};
+use fleetscaler_model::pod::Pod;
 use fleetscaler_model::provisioning::{
     self as pr, BEST_EFFORT_ATOMIC, BOOKING_EXPIRED, CHECK_CAPACITY, ConditionStatus, FAILED,
     PROVISIONED, ProvisioningRequest, ProvisioningRequests,
@@ -43,9 +45,10 @@ use fleetscaler_model::provisioning::{
 use fleetscaler_model::{ClusterSnapshot, ObjectKey, Warning, WarningCode};
 
 use crate::nodegroups::NodeGroupId;
-use crate::settings::duration_serde;
 use crate::state::add;
 use conditions::ConditionWrite;
+use memory::{remember, retry_at};
+use pods::{PodsError, pods_for};
 
 /// Upstream's `defaultReservationTime`: how long a Provisioned request's capacity is booked.
 pub const RESERVATION_TIME: Duration = Duration::from_secs(10 * 60);
@@ -64,27 +67,6 @@ pub const MAX_REMEMBERED: usize = 1000;
 pub const MAX_REQUESTS: usize = 5000;
 /// The booked pods one pass places: beyond them, bookings are not simulated (warned).
 pub const MAX_BOOKED_PODS: usize = 50_000;
-
-/// What the engine remembers about requests between passes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ProvisioningMemory {
-    /// The next pass with both a request to serve and other pending pods serves the request.
-    #[serde(default)]
-    pub request_turn: bool,
-    /// Request uid → when it was last tried without success, and its next wait (upstream's
-    /// backoff cache).
-    #[serde(default)]
-    pub retries: BTreeMap<String, Retry>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Retry {
-    pub last_attempt: Timestamp,
-    #[serde(with = "duration_serde")]
-    pub wait: Duration,
-}
 
 /// What a pass decides about a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -294,6 +276,13 @@ fn decide<'s>(
         d.retry_at = Some(at);
         return Some(d);
     }
+    if out.candidate.is_some() {
+        // Upstream's injector stops at the first request it can take: the others are not
+        // looked at (nor their pods made) until their turn.
+        let why =
+            "waits for a pass of its own: one ProvisioningRequest is served per pass, oldest first";
+        return Some(RequestDecision::new(r, Decision::Waiting, why));
+    }
     let pods = match pods_for(r, prs) {
         Ok(pods) => pods,
         Err(PodsError::Missing(message)) => {
@@ -316,11 +305,6 @@ fn decide<'s>(
             return Some(RequestDecision::new(r, Decision::Invalid, why));
         }
     };
-    if out.candidate.is_some() {
-        let why =
-            "waits for a pass of its own: one ProvisioningRequest is served per pass, oldest first";
-        return Some(RequestDecision::new(r, Decision::Waiting, why));
-    }
     out.candidate = Some(Candidate { request: r, pods });
     None
 }
@@ -457,22 +441,6 @@ fn expire(
     Some(RequestDecision::new(r, Decision::Expired, why).writing(r, vec![write]))
 }
 
-/// When a request found without capacity may be tried again: its last attempt (the
-/// engine's memory, else Provisioned's transition time) plus its wait.
-fn retry_at(r: &ProvisioningRequest, memory: &ProvisioningMemory) -> Option<Timestamp> {
-    let c = r.condition(PROVISIONED)?;
-    if c.status != ConditionStatus::False {
-        return None;
-    }
-    let remembered = memory.retries.get(&*r.uid);
-    let last = remembered
-        .map(|m| m.last_attempt)
-        .into_iter()
-        .chain(c.last_transition)
-        .max()?;
-    Some(add(last, remembered.map_or(INITIAL_RETRY, |m| m.wait)))
-}
-
 /// Scheduled pods consuming a request, per (namespace, request): upstream counts the pods
 /// carrying the annotation on the snapshot's nodes.
 fn scheduled_consumers(snapshot: &ClusterSnapshot) -> HashMap<(&str, &str), u64> {
@@ -485,82 +453,6 @@ fn scheduled_consumers(snapshot: &ClusterSnapshot) -> HashMap<(&str, &str), u64>
         }
     }
     out
-}
-
-enum PodsError {
-    /// Upstream's `errMissingPodTemplates` text.
-    Missing(String),
-    /// A PodTemplate this engine could not read.
-    Unreadable(String),
-}
-
-/// The request's pods from its PodTemplates, as upstream's `PodsForProvisioningRequest`
-/// makes them: `<request>-<set>-<index>`, in the request's namespace, owned by it, carrying
-/// the consume and class annotations (here: `consumes`), created when the request was.
-fn pods_for(r: &ProvisioningRequest, prs: &ProvisioningRequests) -> Result<Vec<Pod>, PodsError> {
-    let ns = &*r.key.namespace;
-    let missing: Vec<&str> = r
-        .pod_sets
-        .iter()
-        .filter(|s| prs.template(ns, &s.template).is_none())
-        .map(|s| &*s.template)
-        .collect();
-    if !missing.is_empty() {
-        return Err(PodsError::Missing(format!(
-            "missing pod templates, {} pod templates were referenced, {} templates were missing: {}",
-            r.pod_sets.len(),
-            missing.len(),
-            missing.join(",")
-        )));
-    }
-    let mut pods = Vec::new();
-    for (i, set) in r.pod_sets.iter().enumerate() {
-        let Some(t) = prs.template(ns, &set.template) else {
-            continue;
-        };
-        if let Some(why) = &t.unreadable {
-            return Err(PodsError::Unreadable(format!(
-                "PodTemplate {}: {why}",
-                t.key
-            )));
-        }
-        for j in 0..set.count {
-            pods.push(pod(r, t, i, j));
-        }
-    }
-    Ok(pods)
-}
-
-fn pod(r: &ProvisioningRequest, t: &pr::PodTemplate, set: usize, index: u32) -> Pod {
-    let name: Arc<str> = format!("{}-{set}-{index}", r.key.name).into();
-    Pod {
-        uid: format!("{}/{name}", r.key.namespace).into(),
-        id: PodId {
-            namespace: r.key.namespace.clone(),
-            name,
-        },
-        labels: t.labels.clone(),
-        spec: t.spec.clone(),
-        owner: Some(OwnerRef {
-            kind: "ProvisioningRequest".into(),
-            name: r.key.name.clone(),
-            uid: r.uid.clone(),
-            group: Some(pr::GROUP.into()),
-        }),
-        priority: t.priority,
-        node_name: None,
-        nominated_node: None,
-        phase: PodPhase::Pending,
-        unschedulable: true,
-        created: r.created,
-        deleting: None,
-        mirror: false,
-        safe_to_evict: None,
-        safe_to_evict_local_volumes: Vec::new(),
-        daemonset_pod_annotation: None,
-        scale_up_delay: None,
-        consumes: Some(r.key.name.clone()),
-    }
 }
 
 /// What serving the candidate came to, from the scale-up pass that ran its pods.
@@ -589,60 +481,6 @@ pub fn candidate_decision(
     };
     remember(memory, r, d.decision, now);
     d
-}
-
-/// Retry timing after an attempt (upstream's injector doubles the wait up to its max and
-/// forgets a request once Provisioned or Failed).
-fn remember(memory: &mut ProvisioningMemory, r: &ProvisioningRequest, d: Decision, now: Timestamp) {
-    let uid = r.uid.to_string();
-    if d != Decision::CapacityNotFound {
-        memory.retries.remove(&uid);
-        return;
-    }
-    // A first attempt waits the initial time; a retry doubles the wait it waited.
-    let retried = r
-        .condition(PROVISIONED)
-        .is_some_and(|c| c.status == ConditionStatus::False);
-    let waited = memory.retries.get(&uid).map_or(INITIAL_RETRY, |m| m.wait);
-    let wait = if retried {
-        (waited * 2).min(MAX_RETRY)
-    } else {
-        INITIAL_RETRY
-    };
-    memory.retries.insert(
-        uid,
-        Retry {
-            last_attempt: now,
-            wait,
-        },
-    );
-    while memory.retries.len() > MAX_REMEMBERED {
-        let oldest = memory
-            .retries
-            .iter()
-            .min_by_key(|(_, m)| m.last_attempt)
-            .map(|(k, _)| k.clone());
-        match oldest {
-            Some(k) => memory.retries.remove(&k),
-            None => break,
-        };
-    }
-}
-
-/// Forgets the retry timing of requests no longer in the cluster.
-pub fn forget_gone(memory: &mut ProvisioningMemory, snapshot: &ClusterSnapshot) {
-    if memory.retries.is_empty() {
-        return;
-    }
-    let present: std::collections::HashSet<&str> = snapshot
-        .provisioning
-        .requests
-        .iter()
-        .map(|r| &*r.uid)
-        .collect();
-    memory
-        .retries
-        .retain(|uid, _| present.contains(uid.as_str()));
 }
 
 #[cfg(test)]
