@@ -518,3 +518,50 @@ fn the_pods_of_a_request_are_named_and_owned_as_upstreams() {
     assert_eq!(p.labels.get("app"), Some("worker"));
     assert_eq!(p.created, Some(at(0)));
 }
+
+#[test]
+fn a_booking_partly_consumed_stays_booked() {
+    let provisioned = condition("Provisioned", "True", "CapacityIsFound", "", 0);
+    let mut items = cluster(5, "1");
+    items.push(request("used", CHECK_CAPACITY, 2, json!([provisioned])));
+    let mut p = pod("job-0").cpu("1").on("w1").json();
+    p["metadata"]["annotations"] = json!({CONSUME_ANNOTATION: "used"});
+    items.push(p);
+    let plan = pass(&items, &mut EngineState::default(), 3);
+    let d = decision(&plan, "used");
+    assert_eq!(d.decision, Decision::Booked);
+    assert!(d.reason.contains("(1 are)"), "{}", d.reason);
+}
+
+#[test]
+fn provisioned_unknown_is_left_alone_and_an_old_provisioned_request_deleted() {
+    let unknown = condition("Provisioned", "Unknown", "Pending", "", 0);
+    let mut items = cluster(5, "1");
+    items.push(request("unsure", CHECK_CAPACITY, 1, json!([unknown])));
+    let p = pass(&items, &mut EngineState::default(), 1);
+    let d = decision(&p, "unsure");
+    assert_eq!(d.decision, Decision::LeftAlone);
+    assert!(d.conditions.is_empty());
+    let p = pass(&items, &mut EngineState::default(), 7 * 24 * 60 + 1);
+    assert_eq!(decision(&p, "unsure").decision, Decision::Delete);
+}
+
+#[test]
+fn the_retry_timing_survives_the_state_file() {
+    let mut items = cluster(5, "3");
+    items.push(request("short", CHECK_CAPACITY, 3, json!([])));
+    let mut state = EngineState::default();
+    let p = pass(&items, &mut state, 1);
+    assert_eq!(decision(&p, "short").decision, Decision::CapacityNotFound);
+    let retry = &state.provisioning.retries["uid-short"];
+    assert_eq!((retry.last_attempt, retry.wait), (at(1), super::INITIAL_RETRY));
+    let json = state.to_json();
+    assert!(json.contains("\"provisioning\""), "{json}");
+    let back = EngineState::from_json(&json).unwrap();
+    assert_eq!(back.provisioning, state.provisioning);
+    // A request gone from the cluster is forgotten.
+    let mut state = back;
+    items.pop();
+    pass(&items, &mut state, 2);
+    assert!(state.provisioning.retries.is_empty());
+}
