@@ -554,7 +554,10 @@ fn the_retry_timing_survives_the_state_file() {
     let p = pass(&items, &mut state, 1);
     assert_eq!(decision(&p, "short").decision, Decision::CapacityNotFound);
     let retry = &state.provisioning.retries["uid-short"];
-    assert_eq!((retry.last_attempt, retry.wait), (at(1), super::INITIAL_RETRY));
+    assert_eq!(
+        (retry.last_attempt, retry.wait),
+        (at(1), super::INITIAL_RETRY)
+    );
     let json = state.to_json();
     assert!(json.contains("\"provisioning\""), "{json}");
     let back = EngineState::from_json(&json).unwrap();
@@ -564,4 +567,22 @@ fn the_retry_timing_survives_the_state_file() {
     items.pop();
     pass(&items, &mut state, 2);
     assert!(state.provisioning.retries.is_empty());
+}
+
+#[test]
+fn an_atomic_request_counts_the_nodes_already_coming() {
+    let mut items = cluster(10, "4");
+    items[0]["spec"]["replicas"] = json!(3);
+    for k in 1..3 {
+        items.push(crate::fixtures::pending_machine(
+            &format!("workers-m{k}"),
+            "workers",
+            &at(-1).to_string(),
+        ));
+    }
+    items.push(request("train", BEST_EFFORT_ATOMIC, 6, json!([])));
+    let p = pass(&items, &mut EngineState::default(), 1);
+    let d = decision(&p, "train");
+    assert_eq!(d.decision, Decision::CapacityFound, "{}", d.reason);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
 }

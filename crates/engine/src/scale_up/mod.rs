@@ -230,6 +230,10 @@ impl<'a> Pass<'a> {
             .iter()
             .filter(|p| waits_for_a_node(p))
             .count() as u64;
+        // Booked pods and a request's pods take upcoming nodes too.
+        let extra =
+            self.extra.booked.len() + self.extra.request.as_ref().map_or(0, |r| r.pods.len());
+        let pending = pending + extra as u64;
         for (gi, g) in self.input.groups.groups.iter().enumerate() {
             let up = self.input.cluster.groups[gi].upcoming;
             self.upcoming[gi] = up;
