@@ -207,10 +207,13 @@ fn booked_capacity_holds_its_node_and_expires_after_ten_minutes() {
     let d = decision(&p, "booked");
     assert_eq!(d.decision, Decision::Booked, "{}", d.reason);
     assert!(d.conditions.is_empty());
+    let kept = p.not_removable.iter().find(|n| &*n.node == "w2").unwrap();
+    assert_eq!(kept.code, ReasonCode::HoldsMovedPods);
     assert!(
-        p.unneeded.iter().all(|u| &*u.node != "w2"),
-        "booked capacity keeps w2: {:?}",
-        p.unneeded
+        kept.message
+            .starts_with("capacity is booked here for ProvisioningRequest default/booked"),
+        "{}",
+        kept.message
     );
     let p = pass(&items, &mut state, 11);
     let d = decision(&p, "booked");
