@@ -231,6 +231,45 @@ impl ProvisioningRequest {
     }
 }
 
+impl ProvisioningRequest {
+    /// A request whose fields cannot be read (`why`): kept by name with `problem` set, so
+    /// the plan names it and nothing is simulated for it.
+    pub fn unreadable(value: &Value, why: &str, p: &mut Projector) -> Self {
+        let meta = value.get("metadata");
+        let field = |k: &str| {
+            meta.and_then(|m| m.get(k))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+        };
+        let version = value
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .and_then(|v| v.rsplit_once('/'))
+            .map_or("v1", |(_, v)| v);
+        let class = value
+            .get("spec")
+            .and_then(|s| s.get("provisioningClassName"))
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        ProvisioningRequest {
+            key: ObjectKey {
+                namespace: p.str(&crate::quote::bounded(field("namespace"), 253)),
+                name: p.str(&crate::quote::bounded(field("name"), 253)),
+            },
+            uid: p.str(&crate::quote::bounded(field("uid"), 64)),
+            version: p.str(&crate::quote::bounded(version, 16)),
+            generation: 0,
+            created: None,
+            class: p.str(&crate::quote::bounded(class, MAX_CLASS_BYTES)),
+            pod_sets: Vec::new(),
+            parameters: BTreeMap::new(),
+            conditions: Vec::new(),
+            class_details: BTreeMap::new(),
+            problem: Some(crate::quote::bounded(why, 1024).into_owned()),
+        }
+    }
+}
+
 fn parse_time(t: &str, path: &str) -> Result<Timestamp, FieldError> {
     t.parse::<Timestamp>()
         .map_err(|e| FieldError::new(path, format!("not an RFC 3339 time: {e}")))

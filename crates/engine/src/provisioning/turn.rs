@@ -59,7 +59,12 @@ pub fn scale_up<'a>(
                 out.actions.extend(ran.actions);
                 out.actions.sort_by(|a, b| a.node_group.cmp(&b.node_group));
             }
-            out.warnings.extend(ran.warnings);
+            // The run went over the pending pods again: their warnings are said already.
+            for w in ran.warnings {
+                if !out.warnings.contains(&w) {
+                    out.warnings.push(w);
+                }
+            }
             served = Some(Served {
                 outcome,
                 node_group,

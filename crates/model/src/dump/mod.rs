@@ -416,7 +416,8 @@ impl SnapshotBuilder {
     }
 
     /// A ProvisioningRequest of a version read (`v1`, `v1beta1`); another version is left
-    /// out, counted as skipped. One that breaks the CRD's bounds is kept (the engine names it).
+    /// out, counted as skipped. One that breaks the CRD's bounds, or cannot be read, is kept
+    /// with its problem (a warning; the engine leaves it alone), never refusing the dump.
     fn add_provisioning_request(
         &mut self,
         api_version: &str,
@@ -431,7 +432,17 @@ impl SnapshotBuilder {
                 .or_default() += 1;
             return Ok(());
         }
-        let request = ProvisioningRequest::from_json(&value, &mut self.projector)?;
+        let request =
+            ProvisioningRequest::from_json(&value, &mut self.projector).unwrap_or_else(|e| {
+                let why = e.to_string();
+                let r = ProvisioningRequest::unreadable(&value, &why, &mut self.projector);
+                self.report.warnings.push(Warning::about(
+                    WarningCode::UnreadableObject,
+                    format!("ProvisioningRequest {}", r.key),
+                    format!("{why}; it is left alone"),
+                ));
+                r
+            });
         self.snapshot.provisioning.listed = true;
         self.snapshot.provisioning.requests.push(request);
         self.report.objects += 1;

@@ -410,7 +410,7 @@ fn without_provisioning_requests_the_feature_is_off_and_an_empty_list_turns_it_o
 }
 
 #[test]
-fn an_unreadable_pod_template_is_a_warning_and_a_bad_request_an_error() {
+fn an_unreadable_pod_template_or_request_is_a_warning() {
     let text = r#"
 - apiVersion: v1
   kind: PodTemplate
@@ -430,6 +430,15 @@ kind: ProvisioningRequest
 metadata: {name: a, namespace: ml}
 spec: {podSets: [{podTemplateRef: {name: w}, count: many}]}
 "#;
-    let err = load(bad).unwrap_err();
-    assert!(err.to_string().contains("spec.podSets[0].count"), "{err}");
+    let (s, report) = load(bad).unwrap();
+    let r = &s.provisioning.requests[0];
+    assert_eq!(r.key.to_string(), "ml/a");
+    assert!(
+        r.problem
+            .as_deref()
+            .unwrap()
+            .contains("spec.podSets[0].count")
+    );
+    let w = &report.warnings[0];
+    assert_eq!(w.subject.as_deref(), Some("ProvisioningRequest ml/a"));
 }
