@@ -197,7 +197,7 @@ impl ProvisioningRequest {
             &mut problems,
             p,
         )?;
-        let request = ProvisioningRequest {
+        let mut request = ProvisioningRequest {
             key: ObjectKey {
                 namespace: p.str(namespace.as_deref().unwrap_or_default()),
                 name: p.str(name.as_deref().unwrap_or_default()),
@@ -217,7 +217,6 @@ impl ProvisioningRequest {
             class_details,
             problem: None,
         };
-        let mut request = request;
         if request.pod_count() > MAX_REQUEST_PODS {
             problems.push(format!(
                 "asks for {} pods, more than the {MAX_REQUEST_PODS} one request may ask for here",

@@ -589,3 +589,26 @@ fn an_atomic_request_counts_the_nodes_already_coming() {
     assert_eq!(d.decision, Decision::CapacityFound, "{}", d.reason);
     assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
 }
+
+#[test]
+fn atomic_respects_the_clusters_max_nodes() {
+    // Six one-core pods need two new 4-core nodes; max_nodes_total leaves room for one.
+    let mut items = cluster(10, "4");
+    items.push(request("train", BEST_EFFORT_ATOMIC, 6, json!([])));
+    let settings = Settings {
+        max_nodes_total: Some(2),
+        ..Settings::default()
+    };
+    let s = snapshot(items.clone());
+    let p = run_once(&s, &mut EngineState::default(), &settings, at(1));
+    let d = decision(&p, "train");
+    assert_eq!(d.decision, Decision::CapacityNotFound, "{}", d.reason);
+    assert!(p.scale_up.is_empty());
+    assert!(d.reason.contains("MaxNodesTotalReached"), "{}", d.reason);
+    let settings = Settings {
+        max_nodes_total: Some(3),
+        ..Settings::default()
+    };
+    let p = run_once(&s, &mut EngineState::default(), &settings, at(1));
+    assert_eq!(decision(&p, "train").decision, Decision::ScaledUp);
+}
