@@ -104,6 +104,9 @@ pub fn run_once_with(
         out
     });
     warnings.extend(scale_up.warnings);
+    if provisioning::counts_as_scale_up(&provisioning_requests) {
+        state.last_scale_up = Some(now);
+    }
     let mut expected = expected_placements(snapshot, &scale_up.pods);
     // Booked capacity holds its nodes as upstream's booked pods do.
     expected.extend(

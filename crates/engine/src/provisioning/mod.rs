@@ -455,6 +455,15 @@ fn scheduled_consumers(snapshot: &ClusterSnapshot) -> HashMap<(&str, &str), u64>
     out
 }
 
+/// Upstream reports a check-capacity request found as a successful scale-up
+/// (`ScaleUpSuccessful`), which starts scale-down's cooldown (`scale_down_delay_after_add`)
+/// as a real scale-up does: the found capacity is not removed under the request.
+pub fn counts_as_scale_up(decisions: &[RequestDecision]) -> bool {
+    decisions
+        .iter()
+        .any(|d| d.decision == Decision::CapacityFound && &*d.class == CHECK_CAPACITY)
+}
+
 /// What serving the candidate came to, from the scale-up pass that ran its pods.
 pub struct Served {
     pub outcome: crate::scale_up::RequestOutcome,

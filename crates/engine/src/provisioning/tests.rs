@@ -103,6 +103,9 @@ fn check_capacity_finds_room_on_existing_nodes() {
         ]
     );
     assert!(p.scale_up.is_empty(), "check-capacity never scales");
+    // Upstream's ScaleUpSuccessful: scale-down waits scale_down_delay_after_add.
+    let paused = p.scale_down_paused.as_deref().unwrap_or_default();
+    assert!(paused.contains("scale_down_delay_after_add"), "{paused}");
 }
 
 #[test]
