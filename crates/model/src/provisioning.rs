@@ -140,100 +140,85 @@ impl ProvisioningRequest {
     /// it; a bound broken keeps the request with `problem` set.
     pub fn from_json(value: &Value, p: &mut Projector) -> Result<Self, FieldError> {
         let meta = value.get("metadata");
-        let text = |v: Option<&Value>, path: &str| -> Result<Option<String>, FieldError> {
-            match v {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(other) => Err(FieldError::new(
-                    path,
-                    format!("expected a string, found {other}"),
-                )),
-            }
-        };
-        let namespace = text(meta.and_then(|m| m.get("namespace")), "metadata.namespace")?;
-        let name = text(meta.and_then(|m| m.get("name")), "metadata.name")?;
+        for field in ["namespace", "name", "uid"] {
+            text(
+                meta.and_then(|m| m.get(field)),
+                &format!("metadata.{field}"),
+            )?;
+        }
+        let mut r = Self::named(value, p);
         let created = text(
             meta.and_then(|m| m.get("creationTimestamp")),
             "metadata.creationTimestamp",
-        )?
-        .map(|t| parse_time(&t, "metadata.creationTimestamp"))
-        .transpose()?;
-        let generation = meta
+        )?;
+        r.created = created
+            .map(|t| parse_time(t, "metadata.creationTimestamp"))
+            .transpose()?;
+        r.generation = meta
             .and_then(|m| m.get("generation"))
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        let version = value
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .and_then(|v| v.rsplit_once('/'))
-            .map_or("v1", |(_, v)| v);
+        let mut problems = Vec::new();
         let spec = value.get("spec");
         let class = text(
             spec.and_then(|s| s.get("provisioningClassName")),
             "spec.provisioningClassName",
         )?
         .unwrap_or_default();
-        let mut problems = Vec::new();
         if class.len() > MAX_CLASS_BYTES {
             problems.push(format!(
                 "spec.provisioningClassName is {} bytes, more than the CRD's {MAX_CLASS_BYTES}",
                 class.len()
             ));
         }
-        let pod_sets = pod_sets(spec.and_then(|s| s.get("podSets")), &mut problems, p)?;
-        let parameters = string_map(
+        r.pod_sets = pod_sets(spec.and_then(|s| s.get("podSets")), &mut problems, p)?;
+        r.parameters = string_map(
             spec.and_then(|s| s.get("parameters")),
             "spec.parameters",
             (MAX_PARAMETERS, MAX_PARAMETER_BYTES),
             &mut problems,
             p,
         )?;
-        let status = value.get("status");
-        let conditions = conditions(status.and_then(|s| s.get("conditions")), &mut problems, p)?;
-        let class_details = string_map(
-            status.and_then(|s| s.get("provisioningClassDetails")),
-            "status.provisioningClassDetails",
-            (MAX_DETAILS, MAX_MESSAGE_BYTES),
-            &mut problems,
-            p,
-        )?;
-        let mut request = ProvisioningRequest {
-            key: ObjectKey {
-                namespace: p.str(namespace.as_deref().unwrap_or_default()),
-                name: p.str(name.as_deref().unwrap_or_default()),
-            },
-            uid: p.str(
-                meta.and_then(|m| m.get("uid"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default(),
-            ),
-            version: p.str(version),
-            generation,
-            created,
-            class: p.str(crate::quote::bounded(&class, MAX_CLASS_BYTES).as_ref()),
-            pod_sets,
-            parameters,
-            conditions,
-            class_details,
-            problem: None,
-        };
-        if request.pod_count() > MAX_REQUEST_PODS {
+        r.read_status(value.get("status"), &mut problems, p)?;
+        if r.pod_count() > MAX_REQUEST_PODS {
             problems.push(format!(
                 "asks for {} pods, more than the {MAX_REQUEST_PODS} one request may ask for here",
-                request.pod_count()
+                r.pod_count()
             ));
         }
         if !problems.is_empty() {
-            request.problem = Some(crate::quote::bounded(&problems.join("; "), 1024).into_owned());
+            r.problem = Some(crate::quote::bounded(&problems.join("; "), 1024).into_owned());
         }
-        Ok(request)
+        Ok(r)
     }
-}
 
-impl ProvisioningRequest {
+    fn read_status(
+        &mut self,
+        status: Option<&Value>,
+        problems: &mut Vec<String>,
+        p: &mut Projector,
+    ) -> Result<(), FieldError> {
+        self.conditions = conditions(status.and_then(|s| s.get("conditions")), problems, p)?;
+        self.class_details = string_map(
+            status.and_then(|s| s.get("provisioningClassDetails")),
+            "status.provisioningClassDetails",
+            (MAX_DETAILS, MAX_MESSAGE_BYTES),
+            problems,
+            p,
+        )?;
+        Ok(())
+    }
+
     /// A request whose fields cannot be read (`why`): kept by name with `problem` set, so
     /// the plan names it and nothing is simulated for it.
     pub fn unreadable(value: &Value, why: &str, p: &mut Projector) -> Self {
+        let mut r = Self::named(value, p);
+        r.problem = Some(crate::quote::bounded(why, 1024).into_owned());
+        r
+    }
+
+    /// What names a request (key, uid, version, class), bounded; the rest empty.
+    fn named(value: &Value, p: &mut Projector) -> Self {
         let meta = value.get("metadata");
         let field = |k: &str| {
             meta.and_then(|m| m.get(k))
@@ -264,8 +249,23 @@ impl ProvisioningRequest {
             parameters: BTreeMap::new(),
             conditions: Vec::new(),
             class_details: BTreeMap::new(),
-            problem: Some(crate::quote::bounded(why, 1024).into_owned()),
+            problem: None,
         }
+    }
+}
+
+/// A string field, if there; another type is an error naming it.
+fn text<'v>(v: Option<&'v Value>, path: &str) -> Result<Option<&'v str>, FieldError> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(FieldError::new(
+            path,
+            format!(
+                "expected a string, found {}",
+                crate::quote::bounded(&other.to_string(), 64)
+            ),
+        )),
     }
 }
 
