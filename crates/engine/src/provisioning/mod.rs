@@ -40,7 +40,7 @@ use serde::Serialize;
 use fleetscaler_model::pod::Pod;
 use fleetscaler_model::provisioning::{
     self as pr, BEST_EFFORT_ATOMIC, BOOKING_EXPIRED, CHECK_CAPACITY, ConditionStatus, FAILED,
-    PROVISIONED, ProvisioningRequest, ProvisioningRequests,
+    PROVISIONED, ProvisioningRequest,
 };
 use fleetscaler_model::{ClusterSnapshot, ObjectKey, Warning, WarningCode};
 
@@ -48,7 +48,7 @@ use crate::nodegroups::NodeGroupId;
 use crate::state::add;
 use conditions::ConditionWrite;
 use memory::{remember, retry_at};
-use pods::{PodsError, pods_for};
+use pods::{PodsError, Templates, pods_for};
 
 /// Upstream's `defaultReservationTime`: how long a Provisioned request's capacity is booked.
 pub const RESERVATION_TIME: Duration = Duration::from_secs(10 * 60);
@@ -204,9 +204,18 @@ pub fn classify<'s>(
         order.truncate(MAX_REQUESTS);
     }
     let scheduled = scheduled_consumers(snapshot);
+    let templates = Templates::of(prs);
     let mut expiries = Expiries::default();
     for r in order {
-        let d = decide(r, prs, &scheduled, memory, now, &mut expiries, &mut out);
+        let d = decide(
+            r,
+            &templates,
+            &scheduled,
+            memory,
+            now,
+            &mut expiries,
+            &mut out,
+        );
         if let Some(d) = d {
             out.decisions.push(d);
         }
@@ -224,7 +233,7 @@ struct Expiries {
 /// One request's decision; `None` when it is the candidate.
 fn decide<'s>(
     r: &'s ProvisioningRequest,
-    prs: &'s ProvisioningRequests,
+    prs: &Templates,
     scheduled: &HashMap<(&str, &str), u64>,
     memory: &ProvisioningMemory,
     now: Timestamp,
@@ -339,7 +348,7 @@ fn delete_if_old(r: &ProvisioningRequest, now: Timestamp) -> Option<RequestDecis
 /// A Provisioned request: booked, or its booking over (by time, or by its pods scheduled).
 fn booking<'s>(
     r: &'s ProvisioningRequest,
-    prs: &ProvisioningRequests,
+    prs: &Templates,
     scheduled: &HashMap<(&str, &str), u64>,
     now: Timestamp,
     expiries: &mut Expiries,

@@ -1,11 +1,30 @@
 //! The pods of a request, as upstream's `PodsForProvisioningRequest` makes them from its
 //! PodTemplates (`pkg/provisioningrequest/pods/pods.go`).
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use fleetscaler_model::meta::OwnerRef;
 use fleetscaler_model::pod::{Pod, PodId, PodPhase};
 use fleetscaler_model::provisioning::{self as pr, ProvisioningRequest, ProvisioningRequests};
+
+/// The PodTemplates by (namespace, name), looked up once per pass.
+pub(super) struct Templates<'s>(HashMap<(&'s str, &'s str), &'s pr::PodTemplate>);
+
+impl<'s> Templates<'s> {
+    pub(super) fn of(prs: &'s ProvisioningRequests) -> Self {
+        Templates(
+            prs.pod_templates
+                .iter()
+                .map(|t| ((&*t.key.namespace, &*t.key.name), t))
+                .collect(),
+        )
+    }
+
+    fn get(&self, namespace: &str, name: &str) -> Option<&'s pr::PodTemplate> {
+        self.0.get(&(namespace, name)).copied()
+    }
+}
 
 pub(super) enum PodsError {
     /// Upstream's `errMissingPodTemplates` text.
@@ -17,15 +36,12 @@ pub(super) enum PodsError {
 /// The request's pods from its PodTemplates, as upstream's `PodsForProvisioningRequest`
 /// makes them: `<request>-<set>-<index>`, in the request's namespace, owned by it, carrying
 /// the consume and class annotations (here: `consumes`), created when the request was.
-pub(super) fn pods_for(
-    r: &ProvisioningRequest,
-    prs: &ProvisioningRequests,
-) -> Result<Vec<Pod>, PodsError> {
+pub(super) fn pods_for(r: &ProvisioningRequest, prs: &Templates) -> Result<Vec<Pod>, PodsError> {
     let ns = &*r.key.namespace;
     let missing: Vec<&str> = r
         .pod_sets
         .iter()
-        .filter(|s| prs.template(ns, &s.template).is_none())
+        .filter(|s| prs.get(ns, &s.template).is_none())
         .map(|s| &*s.template)
         .collect();
     if !missing.is_empty() {
@@ -38,7 +54,7 @@ pub(super) fn pods_for(
     }
     let mut pods = Vec::new();
     for (i, set) in r.pod_sets.iter().enumerate() {
-        let Some(t) = prs.template(ns, &set.template) else {
+        let Some(t) = prs.get(ns, &set.template) else {
             continue;
         };
         if let Some(why) = &t.unreadable {
