@@ -615,3 +615,30 @@ fn atomic_respects_the_clusters_max_nodes() {
     let p = run_once(&s, &mut EngineState::default(), &settings, at(1));
     assert_eq!(decision(&p, "train").decision, Decision::ScaledUp);
 }
+
+#[test]
+fn at_most_twenty_expiries_are_written_per_pass() {
+    let provisioned = condition("Provisioned", "True", "CapacityIsFound", "", 0);
+    let mut items = cluster(5, "1");
+    for i in 0..25 {
+        items.push(request(
+            &format!("r{i:02}"),
+            CHECK_CAPACITY,
+            1,
+            json!([provisioned.clone()]),
+        ));
+    }
+    let p = pass(&items, &mut EngineState::default(), 11);
+    let expired = p
+        .provisioning_requests
+        .iter()
+        .filter(|d| d.decision == Decision::BookingExpired)
+        .count();
+    assert_eq!(expired, super::MAX_UPDATED);
+    let booked = p
+        .provisioning_requests
+        .iter()
+        .filter(|d| d.decision == Decision::Booked)
+        .count();
+    assert_eq!(booked, 5, "the rest wait for the next pass");
+}
