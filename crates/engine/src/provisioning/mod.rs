@@ -203,24 +203,20 @@ pub fn classify<'s>(
         ));
         order.truncate(MAX_REQUESTS);
     }
-    let scheduled = scheduled_consumers(snapshot);
-    let templates = Templates::of(prs);
-    let mut expiries = Expiries::default();
+    let mut c = Classifier {
+        templates: Templates::of(prs),
+        scheduled: scheduled_consumers(snapshot),
+        memory,
+        now,
+        expiries: Expiries::default(),
+        out,
+    };
     for r in order {
-        let d = decide(
-            r,
-            &templates,
-            &scheduled,
-            memory,
-            now,
-            &mut expiries,
-            &mut out,
-        );
-        if let Some(d) = d {
-            out.decisions.push(d);
+        if let Some(d) = c.settled(r).or_else(|| c.available(r)) {
+            c.out.decisions.push(d);
         }
     }
-    out
+    c.out
 }
 
 /// Counts of expiries written this pass (upstream's `maxUpdated` caps both together).
@@ -230,92 +226,103 @@ struct Expiries {
     failed: usize,
 }
 
-/// One request's decision; `None` when it is the candidate.
-fn decide<'s>(
-    r: &'s ProvisioningRequest,
-    prs: &Templates,
-    scheduled: &HashMap<(&str, &str), u64>,
-    memory: &ProvisioningMemory,
+/// What deciding about the requests of one pass reads and gathers.
+struct Classifier<'s, 'm> {
+    templates: Templates<'s>,
+    scheduled: HashMap<(&'s str, &'s str), u64>,
+    memory: &'m ProvisioningMemory,
     now: Timestamp,
-    expiries: &mut Expiries,
-    out: &mut Classified<'s>,
-) -> Option<RequestDecision> {
-    if let Some(d) = delete_if_old(r, now) {
-        return Some(d);
-    }
-    if let Some(problem) = &r.problem {
-        out.warnings.push(Warning::about(
-            WarningCode::ProvisioningRequest,
-            format_args!("ProvisioningRequest {}", r.key),
-            format!("{problem}; left alone"),
-        ));
-        return Some(RequestDecision::new(r, Decision::Invalid, problem.clone()));
-    }
-    if !supported(r) {
-        let why = unsupported_reason(r);
-        return Some(RequestDecision::new(r, Decision::UnsupportedClass, why));
-    }
-    if r.is_true(BOOKING_EXPIRED) || r.is_true(FAILED) {
-        let which = if r.is_true(FAILED) {
-            FAILED
-        } else {
-            BOOKING_EXPIRED
-        };
-        let why = format!("{which} is True: the request is finished");
-        return Some(RequestDecision::new(r, Decision::Finished, why));
-    }
-    if r.is_true(PROVISIONED) {
-        return Some(booking(r, prs, scheduled, now, expiries, out));
-    }
-    if let Some(d) = expire(r, now, expiries) {
-        return Some(d);
-    }
-    if let Some(c) = r.condition(PROVISIONED)
-        && c.status == ConditionStatus::Unknown
-    {
-        let why = "Provisioned is Unknown: left alone, as upstream does";
-        return Some(RequestDecision::new(r, Decision::LeftAlone, why));
-    }
-    if let Some(at) = retry_at(r, memory).filter(|at| *at >= now) {
-        let mut d = RequestDecision::new(
-            r,
-            Decision::RetryLater,
-            format!("capacity was not found at the last attempt; tried again after {at}"),
-        );
-        d.retry_at = Some(at);
-        return Some(d);
-    }
-    if out.candidate.is_some() {
-        // Upstream's injector stops at the first request it can take: the others are not
-        // looked at (nor their pods made) until their turn.
-        let why =
-            "waits for a pass of its own: one ProvisioningRequest is served per pass, oldest first";
-        return Some(RequestDecision::new(r, Decision::Waiting, why));
-    }
-    let pods = match pods_for(r, prs) {
-        Ok(pods) => pods,
-        Err(PodsError::Missing(message)) => {
-            let write = ConditionWrite::new(
-                r,
-                FAILED,
-                ConditionStatus::True,
-                conditions::FAILED_TO_CREATE_PODS_REASON,
-                message.as_str(),
-            );
-            let d = RequestDecision::new(r, Decision::FailedToCreatePods, message.clone());
-            return Some(d.writing(r, vec![write]));
+    expiries: Expiries,
+    out: Classified<'s>,
+}
+
+impl<'s> Classifier<'s, '_> {
+    /// A request settled one way or another: deleted, invalid, not ours, finished, booked
+    /// or its booking over, expired, or left alone.
+    fn settled(&mut self, r: &'s ProvisioningRequest) -> Option<RequestDecision> {
+        if let Some(d) = delete_if_old(r, self.now) {
+            return Some(d);
         }
-        Err(PodsError::Unreadable(why)) => {
-            out.warnings.push(Warning::about(
+        if let Some(problem) = &r.problem {
+            self.out.warnings.push(Warning::about(
                 WarningCode::ProvisioningRequest,
                 format_args!("ProvisioningRequest {}", r.key),
-                format!("{why}; not simulated"),
+                format!("{problem}; left alone"),
             ));
-            return Some(RequestDecision::new(r, Decision::Invalid, why));
+            return Some(RequestDecision::new(r, Decision::Invalid, problem.clone()));
         }
-    };
-    out.candidate = Some(Candidate { request: r, pods });
-    None
+        if !supported(r) {
+            let why = unsupported_reason(r);
+            return Some(RequestDecision::new(r, Decision::UnsupportedClass, why));
+        }
+        if r.is_true(BOOKING_EXPIRED) || r.is_true(FAILED) {
+            let which = if r.is_true(FAILED) {
+                FAILED
+            } else {
+                BOOKING_EXPIRED
+            };
+            let why = format!("{which} is True: the request is finished");
+            return Some(RequestDecision::new(r, Decision::Finished, why));
+        }
+        if r.is_true(PROVISIONED) {
+            return Some(self.booking(r));
+        }
+        if let Some(d) = expire(r, self.now, &mut self.expiries) {
+            return Some(d);
+        }
+        let unknown = r
+            .condition(PROVISIONED)
+            .is_some_and(|c| c.status == ConditionStatus::Unknown);
+        unknown.then(|| {
+            let why = "Provisioned is Unknown: left alone, as upstream does";
+            RequestDecision::new(r, Decision::LeftAlone, why)
+        })
+    }
+
+    /// A request available for provisioning (upstream's injector): retried later, waiting
+    /// behind the candidate, failed for a missing PodTemplate, or the candidate (`None`).
+    fn available(&mut self, r: &'s ProvisioningRequest) -> Option<RequestDecision> {
+        if let Some(at) = retry_at(r, self.memory).filter(|at| *at >= self.now) {
+            let mut d = RequestDecision::new(
+                r,
+                Decision::RetryLater,
+                format!("capacity was not found at the last attempt; tried again after {at}"),
+            );
+            d.retry_at = Some(at);
+            return Some(d);
+        }
+        if self.out.candidate.is_some() {
+            // Upstream's injector stops at the first request it can take: the others are
+            // not looked at (nor their pods made) until their turn.
+            let why = "waits for a pass of its own: one ProvisioningRequest is served per pass, oldest first";
+            return Some(RequestDecision::new(r, Decision::Waiting, why));
+        }
+        match pods_for(r, &self.templates) {
+            Ok(pods) => {
+                self.out.candidate = Some(Candidate { request: r, pods });
+                None
+            }
+            Err(PodsError::Missing(message)) => {
+                let write = ConditionWrite::new(
+                    r,
+                    FAILED,
+                    ConditionStatus::True,
+                    conditions::FAILED_TO_CREATE_PODS_REASON,
+                    message.as_str(),
+                );
+                let d = RequestDecision::new(r, Decision::FailedToCreatePods, message.clone());
+                Some(d.writing(r, vec![write]))
+            }
+            Err(PodsError::Unreadable(why)) => {
+                self.out.warnings.push(Warning::about(
+                    WarningCode::ProvisioningRequest,
+                    format_args!("ProvisioningRequest {}", r.key),
+                    format!("{why}; not simulated"),
+                ));
+                Some(RequestDecision::new(r, Decision::Invalid, why))
+            }
+        }
+    }
 }
 
 fn unsupported_reason(r: &ProvisioningRequest) -> String {
@@ -345,83 +352,80 @@ fn delete_if_old(r: &ProvisioningRequest, now: Timestamp) -> Option<RequestDecis
     Some(RequestDecision::new(r, Decision::Delete, why))
 }
 
-/// A Provisioned request: booked, or its booking over (by time, or by its pods scheduled).
-fn booking<'s>(
-    r: &'s ProvisioningRequest,
-    prs: &Templates,
-    scheduled: &HashMap<(&str, &str), u64>,
-    now: Timestamp,
-    expiries: &mut Expiries,
-    out: &mut Classified<'s>,
-) -> RequestDecision {
-    let since = r.condition(PROVISIONED).and_then(|c| c.last_transition);
-    if let Some(since) = since
-        && add(since, RESERVATION_TIME) < now
-        && expiries.booking < MAX_UPDATED
-    {
-        expiries.booking += 1;
-        let write = ConditionWrite::new(
-            r,
-            BOOKING_EXPIRED,
-            ConditionStatus::True,
-            conditions::CAPACITY_RESERVATION_TIME_EXPIRED_REASON,
-            conditions::CAPACITY_RESERVATION_TIME_EXPIRED_MSG,
-        );
-        let why = format!(
-            "Provisioned since {since}: the 10 minutes its capacity is booked for are over"
-        );
-        return RequestDecision::new(r, Decision::BookingExpired, why).writing(r, vec![write]);
-    }
-    let running = scheduled
-        .get(&(&*r.key.namespace, &*r.key.name))
-        .copied()
-        .unwrap_or(0);
-    if running >= r.pod_count() {
-        let write = ConditionWrite::new(
-            r,
-            BOOKING_EXPIRED,
-            ConditionStatus::True,
-            conditions::CAPACITY_BOOKING_CONSUMED_REASON,
-            conditions::CAPACITY_BOOKING_CONSUMED_MSG,
-        );
-        let why = format!("{running} pod(s) consuming it are scheduled: the booking is used up");
-        return RequestDecision::new(r, Decision::BookingConsumed, why).writing(r, vec![write]);
-    }
-    match pods_for(r, prs) {
-        Ok(pods) if out.booked.len() + pods.len() <= MAX_BOOKED_PODS => {
-            let why = format!(
-                "Provisioned: its {} pod(s) hold their capacity until the booking expires or they are scheduled ({running} are)",
-                pods.len()
-            );
-            out.booked.extend(pods);
-            RequestDecision::new(r, Decision::Booked, why)
-        }
-        Ok(pods) => {
-            out.warnings.push(Warning::about(
-                WarningCode::ProvisioningRequest,
-                format_args!("ProvisioningRequest {}", r.key),
-                format!(
-                    "its {} booked pods are not simulated: this pass already books {MAX_BOOKED_PODS} at most",
-                    pods.len()
-                ),
-            ));
-            RequestDecision::new(
-                r,
-                Decision::Booked,
-                "Provisioned: booked, but beyond the pods one pass simulates",
-            )
-        }
-        Err(PodsError::Missing(message) | PodsError::Unreadable(message)) => {
-            let message = format!("Couldn't create pods, err: {message}");
+impl<'s> Classifier<'s, '_> {
+    /// A Provisioned request: booked, or its booking over (by time, or by its pods scheduled).
+    fn booking(&mut self, r: &'s ProvisioningRequest) -> RequestDecision {
+        let since = r.condition(PROVISIONED).and_then(|c| c.last_transition);
+        if let Some(since) = since
+            && add(since, RESERVATION_TIME) < self.now
+            && self.expiries.booking < MAX_UPDATED
+        {
+            self.expiries.booking += 1;
             let write = ConditionWrite::new(
                 r,
-                FAILED,
+                BOOKING_EXPIRED,
                 ConditionStatus::True,
-                conditions::FAILED_TO_BOOK_CAPACITY_REASON,
-                message.as_str(),
+                conditions::CAPACITY_RESERVATION_TIME_EXPIRED_REASON,
+                conditions::CAPACITY_RESERVATION_TIME_EXPIRED_MSG,
             );
-            RequestDecision::new(r, Decision::FailedToBookCapacity, message.clone())
-                .writing(r, vec![write])
+            let why = format!(
+                "Provisioned since {since}: the 10 minutes its capacity is booked for are over"
+            );
+            return RequestDecision::new(r, Decision::BookingExpired, why).writing(r, vec![write]);
+        }
+        let running = self
+            .scheduled
+            .get(&(&*r.key.namespace, &*r.key.name))
+            .copied()
+            .unwrap_or(0);
+        if running >= r.pod_count() {
+            let write = ConditionWrite::new(
+                r,
+                BOOKING_EXPIRED,
+                ConditionStatus::True,
+                conditions::CAPACITY_BOOKING_CONSUMED_REASON,
+                conditions::CAPACITY_BOOKING_CONSUMED_MSG,
+            );
+            let why =
+                format!("{running} pod(s) consuming it are scheduled: the booking is used up");
+            return RequestDecision::new(r, Decision::BookingConsumed, why).writing(r, vec![write]);
+        }
+        match pods_for(r, &self.templates) {
+            Ok(pods) if self.out.booked.len() + pods.len() <= MAX_BOOKED_PODS => {
+                let why = format!(
+                    "Provisioned: its {} pod(s) hold their capacity until the booking expires or they are scheduled ({running} are)",
+                    pods.len()
+                );
+                self.out.booked.extend(pods);
+                RequestDecision::new(r, Decision::Booked, why)
+            }
+            Ok(pods) => {
+                self.out.warnings.push(Warning::about(
+                    WarningCode::ProvisioningRequest,
+                    format_args!("ProvisioningRequest {}", r.key),
+                    format!(
+                        "its {} booked pods are not simulated: this pass already books {MAX_BOOKED_PODS} at most",
+                        pods.len()
+                    ),
+                ));
+                RequestDecision::new(
+                    r,
+                    Decision::Booked,
+                    "Provisioned: booked, but beyond the pods one pass simulates",
+                )
+            }
+            Err(PodsError::Missing(message) | PodsError::Unreadable(message)) => {
+                let message = format!("Couldn't create pods, err: {message}");
+                let write = ConditionWrite::new(
+                    r,
+                    FAILED,
+                    ConditionStatus::True,
+                    conditions::FAILED_TO_BOOK_CAPACITY_REASON,
+                    message.as_str(),
+                );
+                RequestDecision::new(r, Decision::FailedToBookCapacity, message.clone())
+                    .writing(r, vec![write])
+            }
         }
     }
 }
