@@ -59,3 +59,7 @@ pub(super) fn decide(r: &ProvisioningRequest, served: &Served) -> RequestDecisio
     );
     RequestDecision::new(r, Decision::CapacityNotFound, why).writing(r, vec![accepted, write])
 }
+
+#[cfg(test)]
+#[path = "atomic_tests.rs"]
+mod tests;

@@ -17,13 +17,13 @@ use fleetscaler_model::provisioning::{
 
 const T0: &str = "2026-11-27T10:00:00Z";
 
-fn at(minutes: i64) -> Timestamp {
+pub(super) fn at(minutes: i64) -> Timestamp {
     let t0: Timestamp = T0.parse().unwrap();
     t0.checked_add(jiff::SignedDuration::from_mins(minutes))
         .unwrap()
 }
 
-fn template(name: &str, cpu: &str) -> Value {
+pub(super) fn template(name: &str, cpu: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "PodTemplate",
         "metadata": {"name": name, "namespace": "default"},
         "template": {"metadata": {"labels": {"app": name}},
@@ -32,7 +32,7 @@ fn template(name: &str, cpu: &str) -> Value {
 }
 
 /// A request created at T0 for `count` pods of the template `worker`.
-fn request(name: &str, class: &str, count: u32, conditions: Value) -> Value {
+pub(super) fn request(name: &str, class: &str, count: u32, conditions: Value) -> Value {
     json!({"apiVersion": "autoscaling.x-k8s.io/v1", "kind": "ProvisioningRequest",
         "metadata": {"name": name, "namespace": "default", "uid": format!("uid-{name}"),
             "generation": 1, "creationTimestamp": T0},
@@ -41,13 +41,19 @@ fn request(name: &str, class: &str, count: u32, conditions: Value) -> Value {
         "status": {"conditions": conditions}})
 }
 
-fn condition(type_: &str, status: &str, reason: &str, message: &str, minute: i64) -> Value {
+pub(super) fn condition(
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    minute: i64,
+) -> Value {
     json!({"type": type_, "status": status, "reason": reason, "message": message,
         "lastTransitionTime": at(minute).to_string(), "observedGeneration": 1})
 }
 
 /// Group `workers` (max `max`) with one 4-core node running `used` cores.
-fn cluster(max: u64, used: &str) -> Vec<Value> {
+pub(super) fn cluster(max: u64, used: &str) -> Vec<Value> {
     let mut items = vec![machineset("workers", 1, max, 1).json()];
     items.extend(group_node("w1", "workers", node("w1").cpu("4")));
     items.push(pod("filler").cpu(used).on("w1").json());
@@ -55,7 +61,7 @@ fn cluster(max: u64, used: &str) -> Vec<Value> {
     items
 }
 
-fn pass(items: &[Value], state: &mut EngineState, minute: i64) -> Plan {
+pub(super) fn pass(items: &[Value], state: &mut EngineState, minute: i64) -> Plan {
     run_once(
         &snapshot(items.to_vec()),
         state,
@@ -64,14 +70,14 @@ fn pass(items: &[Value], state: &mut EngineState, minute: i64) -> Plan {
     )
 }
 
-fn decision<'a>(p: &'a Plan, name: &str) -> &'a RequestDecision {
+pub(super) fn decision<'a>(p: &'a Plan, name: &str) -> &'a RequestDecision {
     p.provisioning_requests
         .iter()
         .find(|d| &*d.request.name == name)
         .unwrap()
 }
 
-fn writes(d: &RequestDecision) -> Vec<(&str, ConditionStatus, &str, &str)> {
+pub(super) fn writes(d: &RequestDecision) -> Vec<(&str, ConditionStatus, &str, &str)> {
     d.conditions
         .iter()
         .map(|w| (w.type_, w.status, w.reason, &*w.message))
@@ -320,69 +326,6 @@ fn unsupported_classes_and_processor_instances_are_left_alone() {
 }
 
 #[test]
-fn atomic_scales_up_one_group_for_all_pods() {
-    let mut items = cluster(5, "4");
-    items.push(request("train", BEST_EFFORT_ATOMIC, 6, json!([])));
-    let p = pass(&items, &mut EngineState::default(), 1);
-    let d = decision(&p, "train");
-    assert_eq!(d.decision, Decision::ScaledUp, "{}", d.reason);
-    assert_eq!(
-        writes(d)[1],
-        (
-            "Provisioned",
-            ConditionStatus::True,
-            "CapacityIsProvisioned",
-            "Capacity is found in the cluster"
-        )
-    );
-    assert_eq!(p.scale_up.len(), 1);
-    let a = &p.scale_up[0];
-    assert_eq!((a.from, a.to), (1, 3));
-    assert!(
-        a.pods.is_empty(),
-        "the request's pods are not the cluster's"
-    );
-    assert!(
-        a.reason.starts_with("ProvisioningRequest default/train"),
-        "{}",
-        a.reason
-    );
-    assert_eq!(d.node_group.as_ref(), Some(&a.node_group));
-}
-
-#[test]
-fn atomic_too_big_for_the_group_scales_nothing() {
-    let mut items = cluster(3, "4");
-    // 10 one-core pods need 3 new nodes; the group has room for 2.
-    items.push(request("huge", BEST_EFFORT_ATOMIC, 10, json!([])));
-    let p = pass(&items, &mut EngineState::default(), 1);
-    let d = decision(&p, "huge");
-    assert_eq!(d.decision, Decision::CapacityNotFound);
-    assert_eq!(
-        writes(d)[1],
-        (
-            "Provisioned",
-            ConditionStatus::False,
-            "CapacityIsNotFound",
-            "Capacity is not found, CA will try to find it later."
-        )
-    );
-    assert!(p.scale_up.is_empty(), "all or nothing: {:?}", p.scale_up);
-    assert!(d.reason.contains("not all pods would fit"), "{}", d.reason);
-}
-
-#[test]
-fn atomic_pods_that_fit_existing_nodes_need_no_scale_up() {
-    let mut items = cluster(5, "1");
-    items.push(request("small", BEST_EFFORT_ATOMIC, 2, json!([])));
-    let p = pass(&items, &mut EngineState::default(), 1);
-    let d = decision(&p, "small");
-    assert_eq!(d.decision, Decision::CapacityFound);
-    assert_eq!(writes(d)[1].2, "CapacityIsFound");
-    assert!(p.scale_up.is_empty());
-}
-
-#[test]
 fn consumer_pods_trigger_no_scale_up_of_their_own() {
     let mut items = cluster(5, "4");
     items.push(request(
@@ -435,27 +378,6 @@ fn without_the_crd_the_feature_is_off() {
     );
     let json = serde_json::to_value(&p).unwrap();
     assert!(json.get("provisioningRequests").is_none());
-}
-
-#[test]
-fn passes_alternate_between_pending_pods_and_a_request() {
-    let mut items = cluster(10, "4");
-    items.push(pod("web").cpu("1").unschedulable().json());
-    items.push(request("train", BEST_EFFORT_ATOMIC, 4, json!([])));
-    let mut state = EngineState::default();
-    // First the pending pods; the request waits.
-    let p = pass(&items, &mut state, 1);
-    assert_eq!(decision(&p, "train").decision, Decision::Waiting);
-    assert_eq!(p.scale_up[0].pods.len(), 1);
-    // Then the request; the pending pod waits (as if still pending).
-    let p = pass(&items, &mut state, 2);
-    assert_eq!(decision(&p, "train").decision, Decision::ScaledUp);
-    let e = p
-        .pending_pods
-        .iter()
-        .find(|e| &*e.pod.name == "web")
-        .unwrap();
-    assert_eq!(e.reasons[0].code, ReasonCode::ProvisioningRequestTurn);
 }
 
 #[test]
@@ -573,47 +495,6 @@ fn the_retry_timing_survives_the_state_file() {
     items.pop();
     pass(&items, &mut state, 2);
     assert!(state.provisioning.retries.is_empty());
-}
-
-#[test]
-fn an_atomic_request_counts_the_nodes_already_coming() {
-    let mut items = cluster(10, "4");
-    items[0]["spec"]["replicas"] = json!(3);
-    for k in 1..3 {
-        items.push(crate::fixtures::pending_machine(
-            &format!("workers-m{k}"),
-            "workers",
-            &at(-1).to_string(),
-        ));
-    }
-    items.push(request("train", BEST_EFFORT_ATOMIC, 6, json!([])));
-    let p = pass(&items, &mut EngineState::default(), 1);
-    let d = decision(&p, "train");
-    assert_eq!(d.decision, Decision::CapacityFound, "{}", d.reason);
-    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
-}
-
-#[test]
-fn atomic_respects_the_clusters_max_nodes() {
-    // Six one-core pods need two new 4-core nodes; max_nodes_total leaves room for one.
-    let mut items = cluster(10, "4");
-    items.push(request("train", BEST_EFFORT_ATOMIC, 6, json!([])));
-    let settings = Settings {
-        max_nodes_total: Some(2),
-        ..Settings::default()
-    };
-    let s = snapshot(items.clone());
-    let p = run_once(&s, &mut EngineState::default(), &settings, at(1));
-    let d = decision(&p, "train");
-    assert_eq!(d.decision, Decision::CapacityNotFound, "{}", d.reason);
-    assert!(p.scale_up.is_empty());
-    assert!(d.reason.contains("MaxNodesTotalReached"), "{}", d.reason);
-    let settings = Settings {
-        max_nodes_total: Some(3),
-        ..Settings::default()
-    };
-    let p = run_once(&s, &mut EngineState::default(), &settings, at(1));
-    assert_eq!(decision(&p, "train").decision, Decision::ScaledUp);
 }
 
 #[test]
