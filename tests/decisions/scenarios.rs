@@ -6,7 +6,7 @@
 //!
 //! `expect` keys: `scaleUp` (the whole list, in order), `nodeGroups` (by id), `pods` (by
 //! `ns/name`, with `codes`: the reason codes in order, and `messages`: substrings of the
-//! reasons), `limits`, `settings` (by key), `health`, `fixTargetSize`, `deleteFailedMachines`,
+//! reasons), `provisioningRequests` (by `ns/name`: `decision`, `reason`, `conditions`...), `limits`, `settings` (by key), `health`, `fixTargetSize`, `deleteFailedMachines`,
 //! `deleteUnregistered`, `reasonContains` (substrings of any scale-up reason) and `warnings`
 //! (substrings of any warning). `args` may give `state` (a state file in the folder), `seed`,
 //! `expander`, `set` (a list of `key=value`), `config`, `cluster`, `fleetPolicy` (a file) and

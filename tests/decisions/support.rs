@@ -121,6 +121,14 @@ pub fn check_expect(expect: &Value, plan: &Value) -> Vec<String> {
             &mut errors,
         );
     }
+    if let Some(e) = expect.get("provisioningRequests") {
+        subset(
+            e,
+            &Value::Object(keyed(&plan["provisioningRequests"], "request")),
+            "provisioningRequests",
+            &mut errors,
+        );
+    }
     if let Some(e) = expect.get("pods") {
         check_pods(e, plan, &mut errors);
     }

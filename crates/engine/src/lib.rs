@@ -21,6 +21,7 @@ pub mod limits;
 pub mod nodegroups;
 pub mod plan;
 pub mod policy;
+pub mod provisioning;
 pub mod reason;
 pub mod scale_down;
 pub mod scale_up;
@@ -92,8 +93,28 @@ pub fn run_once_with(
         priorities: priorities.as_deref(),
         now,
     };
-    let scale_up = trace::scale_up(|| scale_up::plan(&input, &mut rng));
+    provisioning::forget_gone(&mut state.provisioning, snapshot);
+    let requests = provisioning::classify(snapshot, &state.provisioning, now);
+    warnings.extend(requests.warnings.iter().cloned());
+    let mut provisioning_requests = Vec::new();
+    let scale_up = trace::scale_up(|| {
+        let (out, decided) =
+            provisioning::scale_up(&input, &requests, &mut state.provisioning, &mut rng, now);
+        provisioning_requests = decided;
+        out
+    });
     warnings.extend(scale_up.warnings);
+    if provisioning::counts_as_scale_up(&provisioning_requests) {
+        state.last_scale_up = Some(now);
+    }
+    let mut expected = expected_placements(snapshot, &scale_up.pods);
+    // Booked capacity holds its nodes as upstream's booked pods do.
+    expected.extend(
+        scale_up
+            .booked_on
+            .iter()
+            .filter_map(|(i, node)| Some((requests.booked.get(*i)?, node.clone()))),
+    );
     let scale_down = trace::scale_down(|| {
         scale_down::plan(&scale_down::ScaleDownInput {
             snapshot,
@@ -103,7 +124,7 @@ pub fn run_once_with(
             state,
             now,
             scales_up: !scale_up.actions.is_empty(),
-            expected: expected_placements(snapshot, &scale_up.pods),
+            expected,
         })
     });
     let mut scale_down = scale_down;
@@ -136,6 +157,7 @@ pub fn run_once_with(
         scale_down_held: held,
         fleet_policy: policy.clone(),
         capacity_failures,
+        provisioning_requests,
         warnings,
         timed_out: cluster.timed_out,
     };

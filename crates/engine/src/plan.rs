@@ -50,6 +50,10 @@ pub struct Plan {
     /// a timeout), for the hub to share with the fleet's other clusters.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub capacity_failures: Vec<super::policy::SharedFailure>,
+    /// ProvisioningRequests: per request, its class, what this pass decides and the
+    /// conditions to write (left out when the cluster has none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub provisioning_requests: Vec<super::provisioning::RequestDecision>,
     /// Problems that did not stop the pass: bad settings, odd objects, invalid expander config.
     pub warnings: Vec<Warning>,
     /// The scale-ups found timed out in this pass, one per group, as data for those who tell

@@ -151,6 +151,16 @@ pub enum ReasonCode {
     VolumeClaimInUse,
     /// The node cannot attach another volume of the pod's CSI driver (its CSINode's `allocatable.count`).
     VolumeLimitReached,
+    // --- ProvisioningRequests ---
+    /// The pod consumes a ProvisioningRequest: the request provides its capacity, so it
+    /// triggers no scale-up of its own (upstream's `ProvisioningRequestPodsFilter`).
+    ConsumesProvisioningRequest,
+    /// This pass served a ProvisioningRequest; other pending pods wait for the next pass
+    /// (upstream's wrapper orchestrator alternates between the two).
+    ProvisioningRequestTurn,
+    /// A best-effort-atomic request: the group's option would not place all of its pods
+    /// (upstream's `AllOrNothingReason`).
+    AllOrNothing,
 }
 
 impl ReasonCode {
@@ -207,11 +217,14 @@ impl ReasonCode {
             ReasonCode::VolumeMissing => "VolumeMissing",
             ReasonCode::VolumeClaimInUse => "VolumeClaimInUse",
             ReasonCode::VolumeLimitReached => "VolumeLimitReached",
+            ReasonCode::ConsumesProvisioningRequest => "ConsumesProvisioningRequest",
+            ReasonCode::ProvisioningRequestTurn => "ProvisioningRequestTurn",
+            ReasonCode::AllOrNothing => "AllOrNothing",
         }
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 51] = [
+    pub const ALL: [ReasonCode; 54] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -263,6 +276,9 @@ impl ReasonCode {
         ReasonCode::VolumeMissing,
         ReasonCode::VolumeClaimInUse,
         ReasonCode::VolumeLimitReached,
+        ReasonCode::ConsumesProvisioningRequest,
+        ReasonCode::ProvisioningRequestTurn,
+        ReasonCode::AllOrNothing,
     ];
 }
 
@@ -393,6 +409,9 @@ mod tests {
             VolumeMissing => 48,
             VolumeClaimInUse => 49,
             VolumeLimitReached => 50,
+            ConsumesProvisioningRequest => 51,
+            ProvisioningRequestTurn => 52,
+            AllOrNothing => 53,
         }
     }
 

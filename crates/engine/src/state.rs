@@ -42,6 +42,10 @@ pub struct EngineState {
     pub last_scale_down_delete: Option<Timestamp>,
     #[serde(default)]
     pub last_scale_down_failure: Option<Timestamp>,
+    /// ProvisioningRequests: whose turn the next pass is, and the retry timing of those
+    /// found without capacity.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub provisioning: crate::provisioning::ProvisioningMemory,
     /// The priority expander's configuration as last compiled (never saved).
     #[serde(skip)]
     pub priority_cache: crate::expander::PriorityCache,
@@ -58,9 +62,14 @@ impl Default for EngineState {
             last_scale_up: None,
             last_scale_down_delete: None,
             last_scale_down_failure: None,
+            provisioning: Default::default(),
             priority_cache: Default::default(),
         }
     }
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 /// Nodes asked of a group at one time.

@@ -21,6 +21,7 @@ pub mod node;
 pub mod platform;
 pub mod pod;
 pub mod pod_spec;
+pub mod provisioning;
 pub mod quantity;
 pub mod quote;
 pub mod resources;

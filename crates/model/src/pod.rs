@@ -201,6 +201,10 @@ pub struct Pod {
     /// The `pod-scale-up-delay` annotation: the pod waits this long before triggering a
     /// scale-up. `Err` holds an unreadable value, reported in the pod's explanation.
     pub scale_up_delay: Option<Result<std::time::Duration, Arc<str>>>,
+    /// The ProvisioningRequest (in the pod's namespace) it consumes: the
+    /// `autoscaling.x-k8s.io/consume-provisioning-request` annotation, or its older
+    /// `cluster-autoscaler.kubernetes.io/` spelling.
+    pub consumes: Option<Arc<str>>,
 }
 
 impl Pod {
@@ -315,6 +319,7 @@ impl Pod {
             daemonset_pod_annotation: annotation(meta, DAEMONSET_POD).map(|v| p.str(v)),
             scale_up_delay: annotation(meta, POD_SCALE_UP_DELAY)
                 .map(|v| crate::duration::parse_go_duration(v.trim()).map_err(|_| p.str(v))),
+            consumes: consumed_request(meta, p),
         })
     }
 }
@@ -350,8 +355,21 @@ impl Pod {
             safe_to_evict_local_volumes: Vec::new(),
             daemonset_pod_annotation: None,
             scale_up_delay: None,
+            consumes: consumed_request(meta, p),
         }
     }
+}
+
+/// The request a pod consumes, as upstream's `provisioningRequestName` reads it: the
+/// current annotation first, then the deprecated one.
+fn consumed_request(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    p: &mut Projector,
+) -> Option<Arc<str>> {
+    use crate::provisioning::{CONSUME_ANNOTATION, DEPRECATED_CONSUME_ANNOTATION};
+    annotation(meta, CONSUME_ANNOTATION)
+        .or_else(|| annotation(meta, DEPRECATED_CONSUME_ANNOTATION))
+        .map(|v| p.str(&crate::quote::bounded(v, 253)))
 }
 
 /// Effective requests of a pod, as the scheduler computes them (Kubernetes 1.29+ rules):

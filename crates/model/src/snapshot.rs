@@ -8,6 +8,7 @@ use super::machine::{Machine, ScalableResource};
 use super::meta::ObjectKey;
 use super::node::Node;
 use super::pod::Pod;
+use super::provisioning::ProvisioningRequests;
 use super::storage::Storage;
 use super::workload::{DaemonSet, Namespace, PodDisruptionBudget};
 
@@ -43,6 +44,8 @@ pub struct ClusterSnapshot {
     pub infrastructure_templates: Vec<InfrastructureTemplate>,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
     pub storage: Storage,
+    /// ProvisioningRequests and the PodTemplates their pod sets name.
+    pub provisioning: ProvisioningRequests,
 }
 
 impl ClusterSnapshot {

@@ -56,6 +56,9 @@ pub enum WarningCode {
     /// A saved dump lacks objects a decision depends on (the Machines of a group that wants
     /// replicas): what the plan makes of it may be wrong.
     IncompleteDump,
+    /// A ProvisioningRequest that cannot be served as written (a PodTemplate missing, a
+    /// bound broken): it is left alone.
+    ProvisioningRequest,
 }
 
 impl WarningCode {
@@ -82,6 +85,7 @@ impl WarningCode {
             WarningCode::ImplausibleCapacity => "ImplausibleCapacity",
             WarningCode::ResourcesNotReady => "ResourcesNotReady",
             WarningCode::IncompleteDump => "IncompleteDump",
+            WarningCode::ProvisioningRequest => "ProvisioningRequest",
         }
     }
 }

@@ -4,7 +4,8 @@
 //! is skipped. Inputs are the cached objects (any projected change), the cluster's settings,
 //! the fleet's policy for it, and what the runner learned between passes (a removal ended, an
 //! infrastructure template read). Settled means nothing in the last plan waits on the clock:
-//! no pending pod, no action, no unneeded node (its timer runs), no node or machine still
+//! no pending pod, no action, no ProvisioningRequest but those at rest (a finished one's
+//! deletion, days later, waits for a refresh), no unneeded node (its timer runs), no node or machine still
 //! coming or unready, no backoff, no cooldown, every node that stays kept for a reason only
 //! an event can change. A full pass still runs every `REFRESH` (the status ConfigMap says
 //! the autoscaler is alive, as upstream's is rewritten every loop).
@@ -76,6 +77,16 @@ pub(super) fn unsettled(plan: &Plan, scale_down_enabled: bool) -> Option<String>
     }
     if !plan.pending_pods.is_empty() {
         return Some(format!("{} pending pod(s)", plan.pending_pods.len()));
+    }
+    if let Some(r) = plan
+        .provisioning_requests
+        .iter()
+        .find(|r| !r.decision.is_at_rest())
+    {
+        return Some(format!(
+            "ProvisioningRequest {}: {:?}",
+            r.request, r.decision
+        ));
     }
     if !plan.unneeded.is_empty() {
         return Some(format!("{} unneeded node(s) timing", plan.unneeded.len()));

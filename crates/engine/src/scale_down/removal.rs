@@ -92,9 +92,7 @@ impl<'a> Removal<'a> {
                 continue;
             };
             self.sim.place(&self.sim.shape(pod), n);
-            self.receivers[n].get_or_insert_with(|| {
-                format!("pending pod {} is expected to be scheduled here", pod.id)
-            });
+            self.receivers[n].get_or_insert_with(|| expected_here(pod));
         }
     }
 
@@ -283,5 +281,22 @@ impl<'a> Removal<'a> {
             }
         }
         None
+    }
+}
+
+/// Why a node that is to receive `pod` stays: a pending pod expected there, or the
+/// capacity a ProvisioningRequest booked (its made-up pods, as upstream's booked pods hold
+/// their nodes).
+fn expected_here(pod: &Pod) -> String {
+    let booked = pod
+        .owner
+        .as_ref()
+        .is_some_and(|o| &*o.kind == "ProvisioningRequest");
+    match &pod.consumes {
+        Some(request) if booked => format!(
+            "capacity is booked here for ProvisioningRequest {}/{request} (its pod {})",
+            pod.id.namespace, pod.id.name
+        ),
+        _ => format!("pending pod {} is expected to be scheduled here", pod.id),
     }
 }

@@ -13,6 +13,7 @@ mod commit;
 mod explain;
 mod min_size;
 mod options;
+mod request;
 mod similar;
 
 use fleetscaler_model::{Warning, WarningCode};
@@ -45,6 +46,25 @@ pub struct ScaleUpInput<'a> {
     pub now: jiff::Timestamp,
 }
 
+/// What a pass owes ProvisioningRequests (see `crate::provisioning`); `Extra::default()`
+/// is a cluster without them.
+#[derive(Default)]
+pub struct Extra<'a> {
+    /// ProvisioningRequests are served: pods consuming one are left out of scale-up once
+    /// no existing or upcoming node fits them (upstream's `ProvisioningRequestPodsFilter`).
+    pub consumers_left_out: bool,
+    /// The pods of requests whose capacity is booked: placed where they fit after the
+    /// pending pods that fit (upstream books after its pod list's filter-out-schedulable).
+    pub booked: &'a [Pod],
+    /// This pass is a ProvisioningRequest's turn (its name): pending pods are explained,
+    /// none is served.
+    pub yield_to: Option<String>,
+    /// A request's pods to serve instead of pending pods.
+    pub request: Option<request::RequestRun<'a>>,
+}
+
+pub use request::{RequestOutcome, RequestRun};
+
 pub struct ScaleUpOutput {
     pub actions: Vec<ScaleUpAction>,
     pub pods: Vec<PodExplanation>,
@@ -54,6 +74,12 @@ pub struct ScaleUpOutput {
     /// Per group: nodes asked for that have not registered.
     pub upcoming: Vec<u64>,
     pub warnings: Vec<Warning>,
+    /// Booked pods (index into `Extra::booked`) placed on an existing node, by its name.
+    pub booked_on: Vec<(usize, Arc<str>)>,
+    /// Pending pods no node fits were left after filtering (ones a scale-up could be for).
+    pub waiting: bool,
+    /// What became of `Extra::request`.
+    pub request: Option<RequestOutcome>,
 }
 
 /// A pending pod still looking for a place.
@@ -74,6 +100,7 @@ struct ScaleOption {
 /// The state of one scale-up pass.
 struct Pass<'a> {
     input: &'a ScaleUpInput<'a>,
+    extra: &'a Extra<'a>,
     sim: Simulator,
     limits: Limits,
     targets: Vec<u64>,
@@ -88,19 +115,43 @@ struct Pass<'a> {
     /// New nodes committed so far in this pass; later pods try them before asking for more.
     committed: Vec<usize>,
     warnings: Vec<Warning>,
+    booked_on: Vec<(usize, Arc<str>)>,
+    /// Pod classes: (spec, namespace, labels) → class.
+    classes: HashMap<(usize, usize, usize), usize>,
+    /// A best-effort-atomic request's run: one option placing every pod, one group.
+    all_or_nothing: bool,
 }
 
 pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
-    let mut pass = Pass::new(input);
+    plan_with(input, &Extra::default(), rng)
+}
+
+/// The pass with what ProvisioningRequests ask of it (upstream's wrapper orchestrator
+/// runs either the pending pods or one request's pods through the same orchestrator).
+pub fn plan_with<'a>(
+    input: &'a ScaleUpInput<'a>,
+    extra: &'a Extra<'a>,
+    rng: &mut SeededRng,
+) -> ScaleUpOutput {
+    let mut pass = Pass::new(input, extra);
     let pending = pass.classify();
     let remaining = pass.filter_out_schedulable(pending);
     let remaining = pass.hold_young_pods(remaining);
-    if input.cluster.healthy() {
+    let remaining = pass.leave_out_consumers(remaining);
+    pass.book();
+    let waiting = !remaining.is_empty();
+    let mut request = None;
+    if let Some(run) = &extra.request {
+        request = Some(pass.serve_request(run, rng));
+    } else if !input.cluster.healthy() {
+        pass.explain_unhealthy_cluster(&remaining);
+    } else if let Some(name) = &extra.yield_to {
+        // Min sizes wait too: the request's scale-up may grow the same group.
+        pass.explain_yield(&remaining, name);
+    } else {
         let remaining = pass.scale_up_loop(remaining, rng);
         pass.explain_leftovers(&remaining);
         pass.enforce_min_sizes();
-    } else {
-        pass.explain_unhealthy_cluster(&remaining);
     }
     pass.explanations.sort_by(|a, b| a.pod.cmp(&b.pod));
     pass.actions.sort_by(|a, b| a.node_group.cmp(&b.node_group));
@@ -111,11 +162,14 @@ pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
         skipped: pass.limits.skipped(),
         upcoming: pass.upcoming,
         warnings: pass.warnings,
+        booked_on: pass.booked_on,
+        waiting,
+        request,
     }
 }
 
 impl<'a> Pass<'a> {
-    fn new(input: &'a ScaleUpInput<'a>) -> Self {
+    fn new(input: &'a ScaleUpInput<'a>, extra: &'a Extra<'a>) -> Self {
         let s = input.snapshot;
         let mut sim = Simulator::for_snapshot(s);
         let mut limits = Limits::new(input.settings);
@@ -145,6 +199,7 @@ impl<'a> Pass<'a> {
         }
         let mut pass = Pass {
             input,
+            extra,
             sim,
             limits,
             targets: input.cluster.groups.iter().map(|g| g.target).collect(),
@@ -156,6 +211,9 @@ impl<'a> Pass<'a> {
             actions: Vec::new(),
             committed: Vec::new(),
             warnings: Vec::new(),
+            booked_on: Vec::new(),
+            classes: HashMap::new(),
+            all_or_nothing: false,
         };
         pass.add_upcoming_nodes();
         pass
@@ -172,6 +230,10 @@ impl<'a> Pass<'a> {
             .iter()
             .filter(|p| waits_for_a_node(p))
             .count() as u64;
+        // Booked pods and a request's pods take upcoming nodes too.
+        let extra =
+            self.extra.booked.len() + self.extra.request.as_ref().map_or(0, |r| r.pods.len());
+        let pending = pending + extra as u64;
         for (gi, g) in self.input.groups.groups.iter().enumerate() {
             let up = self.input.cluster.groups[gi].upcoming;
             self.upcoming[gi] = up;
@@ -209,7 +271,6 @@ impl<'a> Pass<'a> {
     /// Sets aside the pods that cannot take part; returns the rest, highest priority first.
     fn classify(&mut self) -> Vec<Pending<'a>> {
         let settings = self.input.settings;
-        let mut classes: HashMap<(usize, usize, usize), usize> = HashMap::new();
         let mut pending = Vec::new();
         let candidates = self
             .input
@@ -250,25 +311,24 @@ impl<'a> Pass<'a> {
                 // Its reason is the NotSimulated note `explain` adds.
                 self.explain(pod, Outcome::NoScaleUp, None, None, vec![]);
             } else {
-                let shape = self.sim.shape(pod);
-                let key = (
-                    Arc::as_ptr(&pod.spec) as usize,
-                    Arc::as_ptr(&pod.id.namespace) as *const u8 as usize,
-                    pod.labels.as_ptr(),
-                );
-                let next = classes.len();
-                let class = *classes.entry(key).or_insert(next);
-                pending.push(Pending { pod, shape, class });
+                pending.push(self.pending(pod));
             }
         }
-        pending.sort_by(|a, b| {
-            let prio = |p: &Pending| p.pod.priority.unwrap_or(0);
-            prio(b)
-                .cmp(&prio(a))
-                .then(a.pod.created.cmp(&b.pod.created))
-                .then(a.pod.id.cmp(&b.pod.id))
-        });
+        sort_pending(&mut pending);
         pending
+    }
+
+    /// A pod as the pass simulates it, in the class of the pods equal to it for scheduling.
+    fn pending(&mut self, pod: &'a Pod) -> Pending<'a> {
+        let shape = self.sim.shape(pod);
+        let key = (
+            Arc::as_ptr(&pod.spec) as usize,
+            Arc::as_ptr(&pod.id.namespace) as *const u8 as usize,
+            pod.labels.as_ptr(),
+        );
+        let next = self.classes.len();
+        let class = *self.classes.entry(key).or_insert(next);
+        Pending { pod, shape, class }
     }
 
     /// Places the pods that fit an existing or upcoming node; returns those that do not.
@@ -351,6 +411,17 @@ impl<'a> Pass<'a> {
         }
         remaining
     }
+}
+
+/// Highest priority first, then oldest, then by name.
+fn sort_pending(pending: &mut [Pending]) {
+    pending.sort_by(|a, b| {
+        let prio = |p: &Pending| p.pod.priority.unwrap_or(0);
+        prio(b)
+            .cmp(&prio(a))
+            .then(a.pod.created.cmp(&b.pod.created))
+            .then(a.pod.id.cmp(&b.pod.id))
+    });
 }
 
 /// A pod the scheduler could not place, that is not finished or going: what a scale-up is for.

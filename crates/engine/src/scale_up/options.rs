@@ -125,7 +125,8 @@ impl<'a> Pass<'a> {
         fit: &FitMatrix,
         open: &[bool],
     ) -> Vec<usize> {
-        if !self.input.settings.balance_similar_node_groups {
+        // An atomic request's nodes come from one group (see `request`).
+        if !self.input.settings.balance_similar_node_groups || self.all_or_nothing {
             return Vec::new();
         }
         let mut classes = classes.to_vec();

@@ -587,7 +587,8 @@ fn a_huge_target_is_counted_not_materialised() {
         priorities: None,
         now: Timestamp::UNIX_EPOCH,
     };
-    let pass = super::Pass::new(&input);
+    let extra = super::Extra::default();
+    let pass = super::Pass::new(&input, &extra);
     assert_eq!(pass.upcoming[0], 9_999_999, "the count is kept");
     assert_eq!(
         pass.sim.nodes().len(),

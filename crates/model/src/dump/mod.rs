@@ -27,6 +27,7 @@ use super::machine_kind::{MACHINE, MachineKind};
 use super::meta::{FieldError, Projector, api_group, key_of};
 use super::node::Node;
 use super::pod::Pod;
+use super::provisioning::{self, PodTemplate, ProvisioningRequest};
 use super::quote::bounded;
 use super::snapshot::{ClusterSnapshot, PRIORITY_EXPANDER_CONFIGMAP, PriorityExpanderConfig};
 use super::storage::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
@@ -280,6 +281,10 @@ impl SnapshotBuilder {
         ) {
             self.snapshot.storage.listed = true;
         }
+        if item_kind == "ProvisioningRequest" && api_group(api_version) == Some(provisioning::GROUP)
+        {
+            self.snapshot.provisioning.listed = true;
+        }
         if let Some(c) =
             api_group(api_version).and_then(|g| ControllerKind::of_object(g, item_kind))
         {
@@ -315,6 +320,10 @@ impl SnapshotBuilder {
                 .namespaces
                 .push(Namespace::from_k8s(&typed::<corev1::Namespace>(value)?, p)),
             ("", "ConfigMap") => return self.add_configmap(value),
+            ("", "PodTemplate") => return self.add_pod_template(value),
+            (provisioning::GROUP, "ProvisioningRequest") => {
+                return self.add_provisioning_request(api_version, value);
+            }
             ("", "PersistentVolumeClaim") => s.storage.claims.push(
                 PersistentVolumeClaim::from_k8s(&typed::<corev1::PersistentVolumeClaim>(value)?, p),
             ),
@@ -413,6 +422,57 @@ impl SnapshotBuilder {
                 self.report.machines_listed.insert(api);
             }
         }
+        self.report.objects += 1;
+        Ok(())
+    }
+
+    /// A PodTemplate: a spec that cannot be read is a warning naming it (the requests
+    /// naming it are then not simulated), never an error.
+    fn add_pod_template(&mut self, value: Value) -> Result<(), FieldError> {
+        let t = typed::<corev1::PodTemplate>(value)?;
+        let (template, problem) = PodTemplate::from_k8s(&t, &mut self.projector);
+        if let Some(problem) = problem {
+            self.report.warnings.push(Warning::about(
+                WarningCode::UnreadableObject,
+                format!("PodTemplate {}", template.key),
+                format!("{problem}; the ProvisioningRequests naming it are not simulated"),
+            ));
+        }
+        self.snapshot.provisioning.pod_templates.push(template);
+        self.report.objects += 1;
+        Ok(())
+    }
+
+    /// A ProvisioningRequest of a version read (`v1`, `v1beta1`); another version is left
+    /// out, counted as skipped. One that breaks the CRD's bounds, or cannot be read, is kept
+    /// with its problem (a warning; the engine leaves it alone), never refusing the dump.
+    fn add_provisioning_request(
+        &mut self,
+        api_version: &str,
+        value: Value,
+    ) -> Result<(), FieldError> {
+        let version = api_version.rsplit_once('/').map_or("", |(_, v)| v);
+        if !provisioning::VERSIONS.contains(&version) {
+            *self
+                .report
+                .skipped
+                .entry(format!("ProvisioningRequest ({api_version})"))
+                .or_default() += 1;
+            return Ok(());
+        }
+        let request =
+            ProvisioningRequest::from_json(&value, &mut self.projector).unwrap_or_else(|e| {
+                let why = e.to_string();
+                let r = ProvisioningRequest::unreadable(&value, &why, &mut self.projector);
+                self.report.warnings.push(Warning::about(
+                    WarningCode::UnreadableObject,
+                    format!("ProvisioningRequest {}", r.key),
+                    format!("{why}; it is left alone"),
+                ));
+                r
+            });
+        self.snapshot.provisioning.listed = true;
+        self.snapshot.provisioning.requests.push(request);
         self.report.objects += 1;
         Ok(())
     }

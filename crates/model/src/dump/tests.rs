@@ -412,3 +412,87 @@ items:
         [MachineApiGroup::OpenShift, MachineApiGroup::ClusterApi]
     );
 }
+
+#[test]
+fn provisioning_requests_and_pod_templates_are_read_at_both_versions() {
+    let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: PodTemplate
+  metadata: {name: worker, namespace: ml}
+  template:
+    spec: {containers: [{name: c, image: i, resources: {requests: {cpu: "2"}}}]}
+- apiVersion: autoscaling.x-k8s.io/v1
+  kind: ProvisioningRequest
+  metadata: {name: a, namespace: ml}
+  spec:
+    provisioningClassName: check-capacity.autoscaling.x-k8s.io
+    podSets: [{podTemplateRef: {name: worker}, count: 3}]
+- apiVersion: autoscaling.x-k8s.io/v1beta1
+  kind: ProvisioningRequest
+  metadata: {name: b, namespace: ml}
+  spec:
+    provisioningClassName: best-effort-atomic-scale-up.autoscaling.x-k8s.io
+    podSets: [{podTemplateRef: {name: worker}, count: 1}]
+- apiVersion: autoscaling.x-k8s.io/v1alpha9
+  kind: ProvisioningRequest
+  metadata: {name: c, namespace: ml}
+"#;
+    let (s, report) = load(text).unwrap();
+    let p = &s.provisioning;
+    assert!(p.listed);
+    assert_eq!(p.requests.len(), 2);
+    assert_eq!(&*p.requests[1].version, "v1beta1");
+    assert!(p.template("ml", "worker").is_some());
+    assert_eq!(
+        report
+            .skipped
+            .get("ProvisioningRequest (autoscaling.x-k8s.io/v1alpha9)"),
+        Some(&1)
+    );
+}
+
+#[test]
+fn without_provisioning_requests_the_feature_is_off_and_an_empty_list_turns_it_on() {
+    let (s, _) = load(LIST).unwrap();
+    assert!(!s.provisioning.listed);
+    let text = "apiVersion: autoscaling.x-k8s.io/v1\nkind: ProvisioningRequestList\nitems: []\n";
+    let (s, _) = load(text).unwrap();
+    assert!(s.provisioning.listed && s.provisioning.requests.is_empty());
+}
+
+#[test]
+fn an_unreadable_pod_template_or_request_is_a_warning() {
+    let text = r#"
+- apiVersion: v1
+  kind: PodTemplate
+  metadata: {name: worker, namespace: ml}
+  template: {spec: {containers: [{name: c}], tolerations: [{key: k, operator: Sometimes}]}}
+"#;
+    let text = format!(
+        "apiVersion: v1\nkind: List\nitems:\n{}",
+        text.trim_start_matches('\n')
+    );
+    let (s, report) = load(&text).unwrap();
+    assert!(s.provisioning.pod_templates[0].unreadable.is_some());
+    assert!(report.warnings[0].subject.as_deref() == Some("PodTemplate ml/worker"));
+    let bad = r#"
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: a, namespace: ml}
+spec: {podSets: [{podTemplateRef: {name: w}, count: many}]}
+"#;
+    let (s, report) = load(bad).unwrap();
+    let r = &s.provisioning.requests[0];
+    assert_eq!(r.key.to_string(), "ml/a");
+    assert!(
+        r.problem
+            .as_deref()
+            .unwrap()
+            .contains("spec.podSets[0].count")
+    );
+    let w = &report.warnings[0];
+    assert_eq!(w.subject.as_deref(), Some("ProvisioningRequest ml/a"));
+}
