@@ -3,6 +3,7 @@
 
 use super::autoscaler::{CLUSTER_AUTOSCALER_NAME, ClusterAutoscaler, MachineAutoscaler};
 use super::controller::Controllers;
+use super::dra::Dra;
 use super::infra::{InfraRef, InfrastructureTemplate};
 use super::machine::{Machine, ScalableResource};
 use super::meta::ObjectKey;
@@ -43,6 +44,8 @@ pub struct ClusterSnapshot {
     pub infrastructure_templates: Vec<InfrastructureTemplate>,
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes.
     pub storage: Storage,
+    /// ResourceClaims, their templates, ResourceSlices and DeviceClasses.
+    pub dra: Dra,
 }
 
 impl ClusterSnapshot {
