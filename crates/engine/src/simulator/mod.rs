@@ -6,6 +6,7 @@
 //! [`Simulator::revert`] undoes everything after it in reverse: trying a node group's
 //! scale-up costs only what it touches.
 
+pub mod dra_cel;
 mod predicates;
 mod topology;
 pub mod volumes;
