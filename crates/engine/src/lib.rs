@@ -12,6 +12,7 @@
 pub mod balance;
 pub mod cluster_state;
 mod csi;
+mod dra_template;
 pub mod estimator;
 pub mod expander;
 #[cfg(any(test, feature = "fixtures"))]

@@ -151,6 +151,14 @@ pub enum ReasonCode {
     VolumeClaimInUse,
     /// The node cannot attach another volume of the pod's CSI driver (its CSINode's `allocatable.count`).
     VolumeLimitReached,
+    /// A ResourceClaim (or ResourceClaimTemplate) the pod names does not exist.
+    DeviceClaimMissing,
+    /// A DeviceClass a claim of the pod asks for does not exist.
+    DeviceClassMissing,
+    /// The node has too few free devices matching a claim of the pod (devices in use are not free).
+    DevicesUnavailable,
+    /// A claim of the pod is allocated already, to devices this node cannot use.
+    DeviceClaimAllocatedElsewhere,
 }
 
 impl ReasonCode {
@@ -207,11 +215,15 @@ impl ReasonCode {
             ReasonCode::VolumeMissing => "VolumeMissing",
             ReasonCode::VolumeClaimInUse => "VolumeClaimInUse",
             ReasonCode::VolumeLimitReached => "VolumeLimitReached",
+            ReasonCode::DeviceClaimMissing => "DeviceClaimMissing",
+            ReasonCode::DeviceClassMissing => "DeviceClassMissing",
+            ReasonCode::DevicesUnavailable => "DevicesUnavailable",
+            ReasonCode::DeviceClaimAllocatedElsewhere => "DeviceClaimAllocatedElsewhere",
         }
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 51] = [
+    pub const ALL: [ReasonCode; 55] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -263,6 +275,10 @@ impl ReasonCode {
         ReasonCode::VolumeMissing,
         ReasonCode::VolumeClaimInUse,
         ReasonCode::VolumeLimitReached,
+        ReasonCode::DeviceClaimMissing,
+        ReasonCode::DeviceClassMissing,
+        ReasonCode::DevicesUnavailable,
+        ReasonCode::DeviceClaimAllocatedElsewhere,
     ];
 }
 
@@ -393,6 +409,10 @@ mod tests {
             VolumeMissing => 48,
             VolumeClaimInUse => 49,
             VolumeLimitReached => 50,
+            DeviceClaimMissing => 51,
+            DeviceClassMissing => 52,
+            DevicesUnavailable => 53,
+            DeviceClaimAllocatedElsewhere => 54,
         }
     }
 

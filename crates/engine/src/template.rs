@@ -10,9 +10,11 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::csi::{self, AttachLimits};
+use super::dra_template;
 use super::nodegroups::{NodeGroup, NodeGroupId};
 use super::settings::Settings;
 use super::unready_resources::{declares_gpus, gpus_pending};
+use fleetscaler_model::dra::ResourceSlice;
 use fleetscaler_model::infra::{InfraRef, InfrastructureTemplate};
 use fleetscaler_model::labels::Labels;
 use fleetscaler_model::node::{
@@ -104,6 +106,8 @@ pub struct TemplateNode {
     pub daemon_ports: Vec<HostPort>,
     /// How many volumes of each CSI driver a new node may attach (`csi`).
     pub attach_limits: AttachLimits,
+    /// The node-local ResourceSlices a new node publishes (`dra_template`).
+    pub dra_slices: Arc<[ResourceSlice]>,
 }
 
 impl TemplateNode {
@@ -190,6 +194,7 @@ fn build(
     let mut template = match template_node_candidate(snapshot, group, settings, gpus_declared) {
         Some(node) => TemplateNode {
             attach_limits: csi::node_limits(snapshot, &node.name),
+            dra_slices: dra_template::node_slices(snapshot, &node.name),
             ..from_node(node, daemons)
         },
         None => from_annotations(snapshot, group, daemons, settings, warnings)?,
@@ -271,6 +276,7 @@ fn from_node(node: &Node, daemons: &Daemons) -> TemplateNode {
         daemon_pods: 0,
         daemon_ports: Vec::new(),
         attach_limits: Arc::from([]),
+        dra_slices: Arc::from([]),
     };
     for spec in daemons.on_node.get(&*node.name).into_iter().flatten() {
         add_daemon(&mut template, spec);
@@ -351,6 +357,7 @@ fn from_annotations(
         daemon_pods: 0,
         daemon_ports: Vec::new(),
         attach_limits: annotated_attach_limits(own, &mut skipped),
+        dra_slices: dra_template::annotated_slices(own),
     };
     add_daemonsets(daemons, &mut template);
     Ok(template)

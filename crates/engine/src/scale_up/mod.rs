@@ -102,6 +102,10 @@ pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
     } else {
         pass.explain_unhealthy_cluster(&remaining);
     }
+    for problem in pass.sim.dra_problems() {
+        pass.warnings
+            .push(Warning::general(WarningCode::ScaleUp, problem.clone()));
+    }
     pass.explanations.sort_by(|a, b| a.pod.cmp(&b.pod));
     pass.actions.sort_by(|a, b| a.node_group.cmp(&b.node_group));
     ScaleUpOutput {
@@ -242,10 +246,11 @@ impl<'a> Pass<'a> {
                 );
             } else if let Some(node) = &pod.nominated_node {
                 self.explain(pod, Outcome::FitsExisting, None, Some(node.clone()), vec![]);
-            } else if pod
-                .spec
-                .unsimulated
-                .contains(&Unsimulated::DynamicResources)
+            } else if !self.input.snapshot.dra.listed
+                && pod
+                    .spec
+                    .unsimulated
+                    .contains(&Unsimulated::DynamicResources)
             {
                 // Its reason is the NotSimulated note `explain` adds.
                 self.explain(pod, Outcome::NoScaleUp, None, None, vec![]);

@@ -186,11 +186,17 @@ fn with_nanos(n: Option<i128>) -> CelResult<Value> {
     quantity(Arc::new(text))
 }
 
-fn add(cel::extractors::This(a): cel::extractors::This<Arc<dyn Opaque>>, b: Value) -> CelResult<Value> {
+fn add(
+    cel::extractors::This(a): cel::extractors::This<Arc<dyn Opaque>>,
+    b: Value,
+) -> CelResult<Value> {
     with_nanos(this_quantity(&a)?.nanos().checked_add(operand(&b)?))
 }
 
-fn sub(cel::extractors::This(a): cel::extractors::This<Arc<dyn Opaque>>, b: Value) -> CelResult<Value> {
+fn sub(
+    cel::extractors::This(a): cel::extractors::This<Arc<dyn Opaque>>,
+    b: Value,
+) -> CelResult<Value> {
     with_nanos(this_quantity(&a)?.nanos().checked_sub(operand(&b)?))
 }
 
@@ -347,7 +353,10 @@ fn device_value(driver: &str, d: &Device, domains: &[String]) -> Value {
     m.insert("driver".into(), Value::String(Arc::new(driver.to_string())));
     m.insert("attributes".into(), attributes);
     m.insert("capacity".into(), capacity);
-    m.insert("allowMultipleAllocations".into(), Value::Bool(d.allow_multiple));
+    m.insert(
+        "allowMultipleAllocations".into(),
+        Value::Bool(d.allow_multiple),
+    );
     m.into()
 }
 
@@ -372,7 +381,9 @@ impl Default for Selectors {
         let env = environment();
         let root = env.clone().and_then(root_context);
         if let Err(e) = &root {
-            problems.push(format!("the DRA selector functions could not be declared: {e}"));
+            problems.push(format!(
+                "the DRA selector functions could not be declared: {e}"
+            ));
         }
         Selectors {
             env: env.ok(),
@@ -399,7 +410,10 @@ impl Selectors {
             return c.as_ref().ok().cloned();
         }
         let compiled = if self.programs.len() >= MAX_PROGRAMS {
-            self.warn(expr, format!("more than {MAX_PROGRAMS} distinct selectors in one pass"));
+            self.warn(
+                expr,
+                format!("more than {MAX_PROGRAMS} distinct selectors in one pass"),
+            );
             Err(())
         } else {
             let compiled = match &self.env {

@@ -5,9 +5,15 @@ fn gpu() -> Device {
         name: "gpu-0".into(),
         attributes: vec![
             ("model".into(), AttributeValue::String("A100".into())),
-            ("driverVersion".into(), AttributeValue::Version("1.2.3".into())),
+            (
+                "driverVersion".into(),
+                AttributeValue::Version("1.2.3".into()),
+            ),
             ("index".into(), AttributeValue::Int(0)),
-            ("ext.example.com/family".into(), AttributeValue::String("ampere".into())),
+            (
+                "ext.example.com/family".into(),
+                AttributeValue::String("ampere".into()),
+            ),
         ],
         capacity: vec![("memory".into(), Quantity::parse("40Gi").unwrap())],
         nodes: None,
@@ -25,10 +31,16 @@ fn check(expr: &str) -> bool {
 #[test]
 fn attributes_by_domain_and_driver() {
     assert!(check("device.driver == 'gpu.example.com'"));
-    assert!(check("device.attributes['gpu.example.com'].model == 'A100'"));
-    assert!(check("device.attributes[\"ext.example.com\"].family == \"ampere\""));
+    assert!(check(
+        "device.attributes['gpu.example.com'].model == 'A100'"
+    ));
+    assert!(check(
+        "device.attributes[\"ext.example.com\"].family == \"ampere\""
+    ));
     assert!(check("device.attributes['gpu.example.com'].index == 0"));
-    assert!(!check("device.attributes['gpu.example.com'].model == 'H100'"));
+    assert!(!check(
+        "device.attributes['gpu.example.com'].model == 'H100'"
+    ));
     assert!(check("!device.allowMultipleAllocations"));
     assert!(check(
         "cel.bind(dra, device.attributes['gpu.example.com'], dra.model == 'A100' && dra.index < 4)"
@@ -44,13 +56,25 @@ fn an_unknown_domain_is_an_empty_map() {
 
 #[test]
 fn quantities_compare_exactly() {
-    assert!(check("device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) == 0"));
-    assert!(check("device.capacity['gpu.example.com'].memory.isGreaterThan(quantity('32Gi'))"));
-    assert!(check("device.capacity['gpu.example.com'].memory.isLessThan(quantity('41Gi'))"));
-    assert!(check("device.capacity['gpu.example.com'].memory == quantity('40960Mi')"));
-    assert!(check("quantity('1500m').add(quantity('500m')).asInteger() == 2"));
+    assert!(check(
+        "device.capacity['gpu.example.com'].memory.compareTo(quantity('40Gi')) == 0"
+    ));
+    assert!(check(
+        "device.capacity['gpu.example.com'].memory.isGreaterThan(quantity('32Gi'))"
+    ));
+    assert!(check(
+        "device.capacity['gpu.example.com'].memory.isLessThan(quantity('41Gi'))"
+    ));
+    assert!(check(
+        "device.capacity['gpu.example.com'].memory == quantity('40960Mi')"
+    ));
+    assert!(check(
+        "quantity('1500m').add(quantity('500m')).asInteger() == 2"
+    ));
     assert!(check("quantity('2').sub(3).sign() == -1"));
-    assert!(check("!quantity('1500m').isInteger() && isQuantity('1Gi') && !isQuantity('x')"));
+    assert!(check(
+        "!quantity('1500m').isInteger() && isQuantity('1Gi') && !isQuantity('x')"
+    ));
     assert!(check("quantity('500m').asApproximateFloat() == 0.5"));
 }
 
@@ -78,13 +102,21 @@ fn a_missing_attribute_fails_the_device_quietly() {
 fn broken_selectors_match_nothing_and_are_warned_once() {
     let mut s = Selectors::default();
     let d = gpu();
-    for expr in ["device.driver ==", "device.driver", "semver('not a version').major() == 1"] {
+    for expr in [
+        "device.driver ==",
+        "device.driver",
+        "semver('not a version').major() == 1",
+    ] {
         let e: Arc<str> = expr.into();
         assert!(!s.matches(&e, "gpu.example.com", &d), "{expr}");
         assert!(!s.matches(&e, "gpu.example.com", &d), "{expr}");
     }
     assert_eq!(s.problems.len(), 3, "{:?}", s.problems);
-    assert!(s.problems[0].contains("does not compile"), "{:?}", s.problems);
+    assert!(
+        s.problems[0].contains("does not compile"),
+        "{:?}",
+        s.problems
+    );
 }
 
 #[test]

@@ -1,0 +1,539 @@
+//! The scheduler's DynamicResources plugin, as far as the autoscaler simulates it (upstream's
+//! `pkg/simulator/dynamicresources`): a pod's ResourceClaims are allocated devices of the
+//! ResourceSlices a node can use, matching each request's DeviceClass and CEL selectors,
+//! and not allocated already.
+//!
+//! Each pod's claims are resolved once per pass ([`DraIndex::build`]): a claim allocated
+//! already pins the pod to where its devices are (its `nodeSelector`); one not allocated
+//! (shared by name, made from a template for the pod, or the template itself before the
+//! claim is made) needs devices on the node. What no node can help (a missing claim, class
+//! or template; a claim feature not simulated) is a `block` that fails the pod everywhere,
+//! so it is explained and never causes a scale-up.
+//!
+//! Devices in use are those of every allocated claim in the snapshot and those this
+//! simulation allocated ([`DraIndex::place`], undone in reverse by the simulator's revert);
+//! a claim shared by several pods is allocated once. A template's node-local slices are
+//! its source node's (upstream's `SanitizedNodeResourceSlices`), each copy's pools its own.
+//!
+//! Allocation is greedy: requests in order, each one's first alternative that can be
+//! satisfied, devices in slice order. Upstream's allocator backtracks, so a claim whose
+//! requests compete for the same devices can fit there and not here: never a node bought
+//! that upstream would not use.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use fleetscaler_model::dra::{
+    AllocationMode, ClaimSpec, Device, DeviceChoice, DeviceId, PodClaim, PodClaimSource,
+    ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+use fleetscaler_model::scheduling::NodeSelector;
+use fleetscaler_model::{ClusterSnapshot, Pod, PodId};
+
+use super::SimNode;
+use super::dra_cel::Selectors;
+use crate::reason::ReasonCode;
+
+/// What a pod's ResourceClaims ask of a node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DraNeeds {
+    /// Why no node can run the pod, when none can.
+    pub block: Option<(ReasonCode, String)>,
+    /// Allocated claims: (the claim, where its devices can be used from).
+    pub pinned: Vec<(Arc<str>, NodeSelector)>,
+    /// Claims still to be allocated, on the node the pod goes to.
+    pub claims: Vec<NeededClaim>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NeededClaim {
+    /// `namespace/name` of the claim; a template's, not made yet, `namespace/pod#claim`.
+    pub key: Arc<str>,
+    pub spec: Arc<ClaimSpec>,
+}
+
+/// Devices this simulation allocated to one claim.
+#[derive(Clone, Debug)]
+struct SimAlloc {
+    claim: Arc<str>,
+    node: usize,
+    devices: Vec<DeviceId>,
+    /// The simulated pods sharing it.
+    users: usize,
+}
+
+/// One device a node can use, with the pool it is counted in.
+struct Candidate<'a> {
+    driver: &'a Arc<str>,
+    pool: Arc<str>,
+    device: &'a Device,
+}
+
+impl Candidate<'_> {
+    fn id(&self) -> DeviceId {
+        DeviceId {
+            driver: self.driver.clone(),
+            pool: self.pool.clone(),
+            device: self.device.name.clone(),
+        }
+    }
+}
+
+/// The DRA objects of a pass, each pod's needs, and what the simulation allocated.
+#[derive(Default)]
+pub struct DraIndex {
+    by_pod: HashMap<PodId, Arc<DraNeeds>>,
+    objects: Objects,
+    eval: Eval,
+}
+
+/// What the pass read: read-only while pods are checked.
+#[derive(Default)]
+struct Objects {
+    classes: HashMap<Arc<str>, Vec<Arc<str>>>,
+    /// Node-local slices by node name.
+    local: HashMap<Arc<str>, Vec<Arc<ResourceSlice>>>,
+    /// Slices for nodes by selector, for all nodes, or per device.
+    shared: Vec<Arc<ResourceSlice>>,
+    in_use: HashSet<DeviceId>,
+}
+
+/// What checking changes: the selectors' caches and the simulation's allocations.
+#[derive(Default)]
+struct Eval {
+    allocs: Vec<SimAlloc>,
+    selectors: Selectors,
+    /// Selector results by (expression, device) address: both live for the pass.
+    matched: HashMap<(usize, usize), bool>,
+}
+
+/// The newest generation of each pool: older slices are being replaced (upstream's
+/// `GatherPools` ignores them).
+pub fn current_slices(slices: &[ResourceSlice]) -> Vec<&ResourceSlice> {
+    let mut newest: HashMap<(&str, &str), i64> = HashMap::new();
+    for s in slices {
+        let g = newest.entry((&s.driver, &s.pool)).or_insert(s.generation);
+        *g = (*g).max(s.generation);
+    }
+    slices
+        .iter()
+        .filter(|s| newest.get(&(&*s.driver, &*s.pool)) == Some(&s.generation))
+        .collect()
+}
+
+impl DraIndex {
+    pub fn build(snapshot: &ClusterSnapshot) -> Self {
+        let dra = &snapshot.dra;
+        let with_claims = || {
+            snapshot
+                .pods
+                .iter()
+                .filter(|p| !p.spec.resource_claims.is_empty() && !p.is_terminal())
+        };
+        if !dra.listed || with_claims().next().is_none() {
+            return DraIndex::default();
+        }
+        let mut objects = Objects {
+            classes: dra
+                .classes
+                .iter()
+                .map(|c| (c.name.clone(), c.selectors.clone()))
+                .collect(),
+            ..Objects::default()
+        };
+        for s in current_slices(&dra.slices) {
+            let s = Arc::new(s.clone());
+            match s.node_local_to() {
+                Some(n) => objects.local.entry(n.into()).or_default().push(s),
+                None => objects.shared.push(s),
+            }
+        }
+        objects.in_use = dra
+            .claims
+            .iter()
+            .filter_map(|c| c.allocation.as_ref())
+            .flat_map(|a| a.devices.iter().cloned())
+            .collect();
+        let by_pod = {
+            let resolver = Resolver::new(snapshot, &objects.classes);
+            with_claims()
+                .map(|p| (p.id.clone(), Arc::new(resolver.needs_of(p))))
+                .collect()
+        };
+        DraIndex {
+            by_pod,
+            objects,
+            eval: Eval::default(),
+        }
+    }
+
+    pub fn of(&self, pod: &Pod) -> Option<Arc<DraNeeds>> {
+        if pod.spec.resource_claims.is_empty() {
+            return None;
+        }
+        self.by_pod.get(&pod.id).cloned()
+    }
+
+    /// What the selectors could not evaluate this pass, for its warnings.
+    pub fn problems(&self) -> &[String] {
+        &self.eval.selectors.problems
+    }
+
+    /// Whether the pod's claims can be had on `nodes[idx]`, or the first reason not.
+    pub fn check(
+        &mut self,
+        needs: &DraNeeds,
+        nodes: &[SimNode],
+        idx: usize,
+    ) -> Result<(), (ReasonCode, String)> {
+        if let Some(block) = &needs.block {
+            return Err(block.clone());
+        }
+        let node = &nodes[idx];
+        for (claim, selector) in &needs.pinned {
+            if !selector.matches(&node.labels, &node.name) {
+                return Err(elsewhere(claim));
+            }
+        }
+        let mut picked = Vec::new();
+        for claim in &needs.claims {
+            if let Some(a) = self.eval.allocs.iter().find(|a| a.claim == claim.key) {
+                if a.node != idx {
+                    return Err(elsewhere(&claim.key));
+                }
+                continue;
+            }
+            let devices = allocate(&self.objects, &mut self.eval, &claim.spec, node, &picked)
+                .map_err(|why| {
+                    (
+                        ReasonCode::DevicesUnavailable,
+                        format!("claim {}: {why}", claim.key),
+                    )
+                })?;
+            picked.extend(devices);
+        }
+        Ok(())
+    }
+
+    /// Allocates the pod's claims on `nodes[idx]` (+1), or gives them back (-1).
+    pub fn place(&mut self, needs: &DraNeeds, nodes: &[SimNode], idx: usize, delta: i32) {
+        let allocs = &mut self.eval.allocs;
+        if delta < 0 {
+            for claim in needs.claims.iter().rev() {
+                if let Some(i) = allocs.iter().rposition(|a| a.claim == claim.key) {
+                    allocs[i].users = allocs[i].users.saturating_sub(1);
+                    if allocs[i].users == 0 {
+                        allocs.remove(i);
+                    }
+                }
+            }
+            return;
+        }
+        if needs.block.is_some() {
+            return;
+        }
+        let mut picked = Vec::new();
+        for claim in &needs.claims {
+            if let Some(a) = self.eval.allocs.iter_mut().find(|a| a.claim == claim.key) {
+                a.users += 1;
+                continue;
+            }
+            // Placed after a successful check, so this succeeds; an existing pod with a
+            // claim not allocated yet takes what is free, or nothing.
+            let devices = allocate(
+                &self.objects,
+                &mut self.eval,
+                &claim.spec,
+                &nodes[idx],
+                &picked,
+            )
+            .unwrap_or_default();
+            picked.extend(devices.iter().cloned());
+            self.eval.allocs.push(SimAlloc {
+                claim: claim.key.clone(),
+                node: idx,
+                devices,
+                users: 1,
+            });
+        }
+    }
+}
+
+impl Objects {
+    /// The devices `node` can use: its own slices (a template copy's, in pools of its own),
+    /// then the shared ones that reach it.
+    fn candidates<'a>(&'a self, node: &'a SimNode) -> Vec<Candidate<'a>> {
+        let mut out = Vec::new();
+        let copied = !node.dra_slices.is_empty();
+        let own: Vec<&'a ResourceSlice> = if copied {
+            node.dra_slices.iter().collect()
+        } else {
+            self.local
+                .get(&node.name)
+                .into_iter()
+                .flatten()
+                .map(|s| &**s)
+                .collect()
+        };
+        for s in own {
+            let pool: Arc<str> = if copied {
+                format!("{}-{}", s.pool, node.name).into()
+            } else {
+                s.pool.clone()
+            };
+            for device in &s.devices {
+                out.push(Candidate {
+                    driver: &s.driver,
+                    pool: pool.clone(),
+                    device,
+                });
+            }
+        }
+        for s in &self.shared {
+            for device in &s.devices {
+                let reach = device.nodes.as_ref().or(s.nodes.as_ref());
+                if reach.is_some_and(|r| r.reach(&node.labels, &node.name)) {
+                    out.push(Candidate {
+                        driver: &s.driver,
+                        pool: s.pool.clone(),
+                        device,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+impl Eval {
+    fn matches(&mut self, expr: &Arc<str>, driver: &str, device: &Device) -> bool {
+        let key = (
+            Arc::as_ptr(expr) as *const u8 as usize,
+            device as *const Device as usize,
+        );
+        if let Some(m) = self.matched.get(&key) {
+            return *m;
+        }
+        let m = self.selectors.matches(expr, driver, device);
+        if self.matched.len() < 1 << 20 {
+            self.matched.insert(key, m);
+        }
+        m
+    }
+
+    fn in_use(&self, objects: &Objects, id: &DeviceId, taken: &[DeviceId]) -> bool {
+        objects.in_use.contains(id)
+            || taken.contains(id)
+            || self.allocs.iter().any(|a| a.devices.contains(id))
+    }
+}
+
+/// The devices of one claim on `node`, besides `picked`, or why there are not enough.
+fn allocate(
+    objects: &Objects,
+    eval: &mut Eval,
+    spec: &ClaimSpec,
+    node: &SimNode,
+    picked: &[DeviceId],
+) -> Result<Vec<DeviceId>, String> {
+    let found = objects.candidates(node);
+    let mut taken: Vec<DeviceId> = picked.to_vec();
+    let start = taken.len();
+    for request in &spec.requests {
+        let mut last = String::new();
+        let mut done = false;
+        for choice in &request.choices {
+            match choose(objects, eval, choice, &found, &taken) {
+                Ok(devices) => {
+                    taken.extend(devices);
+                    done = true;
+                    break;
+                }
+                Err(why) => last = why,
+            }
+        }
+        if !done {
+            return Err(format!("request {}: {last}", request.name));
+        }
+    }
+    Ok(taken.split_off(start))
+}
+
+/// The devices for one alternative of a request, or why there are not enough.
+fn choose(
+    objects: &Objects,
+    eval: &mut Eval,
+    choice: &DeviceChoice,
+    found: &[Candidate<'_>],
+    taken: &[DeviceId],
+) -> Result<Vec<DeviceId>, String> {
+    let empty = Vec::new();
+    let class_selectors = objects.classes.get(&choice.class).unwrap_or(&empty);
+    let mut free = Vec::new();
+    let mut busy = 0;
+    for c in found {
+        let wanted = class_selectors
+            .iter()
+            .chain(&choice.selectors)
+            .all(|e| eval.matches(e, c.driver, c.device));
+        if !wanted {
+            continue;
+        }
+        let id = c.id();
+        if eval.in_use(objects, &id, taken) {
+            busy += 1;
+        } else {
+            free.push(id);
+        }
+    }
+    let what = || {
+        let sub = if choice.name.is_empty() {
+            String::new()
+        } else {
+            format!(" (subrequest {})", choice.name)
+        };
+        format!("device class {}{sub}", choice.class)
+    };
+    match choice.mode {
+        AllocationMode::ExactCount(n) if free.len() as i64 >= n => {
+            free.truncate(n as usize);
+            Ok(free)
+        }
+        AllocationMode::ExactCount(n) => Err(format!(
+            "needs {n} device(s) of {}, the node has {} free and {busy} in use",
+            what(),
+            free.len()
+        )),
+        AllocationMode::All if busy == 0 && !free.is_empty() => Ok(free),
+        AllocationMode::All => Err(format!(
+            "needs all devices of {} on the node, and it has {} free and {busy} in use",
+            what(),
+            free.len()
+        )),
+    }
+}
+
+fn elsewhere(claim: &str) -> (ReasonCode, String) {
+    (
+        ReasonCode::DeviceClaimAllocatedElsewhere,
+        format!("claim {claim} is allocated to devices this node cannot use"),
+    )
+}
+/// The claims, by namespace and name, for resolving pods' `resourceClaims`.
+struct Resolver<'a> {
+    claims: HashMap<(&'a str, &'a str), &'a ResourceClaim>,
+    templates: HashMap<(&'a str, &'a str), &'a ResourceClaimTemplate>,
+    classes: &'a HashMap<Arc<str>, Vec<Arc<str>>>,
+}
+
+impl<'a> Resolver<'a> {
+    fn new(snapshot: &'a ClusterSnapshot, classes: &'a HashMap<Arc<str>, Vec<Arc<str>>>) -> Self {
+        let dra = &snapshot.dra;
+        Resolver {
+            claims: dra
+                .claims
+                .iter()
+                .map(|c| ((&*c.key.namespace, &*c.key.name), c))
+                .collect(),
+            templates: dra
+                .templates
+                .iter()
+                .map(|t| ((&*t.key.namespace, &*t.key.name), t))
+                .collect(),
+            classes,
+        }
+    }
+
+    fn needs_of(&self, pod: &Pod) -> DraNeeds {
+        let mut needs = DraNeeds::default();
+        for claim in &pod.spec.resource_claims {
+            if let Err(block) = self.add_claim(pod, claim, &mut needs) {
+                needs.block = Some(block);
+                break;
+            }
+        }
+        needs
+    }
+
+    fn add_claim(
+        &self,
+        pod: &Pod,
+        claim: &PodClaim,
+        needs: &mut DraNeeds,
+    ) -> Result<(), (ReasonCode, String)> {
+        let ns = &*pod.id.namespace;
+        let missing = |what: String| Err((ReasonCode::DeviceClaimMissing, what));
+        let generated = pod
+            .claim_statuses
+            .iter()
+            .find(|(name, _)| *name == claim.name)
+            .map(|(_, made)| made);
+        let (name, found) = match (&claim.source, generated) {
+            (PodClaimSource::Claim(name), _) | (PodClaimSource::Template(_), Some(name)) => {
+                (name, self.claims.get(&(ns, &**name)).copied())
+            }
+            (PodClaimSource::Template(template), None) => {
+                // Made by the resource claim controller once the pod exists: as its template.
+                let Some(t) = self.templates.get(&(ns, &**template)) else {
+                    return missing(format!(
+                        "resourceclaimtemplate {ns}/{template} (claim {} of the pod) does not exist",
+                        claim.name
+                    ));
+                };
+                let key: Arc<str> = format!("{ns}/{}#{}", pod.id.name, claim.name).into();
+                return self.add_unallocated(key, &t.spec, needs);
+            }
+        };
+        let Some(found) = found else {
+            return missing(format!("resourceclaim {ns}/{name} does not exist"));
+        };
+        let key: Arc<str> = format!("{ns}/{name}").into();
+        match &found.allocation {
+            Some(a) => {
+                if let Some(sel) = &a.node_selector {
+                    needs.pinned.push((key, sel.clone()));
+                }
+                Ok(())
+            }
+            None => self.add_unallocated(key, &found.spec, needs),
+        }
+    }
+
+    fn add_unallocated(
+        &self,
+        key: Arc<str>,
+        spec: &ClaimSpec,
+        needs: &mut DraNeeds,
+    ) -> Result<(), (ReasonCode, String)> {
+        if let Some(feature) = &spec.unsimulated {
+            return Err((
+                ReasonCode::NotSimulated,
+                format!(
+                    "claim {key} uses {feature}, which the simulation does not allocate: no node is bought for it"
+                ),
+            ));
+        }
+        for request in &spec.requests {
+            for choice in &request.choices {
+                if !self.classes.contains_key(&choice.class) {
+                    return Err((
+                        ReasonCode::DeviceClassMissing,
+                        format!(
+                            "claim {key}, request {}: deviceclass {} does not exist",
+                            request.name, choice.class
+                        ),
+                    ));
+                }
+            }
+        }
+        needs.claims.push(NeededClaim {
+            key,
+            spec: Arc::new(spec.clone()),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+#[path = "dra_tests.rs"]
+mod tests;

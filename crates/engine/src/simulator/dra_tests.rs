@@ -1,0 +1,335 @@
+//! Pods with ResourceClaims, through whole passes: where their devices make the engine
+//! scale, and where not (upstream's DRA scale-up tests in pkg/core/scaleup and the Cluster
+//! API provider's scale-from-zero slice).
+
+use serde_json::{Value, json};
+
+use crate::fixtures::{group_node, machineset, node, pod, snapshot};
+use crate::plan::{Outcome, Plan};
+use crate::reason::ReasonCode;
+use crate::{EngineState, Settings, run_once};
+
+const DRIVER: &str = "gpu.example.com";
+const GPU_GROUP: &str = "MachineSet.machine.openshift.io/openshift-machine-api/gpu";
+
+fn plan(items: Vec<Value>) -> Plan {
+    run_once(
+        &snapshot(items),
+        &mut EngineState::default(),
+        &Settings::default(),
+        "2026-11-22T10:00:00Z".parse().unwrap(),
+    )
+}
+
+fn scaled(p: &Plan) -> Vec<(String, u64)> {
+    p.scale_up
+        .iter()
+        .map(|a| (a.node_group.to_string(), a.to - a.from))
+        .collect()
+}
+
+fn codes(p: &Plan, pod: &str) -> (Outcome, Vec<ReasonCode>) {
+    let e = p.pending_pods.iter().find(|e| &*e.pod.name == pod).unwrap();
+    (e.outcome, e.reasons.iter().map(|r| r.code).collect())
+}
+
+fn device_class(name: &str, selector: Option<&str>) -> Value {
+    let selectors: Vec<Value> = selector
+        .into_iter()
+        .map(|e| json!({"cel": {"expression": e}}))
+        .collect();
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": name}, "spec": {"selectors": selectors}})
+}
+
+fn slice(node: &str, gpus: usize, model: &str) -> Value {
+    let devices: Vec<Value> = (0..gpus)
+        .map(|i| {
+            json!({"name": format!("gpu-{i}"), "attributes": {"model": {"string": model}},
+            "capacity": {"memory": {"value": "80Gi"}}})
+        })
+        .collect();
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": format!("{node}-{DRIVER}")},
+        "spec": {"driver": DRIVER, "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1}, "devices": devices}})
+}
+
+fn template(name: &str, class: &str, count: i64) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": class, "count": count}}]}}}})
+}
+
+fn claim(name: &str, class: &str, allocated_on: Option<(&str, &str)>) -> Value {
+    let mut c = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": class}}]}}});
+    if let Some((node, device)) = allocated_on {
+        c["status"] = json!({"allocation": {
+            "devices": {"results": [{"request": "gpu", "driver": DRIVER, "pool": node, "device": device}]},
+            "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [node]}]}]}}});
+    }
+    c
+}
+
+fn with_claims(mut p: Value, claims: Value) -> Value {
+    p["spec"]["resourceClaims"] = claims;
+    p
+}
+
+/// A pending pod asking for one GPU from the template `one-gpu`.
+fn gpu_pod(name: &str) -> Value {
+    with_claims(
+        pod(name).cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]),
+    )
+}
+
+/// A CPU group and a GPU group, each with one ready node; the GPU node's one A100 is taken
+/// by a running pod's allocated claim.
+fn cluster() -> Vec<Value> {
+    let mut items = vec![
+        machineset("cpu", 0, 5, 1).json(),
+        machineset("gpu", 0, 5, 1).json(),
+        device_class(DRIVER, Some("device.driver == 'gpu.example.com'")),
+        template("one-gpu", DRIVER, 1),
+        slice("gpu-0", 1, "A100"),
+        claim("trainer-0-gpu", DRIVER, Some(("gpu-0", "gpu-0"))),
+    ];
+    items.extend(group_node("cpu-0", "cpu", node("cpu-0").cpu("8")));
+    items.extend(group_node("gpu-0", "gpu", node("gpu-0").cpu("8")));
+    let mut trainer = with_claims(
+        pod("trainer-0").cpu("1").on("gpu-0").json(),
+        json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]),
+    );
+    trainer["status"]["resourceClaimStatuses"] =
+        json!([{"name": "gpu", "resourceClaimName": "trainer-0-gpu"}]);
+    items.push(trainer);
+    items
+}
+
+/// Issue 24, point 2: without the DRA objects nothing is bought and the pod says why
+/// (upstream without `--enable-dynamic-resource-allocation` would buy a CPU node).
+#[test]
+fn a_pod_with_resource_claims_buys_no_node_it_could_not_use() {
+    let items = vec![
+        machineset("cpu", 0, 5, 1).json(),
+        pod("fill").cpu("8").on("cpu-0").json(),
+    ];
+    let mut items: Vec<Value> = items
+        .into_iter()
+        .chain(group_node("cpu-0", "cpu", node("cpu-0").cpu("8")))
+        .collect();
+    items.push(gpu_pod("gpu-job"));
+    let p = plan(items.clone());
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    assert_eq!(
+        codes(&p, "gpu-job"),
+        (Outcome::NoScaleUp, vec![ReasonCode::NotSimulated])
+    );
+    // Listed, with the template, but no group has devices: still nothing, by devices.
+    items.push(device_class(DRIVER, None));
+    items.push(template("one-gpu", DRIVER, 1));
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    let (outcome, codes) = codes(&p, "gpu-job");
+    assert_eq!(outcome, Outcome::NoScaleUp);
+    assert!(codes.contains(&ReasonCode::DevicesUnavailable), "{codes:?}");
+    assert!(!codes.contains(&ReasonCode::NotSimulated), "{codes:?}");
+}
+
+#[test]
+fn a_gpu_in_use_scales_the_gpu_group_only() {
+    let mut items = cluster();
+    items.push(gpu_pod("job-0"));
+    let p = plan(items);
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 1)],
+        "{:?}",
+        p.pending_pods
+    );
+}
+
+#[test]
+fn a_free_gpu_on_a_node_needs_no_new_node() {
+    let mut items = cluster();
+    items.push(slice("gpu-0", 2, "A100"));
+    // The newer generation of the pool has two devices: one is free.
+    items.last_mut().unwrap()["spec"]["pool"]["generation"] = json!(2);
+    items.push(gpu_pod("job-0"));
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    assert_eq!(codes(&p, "job-0").0, Outcome::FitsExisting);
+}
+
+#[test]
+fn each_claim_from_a_template_takes_its_own_device() {
+    let mut items = cluster();
+    for i in 0..3 {
+        items.push(gpu_pod(&format!("job-{i}")));
+    }
+    let p = plan(items);
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 3)],
+        "{:?}",
+        p.pending_pods
+    );
+}
+
+#[test]
+fn a_shared_claim_is_allocated_once() {
+    let mut items = cluster();
+    items.push(claim("shared", DRIVER, None));
+    for i in 0..2 {
+        items.push(with_claims(
+            pod(&format!("job-{i}")).cpu("1").unschedulable().json(),
+            json!([{"name": "gpu", "resourceClaimName": "shared"}]),
+        ));
+    }
+    let p = plan(items);
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 1)],
+        "{:?}",
+        p.pending_pods
+    );
+}
+
+#[test]
+fn a_selector_no_device_matches_buys_nothing() {
+    let mut items = cluster();
+    items.push(device_class(
+        "h100",
+        Some("device.attributes['gpu.example.com'].model == 'H100'"),
+    ));
+    items.push(template("one-h100", "h100", 1));
+    items.push(with_claims(
+        pod("job-0").cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimTemplateName": "one-h100"}]),
+    ));
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    let (outcome, codes) = codes(&p, "job-0");
+    assert_eq!(outcome, Outcome::NoScaleUp);
+    assert!(codes.contains(&ReasonCode::DevicesUnavailable), "{codes:?}");
+}
+
+#[test]
+fn what_does_not_exist_holds_the_pod_everywhere() {
+    let mut items = cluster();
+    items.push(with_claims(
+        pod("no-claim").cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimName": "nowhere"}]),
+    ));
+    items.push(template("no-class", "missing-class", 1));
+    items.push(with_claims(
+        pod("no-class").cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimTemplateName": "no-class"}]),
+    ));
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    let (_, c) = codes(&p, "no-claim");
+    assert_eq!(c[0], ReasonCode::DeviceClaimMissing, "{:?}", p.pending_pods);
+    let (_, c) = codes(&p, "no-class");
+    assert_eq!(c[0], ReasonCode::DeviceClassMissing, "{:?}", p.pending_pods);
+}
+
+#[test]
+fn an_allocated_claim_pins_its_pods_to_its_node() {
+    let mut items = cluster();
+    items.push(pod("fill").cpu("7").on("gpu-0").json());
+    items.push(with_claims(
+        pod("helper").cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimName": "trainer-0-gpu"}]),
+    ));
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    let (outcome, codes) = codes(&p, "helper");
+    assert_eq!(outcome, Outcome::NoScaleUp);
+    assert!(
+        codes.contains(&ReasonCode::DeviceClaimAllocatedElsewhere),
+        "{codes:?}"
+    );
+}
+
+#[test]
+fn an_unsimulated_constraint_buys_nothing_and_says_which() {
+    let mut items = cluster();
+    let mut t = template("pair", DRIVER, 2);
+    t["spec"]["spec"]["devices"]["constraints"] =
+        json!([{"matchAttribute": "gpu.example.com/numa"}]);
+    items.push(t);
+    items.push(with_claims(
+        pod("pair-0").cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimTemplateName": "pair"}]),
+    ));
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    let e = p
+        .pending_pods
+        .iter()
+        .find(|e| &*e.pod.name == "pair-0")
+        .unwrap();
+    assert_eq!(e.reasons[0].code, ReasonCode::NotSimulated);
+    assert!(
+        e.reasons[0].message.contains("matchAttribute"),
+        "{:?}",
+        e.reasons
+    );
+}
+
+/// Upstream's clusterapi nodegroup test "When the NodeGroup can scale from zero and DRA is
+/// enabled": the `dra-driver` annotation and the GPU count make a slice of `gpu-N` devices
+/// with `type: "gpu"`.
+#[test]
+fn a_group_at_zero_with_the_dra_driver_annotation_scales() {
+    let mut items = vec![
+        machineset("gpu", 0, 5, 0)
+            .capacity("8", "32Gi")
+            .annotation("capacity.cluster-autoscaler.kubernetes.io/gpu-count", "2")
+            .annotation(
+                "capacity.cluster-autoscaler.kubernetes.io/dra-driver",
+                DRIVER,
+            )
+            .json(),
+        machineset("cpu", 0, 5, 0).capacity("8", "32Gi").json(),
+        device_class(
+            DRIVER,
+            Some(
+                "device.driver == 'gpu.example.com' && device.attributes['gpu.example.com'].type == 'gpu'",
+            ),
+        ),
+        template("one-gpu", DRIVER, 1),
+    ];
+    for i in 0..3 {
+        items.push(gpu_pod(&format!("job-{i}")));
+    }
+    let p = plan(items);
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 2)],
+        "{:?}",
+        p.pending_pods
+    );
+}
+
+#[test]
+fn a_node_whose_pod_holds_devices_is_kept() {
+    let mut items = cluster();
+    // The GPU node is nearly empty, and the CPU node has room for its pod but not its GPU.
+    items.push(pod("fill").cpu("6").on("cpu-0").json());
+    let p = plan(items);
+    let unneeded: Vec<&str> = p.unneeded.iter().map(|u| &*u.node).collect();
+    assert!(!unneeded.contains(&"gpu-0"), "{unneeded:?}");
+    let kept = p.not_removable.iter().find(|n| &*n.node == "gpu-0");
+    assert!(
+        kept.is_some_and(|n| n.code == ReasonCode::NoPlaceToMovePods),
+        "{:?}",
+        p.not_removable
+    );
+}
