@@ -358,3 +358,62 @@ items:
         [MachineApiGroup::OpenShift, MachineApiGroup::ClusterApi]
     );
 }
+
+#[test]
+fn dra_objects_are_read_in_v1_and_v1beta2_and_the_rest_warned() {
+    let text = r#"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec: {selectors: [{cel: {expression: "device.driver == 'gpu.example.com'"}}]}
+---
+apiVersion: resource.k8s.io/v1beta2
+kind: ResourceSlice
+metadata: {name: n1-gpu}
+spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1},
+  devices: [{name: gpu-0, attributes: {model: {string: A100}}}]}
+---
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceSlice
+metadata: {name: old}
+spec: {driver: gpu.example.com, nodeName: n2, pool: {name: n2, generation: 1, resourceSliceCount: 1},
+  devices: [{name: gpu-0, basic: {}}]}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: bad, namespace: ml}
+spec: {devices: {requests: [{name: a}]}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplateList
+items: []
+"#;
+    let (s, report) = load(text).unwrap();
+    assert!(s.dra.listed);
+    assert_eq!(s.dra.classes.len(), 1);
+    assert_eq!(s.dra.slices.len(), 1);
+    assert_eq!(&*s.dra.slices[0].devices[0].name, "gpu-0");
+    assert!(s.dra.claims.is_empty());
+    let warnings: Vec<String> = report.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("ResourceSlice old") && w.contains("v1beta1")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("ResourceClaim ml/bad") && w.contains("requests[0]")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_dump_without_dra_objects_leaves_dra_off() {
+    let (s, _) = load(r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"a"}}"#).unwrap();
+    assert!(!s.dra.listed);
+    let (s, _) =
+        load(r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClassList","items":[]}"#).unwrap();
+    assert!(s.dra.listed);
+}
