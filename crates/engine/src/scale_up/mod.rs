@@ -213,7 +213,7 @@ impl<'a> Pass<'a> {
     /// Sets aside the pods that cannot take part; returns the rest, highest priority first.
     fn classify(&mut self) -> Vec<Pending<'a>> {
         let settings = self.input.settings;
-        let mut classes: HashMap<(usize, usize, usize), usize> = HashMap::new();
+        let mut classes: HashMap<(usize, usize, usize, usize), usize> = HashMap::new();
         let mut pending = Vec::new();
         let candidates = self
             .input
@@ -256,10 +256,18 @@ impl<'a> Pass<'a> {
                 self.explain(pod, Outcome::NoScaleUp, None, None, vec![]);
             } else {
                 let shape = self.sim.shape(pod);
+                // A pod whose claims were made for it (`resourceClaimStatuses`) may need
+                // other devices than its replicas: a class of its own.
+                let own = if pod.claim_statuses.is_empty() {
+                    0
+                } else {
+                    pod as *const Pod as usize
+                };
                 let key = (
                     Arc::as_ptr(&pod.spec) as usize,
                     Arc::as_ptr(&pod.id.namespace) as *const u8 as usize,
                     pod.labels.as_ptr(),
+                    own,
                 );
                 let next = classes.len();
                 let class = *classes.entry(key).or_insert(next);

@@ -203,13 +203,19 @@ impl DraIndex {
                 }
                 continue;
             }
-            let devices = allocate(&self.objects, &mut self.eval, &claim.spec, node, &picked)
-                .map_err(|why| {
-                    (
-                        ReasonCode::DevicesUnavailable,
-                        format!("claim {}: {why}", claim.key),
-                    )
-                })?;
+            let devices = allocate(
+                &self.objects,
+                &mut self.eval,
+                &claim.spec,
+                (node, idx),
+                &picked,
+            )
+            .map_err(|why| {
+                (
+                    ReasonCode::DevicesUnavailable,
+                    format!("claim {}: {why}", claim.key),
+                )
+            })?;
             picked.extend(devices);
         }
         Ok(())
@@ -244,7 +250,7 @@ impl DraIndex {
                 &self.objects,
                 &mut self.eval,
                 &claim.spec,
-                &nodes[idx],
+                (&nodes[idx], idx),
                 &picked,
             )
             .unwrap_or_default();
@@ -260,9 +266,10 @@ impl DraIndex {
 }
 
 impl Objects {
-    /// The devices `node` can use: its own slices (a template copy's, in pools of its own),
+    /// The devices `node` (`nodes[idx]`) can use: its own slices (a template copy's, in
+    /// pools of its own, told apart by the copy's index: names can repeat across options),
     /// then the shared ones that reach it.
-    fn candidates<'a>(&'a self, node: &'a SimNode) -> Vec<Candidate<'a>> {
+    fn candidates<'a>(&'a self, node: &'a SimNode, idx: usize) -> Vec<Candidate<'a>> {
         let mut out = Vec::new();
         let copied = !node.dra_slices.is_empty();
         let own: Vec<&'a ResourceSlice> = if copied {
@@ -277,7 +284,7 @@ impl Objects {
         };
         for s in own {
             let pool: Arc<str> = if copied {
-                format!("{}-{}", s.pool, node.name).into()
+                format!("{}@{idx}", s.pool).into()
             } else {
                 s.pool.clone()
             };
@@ -333,10 +340,10 @@ fn allocate(
     objects: &Objects,
     eval: &mut Eval,
     spec: &ClaimSpec,
-    node: &SimNode,
+    (node, idx): (&SimNode, usize),
     picked: &[DeviceId],
 ) -> Result<Vec<DeviceId>, String> {
-    let found = objects.candidates(node);
+    let found = objects.candidates(node, idx);
     let mut taken: Vec<DeviceId> = picked.to_vec();
     let start = taken.len();
     for request in &spec.requests {

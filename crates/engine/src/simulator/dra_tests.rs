@@ -333,3 +333,53 @@ fn a_node_whose_pod_holds_devices_is_kept() {
         p.not_removable
     );
 }
+
+#[test]
+fn first_available_takes_the_first_alternative_a_node_has() {
+    let mut items = cluster();
+    items.push(device_class(
+        "h100",
+        Some("device.attributes['gpu.example.com'].model == 'H100'"),
+    ));
+    items.push(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "best-gpu", "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "firstAvailable": [
+            {"name": "h100", "deviceClassName": "h100"},
+            {"name": "any", "deviceClassName": DRIVER}]}]}}}}),
+    );
+    items.push(with_claims(
+        pod("job-0").cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimTemplateName": "best-gpu"}]),
+    ));
+    let p = plan(items);
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 1)],
+        "{:?}",
+        p.pending_pods
+    );
+}
+
+#[test]
+fn all_devices_of_a_node_need_none_in_use() {
+    let mut items = cluster();
+    // gpu-0 now has two GPUs, one of them in use: `All` cannot be had there.
+    items.push(slice("gpu-0", 2, "A100"));
+    items.last_mut().unwrap()["spec"]["pool"]["generation"] = json!(2);
+    let mut t = template("all-gpus", DRIVER, 1);
+    t["spec"]["spec"]["devices"]["requests"][0]["exactly"] =
+        json!({"deviceClassName": DRIVER, "allocationMode": "All"});
+    items.push(t);
+    items.push(with_claims(
+        pod("job-0").cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimTemplateName": "all-gpus"}]),
+    ));
+    let p = plan(items);
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 1)],
+        "{:?}",
+        p.pending_pods
+    );
+}
