@@ -167,11 +167,22 @@ impl DraIndex {
         }
     }
 
+    /// The pod's needs; a pod with claims the index does not know (DRA objects not read)
+    /// fits no node, so that no scale-down moves it where its devices may not be.
     pub fn of(&self, pod: &Pod) -> Option<Arc<DraNeeds>> {
         if pod.spec.resource_claims.is_empty() {
             return None;
         }
-        self.by_pod.get(&pod.id).cloned()
+        let unknown = || {
+            Arc::new(DraNeeds {
+                block: Some((
+                    ReasonCode::NotSimulated,
+                    "uses resourceClaims, and the cluster's resource.k8s.io/v1 objects were not read: where its devices are is not known".to_string(),
+                )),
+                ..DraNeeds::default()
+            })
+        };
+        Some(self.by_pod.get(&pod.id).cloned().unwrap_or_else(unknown))
     }
 
     /// What the selectors could not evaluate this pass, for its warnings.

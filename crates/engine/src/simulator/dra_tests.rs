@@ -383,3 +383,20 @@ fn all_devices_of_a_node_need_none_in_use() {
         p.pending_pods
     );
 }
+
+#[test]
+fn without_the_dra_objects_a_node_running_a_claimant_is_kept() {
+    // The same cluster with no resource.k8s.io objects: trainer-0 could move by CPU alone.
+    let items: Vec<Value> = cluster()
+        .into_iter()
+        .filter(|i| i["apiVersion"] != "resource.k8s.io/v1")
+        .chain([pod("fill").cpu("6").on("cpu-0").json()])
+        .collect();
+    let p = plan(items);
+    let kept = p.not_removable.iter().find(|n| &*n.node == "gpu-0");
+    assert!(
+        kept.is_some_and(|n| n.code == ReasonCode::NoPlaceToMovePods),
+        "{:?}",
+        p.not_removable
+    );
+}
