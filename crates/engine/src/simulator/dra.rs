@@ -418,13 +418,13 @@ fn choose(
             Ok(free)
         }
         AllocationMode::ExactCount(n) => Err(format!(
-            "needs {n} device(s) of {}, the node has {} free and {busy} in use",
+            "needs {n} device(s) of {} matching its selectors; the node has {} such device(s) free and {busy} in use",
             what(),
             free.len()
         )),
         AllocationMode::All if busy == 0 && !free.is_empty() => Ok(free),
         AllocationMode::All => Err(format!(
-            "needs all devices of {} on the node, and it has {} free and {busy} in use",
+            "needs all devices of {} matching its selectors, at least one and none in use; the node has {} free and {busy} in use",
             what(),
             free.len()
         )),
