@@ -63,11 +63,51 @@ pub struct DeviceRequest {
     pub choices: Vec<DeviceChoice>,
 }
 
+/// A `matchAttribute` constraint: the devices of its requests (all, when it names none)
+/// must all have the attribute, with one value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct MatchAttribute {
+    /// Request names (`request` or `request/subrequest`); empty: every request.
+    pub requests: Vec<Arc<str>>,
+    /// The attribute's fully qualified name (`domain/name`).
+    pub attribute: Arc<str>,
+}
+
+impl MatchAttribute {
+    /// Whether the constraint binds `request` (a `request/subrequest` name binds its request).
+    pub fn binds(&self, request: &str) -> bool {
+        self.requests.is_empty()
+            || self
+                .requests
+                .iter()
+                .any(|r| r.split('/').next() == Some(request))
+    }
+}
+
+impl Device {
+    /// The value of an attribute by its qualified name; a bare name on the device is in
+    /// the driver's domain.
+    pub fn attribute(&self, driver: &str, qualified: &str) -> Option<&AttributeValue> {
+        self.attributes.iter().find_map(|(k, v)| {
+            let hit = if k.contains('/') {
+                **k == *qualified
+            } else {
+                qualified
+                    .split_once('/')
+                    .is_some_and(|(domain, name)| domain == driver && name == &**k)
+            };
+            hit.then_some(v)
+        })
+    }
+}
+
 /// What a claim (or a template's claim) asks for.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct ClaimSpec {
     pub requests: Vec<DeviceRequest>,
-    /// The first feature of the claim the allocator does not simulate (`matchAttribute`
+    /// `matchAttribute` constraints.
+    pub constraints: Vec<MatchAttribute>,
+    /// The first feature of the claim the allocator does not simulate (`distinctAttribute`
     /// constraints, admin access, ...): its pods are never scaled up for.
     pub unsimulated: Option<Arc<str>>,
 }
@@ -261,8 +301,22 @@ impl ClaimSpec {
         let mut unsimulated = |what: &str| {
             out.unsimulated.get_or_insert_with(|| what.into());
         };
-        if devices.constraints.as_ref().is_some_and(|c| !c.is_empty()) {
-            unsimulated("device constraints (matchAttribute, distinctAttribute)");
+        let constraints = devices.constraints.as_deref().unwrap_or_default();
+        too_many(
+            &format!("{path}.devices.constraints"),
+            constraints.len(),
+            MAX_REQUESTS,
+        )?;
+        for c in constraints {
+            match &c.match_attribute {
+                Some(attribute) if c.distinct_attribute.is_none() => {
+                    out.constraints.push(MatchAttribute {
+                        requests: c.requests.iter().flatten().map(|r| p.str(r)).collect(),
+                        attribute: p.str(attribute),
+                    });
+                }
+                _ => unsimulated("distinctAttribute device constraints"),
+            }
         }
         let requests = devices.requests.as_deref().unwrap_or_default();
         let at = format!("{path}.devices.requests");

@@ -71,15 +71,54 @@ fn claims_read_requests_alternatives_and_allocation() {
 }
 
 #[test]
-fn constraints_and_admin_access_are_named_unsimulated() {
+fn match_attribute_is_read_and_distinct_attribute_named_unsimulated() {
     let t: resourcev1::ResourceClaimTemplate = project(serde_json::json!({
         "metadata": {"name": "pair", "namespace": "ml"},
         "spec": {"spec": {"devices": {
             "requests": [{"name": "a", "exactly": {"deviceClassName": "c", "count": 2}}],
-            "constraints": [{"matchAttribute": "gpu.example.com/numa"}]}}}
+            "constraints": [{"matchAttribute": "gpu.example.com/numa", "requests": ["a"]}]}}}
     }));
     let t = ResourceClaimTemplate::from_k8s(&t, &mut Projector::default()).unwrap();
-    assert!(t.spec.unsimulated.unwrap().contains("matchAttribute"));
+    assert!(t.spec.unsimulated.is_none());
+    let c = &t.spec.constraints[0];
+    assert!(c.binds("a") && !c.binds("b"));
+    let d: resourcev1::ResourceClaim = project(serde_json::json!({
+        "metadata": {"name": "x", "namespace": "ml"},
+        "spec": {"devices": {
+            "requests": [{"name": "a", "exactly": {"deviceClassName": "c", "adminAccess": true}}],
+            "constraints": [{"distinctAttribute": "gpu.example.com/numa"}]}}
+    }));
+    let d = ResourceClaim::from_k8s(&d, &mut Projector::default()).unwrap();
+    assert!(d.spec.unsimulated.unwrap().contains("distinctAttribute"));
+}
+
+#[test]
+fn attributes_are_found_by_qualified_name() {
+    let d = Device {
+        name: "gpu-0".into(),
+        attributes: vec![
+            ("numa".into(), AttributeValue::Int(1)),
+            (
+                "pci.example.com/root".into(),
+                AttributeValue::String("r0".into()),
+            ),
+        ],
+        capacity: Vec::new(),
+        nodes: None,
+        allow_multiple: false,
+    };
+    assert_eq!(
+        d.attribute("gpu.example.com", "gpu.example.com/numa"),
+        Some(&AttributeValue::Int(1))
+    );
+    assert_eq!(
+        d.attribute("other.example.com", "gpu.example.com/numa"),
+        None
+    );
+    assert!(
+        d.attribute("gpu.example.com", "pci.example.com/root")
+            .is_some()
+    );
 }
 
 #[test]

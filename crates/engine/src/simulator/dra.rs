@@ -15,8 +15,9 @@
 //! a claim shared by several pods is allocated once. A template's node-local slices are
 //! its source node's (upstream's `SanitizedNodeResourceSlices`), each copy's pools its own.
 //!
-//! Allocation is greedy: requests in order, each one's first alternative that can be
-//! satisfied, devices in slice order. Upstream's allocator backtracks, so a claim whose
+//! Allocation is greedy (`dra_alloc`): requests in order, each one's first alternative that
+//! can be satisfied, devices in slice order, once per combination of the values its
+//! `matchAttribute` constraints can take on the node. Upstream's allocator backtracks, so a claim whose
 //! requests compete for the same devices can fit there and not here: never a node bought
 //! that upstream would not use.
 
@@ -24,8 +25,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use fleetscaler_model::dra::{
-    AllocationMode, ClaimSpec, Device, DeviceChoice, DeviceId, PodClaim, PodClaimSource,
-    ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    ClaimSpec, Device, DeviceId, PodClaim, PodClaimSource, ResourceClaim, ResourceClaimTemplate,
+    ResourceSlice,
 };
 use fleetscaler_model::scheduling::NodeSelector;
 use fleetscaler_model::{ClusterSnapshot, Pod, PodId};
@@ -346,91 +347,6 @@ impl Eval {
     }
 }
 
-/// The devices of one claim on `node`, besides `picked`, or why there are not enough.
-fn allocate(
-    objects: &Objects,
-    eval: &mut Eval,
-    spec: &ClaimSpec,
-    (node, idx): (&SimNode, usize),
-    picked: &[DeviceId],
-) -> Result<Vec<DeviceId>, String> {
-    let found = objects.candidates(node, idx);
-    let mut taken: Vec<DeviceId> = picked.to_vec();
-    let start = taken.len();
-    for request in &spec.requests {
-        let mut last = String::new();
-        let mut done = false;
-        for choice in &request.choices {
-            match choose(objects, eval, choice, &found, &taken) {
-                Ok(devices) => {
-                    taken.extend(devices);
-                    done = true;
-                    break;
-                }
-                Err(why) => last = why,
-            }
-        }
-        if !done {
-            return Err(format!("request {}: {last}", request.name));
-        }
-    }
-    Ok(taken.split_off(start))
-}
-
-/// The devices for one alternative of a request, or why there are not enough.
-fn choose(
-    objects: &Objects,
-    eval: &mut Eval,
-    choice: &DeviceChoice,
-    found: &[Candidate<'_>],
-    taken: &[DeviceId],
-) -> Result<Vec<DeviceId>, String> {
-    let empty = Vec::new();
-    let class_selectors = objects.classes.get(&choice.class).unwrap_or(&empty);
-    let mut free = Vec::new();
-    let mut busy = 0;
-    for c in found {
-        let wanted = class_selectors
-            .iter()
-            .chain(&choice.selectors)
-            .all(|e| eval.matches(e, c.driver, c.device));
-        if !wanted {
-            continue;
-        }
-        let id = c.id();
-        if eval.in_use(objects, &id, taken) {
-            busy += 1;
-        } else {
-            free.push(id);
-        }
-    }
-    let what = || {
-        let sub = if choice.name.is_empty() {
-            String::new()
-        } else {
-            format!(" (subrequest {})", choice.name)
-        };
-        format!("device class {}{sub}", choice.class)
-    };
-    match choice.mode {
-        AllocationMode::ExactCount(n) if free.len() as i64 >= n => {
-            free.truncate(n as usize);
-            Ok(free)
-        }
-        AllocationMode::ExactCount(n) => Err(format!(
-            "needs {n} device(s) of {} matching its selectors; the node has {} such device(s) free and {busy} in use",
-            what(),
-            free.len()
-        )),
-        AllocationMode::All if busy == 0 && !free.is_empty() => Ok(free),
-        AllocationMode::All => Err(format!(
-            "needs all devices of {} matching its selectors, at least one and none in use; the node has {} free and {busy} in use",
-            what(),
-            free.len()
-        )),
-    }
-}
-
 fn elsewhere(claim: &str) -> (ReasonCode, String) {
     (
         ReasonCode::DeviceClaimAllocatedElsewhere,
@@ -551,6 +467,10 @@ impl<'a> Resolver<'a> {
         Ok(())
     }
 }
+
+#[path = "dra_alloc.rs"]
+mod alloc;
+use alloc::allocate;
 
 #[cfg(test)]
 #[path = "dra_tests.rs"]

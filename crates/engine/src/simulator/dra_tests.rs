@@ -258,26 +258,62 @@ fn an_allocated_claim_pins_its_pods_to_its_node() {
 }
 
 #[test]
-fn an_unsimulated_constraint_buys_nothing_and_says_which() {
+fn a_match_attribute_constraint_takes_devices_of_one_value() {
     let mut items = cluster();
+    // gpu-0 now has three GPUs on two NUMA nodes; gpu-0 (NUMA 0) is in use, so the two free
+    // ones are on different NUMA nodes: a pair on one NUMA node needs a new node.
+    let mut numa = slice("gpu-0", 3, "A100");
+    numa["spec"]["pool"]["generation"] = json!(2);
+    for (i, n) in [0, 0, 1].iter().enumerate() {
+        numa["spec"]["devices"][i]["attributes"]["numa"] = json!({"int": n});
+    }
+    items.push(numa);
     let mut t = template("pair", DRIVER, 2);
     t["spec"]["spec"]["devices"]["constraints"] =
-        json!([{"matchAttribute": "gpu.example.com/numa"}]);
+        json!([{"matchAttribute": "gpu.example.com/numa", "requests": ["gpu"]}]);
     items.push(t);
     items.push(with_claims(
         pod("pair-0").cpu("1").unschedulable().json(),
         json!([{"name": "gpu", "resourceClaimTemplateName": "pair"}]),
+    ));
+    let p = plan(items.clone());
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 1)],
+        "{:?}",
+        p.pending_pods
+    );
+    // Without the constraint the two free GPUs do.
+    let t = items
+        .iter_mut()
+        .find(|i| i["metadata"]["name"] == "pair")
+        .unwrap();
+    t["spec"]["spec"]["devices"]["constraints"] = json!([]);
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+}
+
+#[test]
+fn an_unsimulated_constraint_buys_nothing_and_says_which() {
+    let mut items = cluster();
+    let mut t = template("spread", DRIVER, 2);
+    t["spec"]["spec"]["devices"]["constraints"] =
+        json!([{"distinctAttribute": "gpu.example.com/numa"}]);
+    items.push(t);
+    items.push(with_claims(
+        pod("spread-0").cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimTemplateName": "spread"}]),
     ));
     let p = plan(items);
     assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
     let e = p
         .pending_pods
         .iter()
-        .find(|e| &*e.pod.name == "pair-0")
+        .find(|e| &*e.pod.name == "spread-0")
         .unwrap();
     assert_eq!(e.reasons[0].code, ReasonCode::NotSimulated);
     assert!(
-        e.reasons[0].message.contains("matchAttribute"),
+        e.reasons[0].message.contains("distinctAttribute"),
         "{:?}",
         e.reasons
     );
