@@ -81,3 +81,47 @@ pub fn annotated_slices(own: &ScalableResource) -> Arc<[ResourceSlice]> {
         devices,
     }])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{machineset, snapshot};
+
+    fn resource(annotations: &[(&str, &str)]) -> ScalableResource {
+        let mut ms = machineset("gpu", 0, 4, 0).capacity("8", "32Gi");
+        for (k, v) in annotations {
+            ms = ms.annotation(k, v);
+        }
+        snapshot([ms.json()]).scalables.remove(0)
+    }
+
+    #[test]
+    fn the_annotations_make_one_device_per_gpu() {
+        let r = resource(&[
+            (DRA_DRIVER_ANNOTATION, "gpu.nvidia.com"),
+            ("capacity.cluster-autoscaler.kubernetes.io/gpu-count", "2"),
+        ]);
+        let slices = annotated_slices(&r);
+        assert_eq!(slices.len(), 1);
+        let names: Vec<&str> = slices[0].devices.iter().map(|d| &*d.name).collect();
+        assert_eq!(names, ["gpu-0", "gpu-1"]);
+        assert_eq!(&*slices[0].driver, "gpu.nvidia.com");
+        assert!(slices[0].node_local_to().is_some());
+        assert_eq!(
+            slices[0].devices[0].attributes,
+            [("type".into(), AttributeValue::String("gpu".into()))]
+        );
+    }
+
+    #[test]
+    fn without_a_driver_or_a_whole_count_there_is_no_slice() {
+        let gpus = ("capacity.cluster-autoscaler.kubernetes.io/gpu-count", "2");
+        assert!(annotated_slices(&resource(&[gpus])).is_empty());
+        let half = (
+            "capacity.cluster-autoscaler.kubernetes.io/gpu-count",
+            "1500m",
+        );
+        assert!(annotated_slices(&resource(&[(DRA_DRIVER_ANNOTATION, "d"), half])).is_empty());
+        assert!(annotated_slices(&resource(&[(DRA_DRIVER_ANNOTATION, "d")])).is_empty());
+    }
+}

@@ -436,3 +436,43 @@ fn without_the_dra_objects_a_node_running_a_claimant_is_kept() {
         p.not_removable
     );
 }
+
+/// A device for all nodes (network-attached) is one device however many nodes are added:
+/// taken, no new node brings another.
+#[test]
+fn a_shared_device_in_use_is_not_multiplied_by_new_nodes() {
+    let mut items = cluster();
+    items.push(device_class(
+        "fpga",
+        Some("device.driver == 'fpga.example.com'"),
+    ));
+    items.push(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "fabric"},
+        "spec": {"driver": "fpga.example.com", "allNodes": true,
+            "pool": {"name": "fabric", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "fpga-0"}]}}),
+    );
+    let mut taken = claim("fpga-a", "fpga", None);
+    taken["status"] = json!({"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": "fpga.example.com", "pool": "fabric", "device": "fpga-0"}]}}});
+    items.push(taken);
+    items.push(claim("fpga-b", "fpga", None));
+    items.push(with_claims(
+        pod("fpga-job").cpu("1").unschedulable().json(),
+        json!([{"name": "fpga", "resourceClaimName": "fpga-b"}]),
+    ));
+    let p = plan(items.clone());
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    let (_, held) = codes(&p, "fpga-job");
+    assert!(held.contains(&ReasonCode::DevicesUnavailable), "{held:?}");
+    // Free, it can be had from any node: the pod fits an existing one.
+    let taken = items
+        .iter_mut()
+        .find(|i| i["metadata"]["name"] == "fpga-a")
+        .unwrap();
+    taken["status"] = json!({});
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    assert_eq!(codes(&p, "fpga-job").0, Outcome::FitsExisting);
+}
