@@ -44,6 +44,21 @@ pub struct DraNeeds {
     pub pinned: Vec<(Arc<str>, NodeSelector)>,
     /// Claims still to be allocated, on the node the pod goes to.
     pub claims: Vec<NeededClaim>,
+    /// Allocated claims of a scheduled pod that are its alone (made for it, or reserved for
+    /// it only): pinned while it stays; once a scale-down simulation takes it off its node,
+    /// their devices are free and they are allocated again where it goes (upstream's
+    /// `UnreservePodClaims` deallocates them).
+    pub movable: Vec<MovableClaim>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MovableClaim {
+    pub key: Arc<str>,
+    /// The pod's node, where the devices are.
+    pub node: Arc<str>,
+    pub selector: Option<NodeSelector>,
+    pub devices: Vec<DeviceId>,
+    pub spec: Arc<ClaimSpec>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -103,6 +118,8 @@ struct Objects {
 #[derive(Default)]
 struct Eval {
     allocs: Vec<SimAlloc>,
+    /// Movable claims whose pods the simulation took off their node: their devices.
+    released: Vec<(Arc<str>, Vec<DeviceId>)>,
     selectors: Selectors,
     /// Selector results by (expression, device) address: both live for the pass.
     matched: HashMap<(usize, usize), bool>,
@@ -207,52 +224,71 @@ impl DraIndex {
                 return Err(elsewhere(claim));
             }
         }
+        for m in needs
+            .movable
+            .iter()
+            .filter(|m| !self.eval.is_released(&m.key))
+        {
+            if m.selector
+                .as_ref()
+                .is_some_and(|s| !s.matches(&node.labels, &node.name))
+            {
+                return Err(elsewhere(&m.key));
+            }
+        }
         let mut picked = Vec::new();
-        for claim in &needs.claims {
-            if let Some(a) = self.eval.allocs.iter().find(|a| a.claim == claim.key) {
+        for (key, spec) in self.to_allocate(needs) {
+            if let Some(a) = self.eval.allocs.iter().find(|a| a.claim == key) {
                 if a.node != idx {
-                    return Err(elsewhere(&claim.key));
+                    return Err(elsewhere(&key));
                 }
                 continue;
             }
-            let devices = allocate(
-                &self.objects,
-                &mut self.eval,
-                &claim.spec,
-                (node, idx),
-                &picked,
-            )
-            .map_err(|why| {
-                (
-                    ReasonCode::DevicesUnavailable,
-                    format!("claim {}: {why}", claim.key),
-                )
-            })?;
+            let devices = allocate(&self.objects, &mut self.eval, &spec, (node, idx), &picked)
+                .map_err(|why| {
+                    (
+                        ReasonCode::DevicesUnavailable,
+                        format!("claim {key}: {why}"),
+                    )
+                })?;
             picked.extend(devices);
         }
         Ok(())
     }
 
+    /// The claims to allocate where the pod goes: those not allocated, and its movable
+    /// ones once released.
+    fn to_allocate(&self, needs: &DraNeeds) -> Vec<(Arc<str>, Arc<ClaimSpec>)> {
+        let released = needs
+            .movable
+            .iter()
+            .filter(|m| self.eval.is_released(&m.key))
+            .map(|m| (m.key.clone(), m.spec.clone()));
+        needs
+            .claims
+            .iter()
+            .map(|c| (c.key.clone(), c.spec.clone()))
+            .chain(released)
+            .collect()
+    }
+
     /// Allocates the pod's claims on `nodes[idx]` (+1), or gives them back (-1).
     pub fn place(&mut self, needs: &DraNeeds, nodes: &[SimNode], idx: usize, delta: i32) {
-        let allocs = &mut self.eval.allocs;
         if delta < 0 {
-            for claim in needs.claims.iter().rev() {
-                if let Some(i) = allocs.iter().rposition(|a| a.claim == claim.key) {
-                    allocs[i].users = allocs[i].users.saturating_sub(1);
-                    if allocs[i].users == 0 {
-                        allocs.remove(i);
-                    }
-                }
-            }
+            self.unplace(needs, &nodes[idx]);
             return;
         }
         if needs.block.is_some() {
             return;
         }
+        // Back on the node its movable claims were allocated on (a removal undone).
+        let here = &nodes[idx].name;
+        self.eval
+            .released
+            .retain(|(k, _)| !needs.movable.iter().any(|m| m.key == *k && m.node == *here));
         let mut picked = Vec::new();
-        for claim in &needs.claims {
-            if let Some(a) = self.eval.allocs.iter_mut().find(|a| a.claim == claim.key) {
+        for (key, spec) in self.to_allocate(needs) {
+            if let Some(a) = self.eval.allocs.iter_mut().find(|a| a.claim == key) {
                 a.users += 1;
                 continue;
             }
@@ -261,18 +297,38 @@ impl DraIndex {
             let devices = allocate(
                 &self.objects,
                 &mut self.eval,
-                &claim.spec,
+                &spec,
                 (&nodes[idx], idx),
                 &picked,
             )
             .unwrap_or_default();
             picked.extend(devices.iter().cloned());
             self.eval.allocs.push(SimAlloc {
-                claim: claim.key.clone(),
+                claim: key,
                 node: idx,
                 devices,
                 users: 1,
             });
+        }
+    }
+
+    /// The pod taken off `node`: what the simulation allocated for it given back, and its
+    /// movable claims, still on their node, released.
+    fn unplace(&mut self, needs: &DraNeeds, node: &SimNode) {
+        let allocs = &mut self.eval.allocs;
+        let keys = needs.claims.iter().map(|c| &c.key);
+        for key in keys.chain(needs.movable.iter().map(|m| &m.key)).rev() {
+            if let Some(i) = allocs.iter().rposition(|a| a.claim == *key) {
+                allocs[i].users = allocs[i].users.saturating_sub(1);
+                if allocs[i].users == 0 {
+                    allocs.remove(i);
+                }
+            }
+        }
+        for m in needs.movable.iter().filter(|m| m.node == node.name) {
+            if !self.eval.is_released(&m.key) {
+                self.eval.released.push((m.key.clone(), m.devices.clone()));
+            }
         }
     }
 }
@@ -341,9 +397,14 @@ impl Eval {
     }
 
     fn in_use(&self, objects: &Objects, id: &DeviceId, taken: &[DeviceId]) -> bool {
-        objects.in_use.contains(id)
+        let released = || self.released.iter().any(|(_, d)| d.contains(id));
+        (objects.in_use.contains(id) && !released())
             || taken.contains(id)
             || self.allocs.iter().any(|a| a.devices.contains(id))
+    }
+
+    fn is_released(&self, claim: &str) -> bool {
+        self.released.iter().any(|(k, _)| &**k == claim)
     }
 }
 
@@ -422,15 +483,28 @@ impl<'a> Resolver<'a> {
             return missing(format!("resourceclaim {ns}/{name} does not exist"));
         };
         let key: Arc<str> = format!("{ns}/{name}").into();
-        match &found.allocation {
-            Some(a) => {
+        let Some(a) = &found.allocation else {
+            return self.add_unallocated(key, &found.spec, needs);
+        };
+        // The pod's alone: made for it, or reserved for it only.
+        let alone = generated.is_some() || found.reserved_for.iter().all(|r| *r == pod.id.name);
+        match &pod.node_name {
+            Some(node) if alone && found.spec.unsimulated.is_none() => {
+                needs.movable.push(MovableClaim {
+                    key,
+                    node: node.clone(),
+                    selector: a.node_selector.clone(),
+                    devices: a.devices.clone(),
+                    spec: Arc::new(found.spec.clone()),
+                });
+            }
+            _ => {
                 if let Some(sel) = &a.node_selector {
                     needs.pinned.push((key, sel.clone()));
                 }
-                Ok(())
             }
-            None => self.add_unallocated(key, &found.spec, needs),
         }
+        Ok(())
     }
 
     fn add_unallocated(
