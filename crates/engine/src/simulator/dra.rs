@@ -118,6 +118,8 @@ struct Objects {
 #[derive(Default)]
 struct Eval {
     allocs: Vec<SimAlloc>,
+    /// Every device in `allocs`, for the lookups of the hot loop.
+    allocated: HashSet<DeviceId>,
     /// Movable claims whose pods the simulation took off their node: their devices.
     released: Vec<(Arc<str>, Vec<DeviceId>)>,
     selectors: Selectors,
@@ -303,6 +305,7 @@ impl DraIndex {
             )
             .unwrap_or_default();
             picked.extend(devices.iter().cloned());
+            self.eval.allocated.extend(devices.iter().cloned());
             self.eval.allocs.push(SimAlloc {
                 claim: key,
                 node: idx,
@@ -315,13 +318,15 @@ impl DraIndex {
     /// The pod taken off `node`: what the simulation allocated for it given back, and its
     /// movable claims, still on their node, released.
     fn unplace(&mut self, needs: &DraNeeds, node: &SimNode) {
-        let allocs = &mut self.eval.allocs;
+        let (allocs, allocated) = (&mut self.eval.allocs, &mut self.eval.allocated);
         let keys = needs.claims.iter().map(|c| &c.key);
         for key in keys.chain(needs.movable.iter().map(|m| &m.key)).rev() {
             if let Some(i) = allocs.iter().rposition(|a| a.claim == *key) {
                 allocs[i].users = allocs[i].users.saturating_sub(1);
                 if allocs[i].users == 0 {
-                    allocs.remove(i);
+                    for d in &allocs.remove(i).devices {
+                        allocated.remove(d);
+                    }
                 }
             }
         }
@@ -400,7 +405,7 @@ impl Eval {
         let released = || self.released.iter().any(|(_, d)| d.contains(id));
         (objects.in_use.contains(id) && !released())
             || taken.contains(id)
-            || self.allocs.iter().any(|a| a.devices.contains(id))
+            || self.allocated.contains(id)
     }
 
     fn is_released(&self, claim: &str) -> bool {
