@@ -30,6 +30,7 @@ pub mod simulator;
 pub mod state;
 pub mod template;
 pub mod trace;
+mod unready_devices;
 mod unready_resources;
 pub mod what_if;
 

@@ -13,6 +13,7 @@ use super::csi::{self, AttachLimits};
 use super::dra_template;
 use super::nodegroups::{NodeGroup, NodeGroupId};
 use super::settings::Settings;
+use super::unready_devices::Published;
 use super::unready_resources::{declares_gpus, gpus_pending};
 use fleetscaler_model::dra::ResourceSlice;
 use fleetscaler_model::infra::{InfraRef, InfrastructureTemplate};
@@ -191,7 +192,12 @@ fn build(
     warnings: &mut Vec<Warning>,
 ) -> Result<TemplateNode, TemplateError> {
     let gpus_declared = declares_gpus(snapshot, group);
-    let mut template = match template_node_candidate(snapshot, group, settings, gpus_declared) {
+    let published = Published::index(snapshot);
+    let drivers = published.expected(snapshot, group);
+    let devices_pending = |n: &Node| published.pending(n, &drivers);
+    let candidate =
+        template_node_candidate(snapshot, group, settings, gpus_declared, &devices_pending);
+    let mut template = match candidate {
         Some(node) => TemplateNode {
             attach_limits: csi::node_limits(snapshot, &node.name),
             dra_slices: dra_template::node_slices(snapshot, &node.name),
@@ -224,13 +230,15 @@ fn platform_of(snapshot: &ClusterSnapshot, group: &NodeGroup) -> Option<&'static
         })
 }
 
-/// A ready node of the group to copy; never one whose GPUs are not advertised yet (a new
-/// node would then look GPU-less), as upstream builds templates from ready nodes only.
+/// A ready node of the group to copy; never one whose GPUs or DRA devices are not advertised
+/// yet (a new node would then look without them), as upstream builds templates from ready
+/// nodes only.
 fn template_node_candidate<'a>(
     snapshot: &'a ClusterSnapshot,
     group: &NodeGroup,
     settings: &Settings,
     gpus_declared: bool,
+    devices_pending: &dyn Fn(&Node) -> bool,
 ) -> Option<&'a Node> {
     group
         .nodes
@@ -243,6 +251,7 @@ fn template_node_candidate<'a>(
                 && !n.has_taint(TO_BE_DELETED_TAINT)
                 && !settings.has_startup_taint(n)
                 && !gpus_pending(n, gpus_declared)
+                && !devices_pending(n)
         })
         .min_by(|a, b| a.name.cmp(&b.name))
 }

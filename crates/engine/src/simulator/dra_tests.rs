@@ -524,3 +524,20 @@ fn a_node_goes_when_its_pods_claims_can_be_allocated_elsewhere() {
     let unneeded: Vec<&str> = p.unneeded.iter().map(|u| &*u.node).collect();
     assert_eq!(unneeded, ["gpu-2"], "{:?}", p.not_removable);
 }
+
+/// Upstream's DraCustomResourcesProcessor: a node of the GPU group that has not published
+/// its slices yet is still starting, not a node without GPUs: the pod waits for it instead
+/// of buying another node, and it is never the group's template.
+#[test]
+fn a_node_whose_driver_has_not_published_yet_is_waited_for() {
+    let mut items = cluster();
+    items[1] = machineset("gpu", 0, 5, 2).json();
+    // Registered five minutes ago, within the startup time.
+    let fresh = node("gpu-1").cpu("8").created("2026-11-22T09:55:00Z");
+    items.extend(group_node("gpu-1", "gpu", fresh));
+    items.push(gpu_pod("job-0"));
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    let (outcome, _) = codes(&p, "job-0");
+    assert_eq!(outcome, Outcome::FitsUpcoming, "{:?}", p.pending_pods);
+}
