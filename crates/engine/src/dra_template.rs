@@ -69,6 +69,8 @@ pub fn annotated_slices(own: &ScalableResource) -> Arc<[ResourceSlice]> {
             capacity: Vec::new(),
             nodes: None,
             allow_multiple: false,
+            consumes: Vec::new(),
+            tainted: false,
         })
         .collect();
     Arc::from([ResourceSlice {
@@ -79,6 +81,7 @@ pub fn annotated_slices(own: &ScalableResource) -> Arc<[ResourceSlice]> {
         slice_count: 1,
         nodes: Some(DeviceNodes::Node(node)),
         devices,
+        counter_sets: Vec::new(),
     }])
 }
 

@@ -183,6 +183,10 @@ pub struct Device {
     pub nodes: Option<DeviceNodes>,
     /// `allowMultipleAllocations` (consumable capacity).
     pub allow_multiple: bool,
+    /// `consumesCounters`: what it takes of its pool's shared counters (partitions).
+    pub consumes: Vec<CounterSet>,
+    /// A `NoSchedule` or `NoExecute` taint: not allocated (tolerations are not simulated).
+    pub tainted: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -195,6 +199,8 @@ pub struct ResourceSlice {
     /// `None` with `perDeviceNodeSelection`: each device says.
     pub nodes: Option<DeviceNodes>,
     pub devices: Vec<Device>,
+    /// `sharedCounters`: what the pool's partitions take from.
+    pub counter_sets: Vec<CounterSet>,
 }
 
 impl ResourceSlice {
@@ -518,6 +524,8 @@ impl Device {
                 p,
             )?,
             allow_multiple: d.allow_multiple_allocations == Some(true),
+            consumes: counters::consumed(d.consumes_counters.as_ref(), path, p)?,
+            tainted: counters::tainted(d.taints.as_ref()),
         })
     }
 }
@@ -552,9 +560,14 @@ impl ResourceSlice {
                 .enumerate()
                 .map(|(i, d)| Device::from_k8s(d, &format!("spec.devices[{i}]"), p))
                 .collect::<Result<_, _>>()?,
+            counter_sets: counters::shared(spec.shared_counters.as_ref(), p)?,
         })
     }
 }
+
+#[path = "dra_counters.rs"]
+mod counters;
+pub use counters::CounterSet;
 
 #[path = "dra_pod.rs"]
 mod pod;

@@ -106,6 +106,8 @@ fn attributes_are_found_by_qualified_name() {
         capacity: Vec::new(),
         nodes: None,
         allow_multiple: false,
+        consumes: Vec::new(),
+        tainted: false,
     };
     assert_eq!(
         d.attribute("gpu.example.com", "gpu.example.com/numa"),
@@ -150,4 +152,28 @@ fn pod_claims_and_their_generated_names() {
     assert_eq!(claims[1].source, PodClaimSource::Claim("team-gpu".into()));
     let statuses = claim_statuses(pod.status.as_ref(), &mut p);
     assert_eq!(&*statuses[0].1, "train-0-gpu-x7k2p");
+}
+
+#[test]
+fn partitions_and_taints_are_read() {
+    let s: resourcev1::ResourceSlice = project(serde_json::json!({
+        "metadata": {"name": "n1-gpu"},
+        "spec": {"driver": "gpu.example.com", "nodeName": "n1",
+            "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+            "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "80Gi"}}}],
+            "devices": [
+                {"name": "half-0", "consumesCounters": [
+                    {"counterSet": "gpu-0", "counters": {"memory": {"value": "40Gi"}}}]},
+                {"name": "half-1", "taints": [{"key": "k", "effect": "NoExecute"}]},
+                {"name": "half-2", "taints": [{"key": "k", "effect": "None"}]}]}
+    }));
+    let s = ResourceSlice::from_k8s(&s, &mut Projector::default()).unwrap();
+    assert_eq!(&*s.counter_sets[0].name, "gpu-0");
+    assert_eq!(
+        s.counter_sets[0].counters[0].1,
+        Quantity::parse("80Gi").unwrap()
+    );
+    assert_eq!(&*s.devices[0].consumes[0].name, "gpu-0");
+    let tainted: Vec<bool> = s.devices.iter().map(|d| d.tainted).collect();
+    assert_eq!(tainted, [false, true, false]);
 }

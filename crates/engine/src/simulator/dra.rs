@@ -341,9 +341,9 @@ impl DraIndex {
 impl Objects {
     /// The devices `node` (`nodes[idx]`) can use: its own slices (a template copy's, in
     /// pools of its own, told apart by the copy's index: names can repeat across options),
-    /// then the shared ones that reach it.
-    fn candidates<'a>(&'a self, node: &'a SimNode, idx: usize) -> Vec<Candidate<'a>> {
-        let mut out = Vec::new();
+    /// then the shared ones that reach it; with the counters their pools share.
+    fn candidates<'a>(&'a self, node: &'a SimNode, idx: usize) -> Visible<'a> {
+        let mut out = Visible::default();
         let copied = !node.dra_slices.is_empty();
         let own: Vec<&'a ResourceSlice> = if copied {
             node.dra_slices.iter().collect()
@@ -361,8 +361,9 @@ impl Objects {
             } else {
                 s.pool.clone()
             };
+            out.add_counters(s, &pool);
             for device in &s.devices {
-                out.push(Candidate {
+                out.devices.push(Candidate {
                     driver: &s.driver,
                     pool: pool.clone(),
                     device,
@@ -370,18 +371,53 @@ impl Objects {
             }
         }
         for s in &self.shared {
-            for device in &s.devices {
-                let reach = device.nodes.as_ref().or(s.nodes.as_ref());
-                if reach.is_some_and(|r| r.reach(&node.labels, &node.name)) {
-                    out.push(Candidate {
-                        driver: &s.driver,
-                        pool: s.pool.clone(),
-                        device,
-                    });
-                }
+            let reaches = |d: &Device| {
+                let reach = d.nodes.as_ref().or(s.nodes.as_ref());
+                reach.is_some_and(|r| r.reach(&node.labels, &node.name))
+            };
+            if s.nodes
+                .as_ref()
+                .is_some_and(|r| r.reach(&node.labels, &node.name))
+                || s.devices.iter().any(reaches)
+            {
+                out.add_counters(s, &s.pool);
+            }
+            for device in s.devices.iter().filter(|d| reaches(d)) {
+                out.devices.push(Candidate {
+                    driver: &s.driver,
+                    pool: s.pool.clone(),
+                    device,
+                });
             }
         }
         out
+    }
+}
+
+/// A counter of a pool's shared set: (driver, pool, set, counter).
+type CounterKey = (Arc<str>, Arc<str>, Arc<str>, Arc<str>);
+
+/// What one node can use: devices, and the counters partitions of them take from.
+#[derive(Default)]
+struct Visible<'a> {
+    devices: Vec<Candidate<'a>>,
+    /// Each shared counter's value, in nano-units.
+    capacity: HashMap<CounterKey, i128>,
+}
+
+impl Visible<'_> {
+    fn add_counters(&mut self, s: &ResourceSlice, pool: &Arc<str>) {
+        for set in &s.counter_sets {
+            for (name, q) in &set.counters {
+                let key = (
+                    s.driver.clone(),
+                    pool.clone(),
+                    set.name.clone(),
+                    name.clone(),
+                );
+                self.capacity.insert(key, q.nanos());
+            }
+        }
     }
 }
 

@@ -5,8 +5,11 @@
 
 use fleetscaler_model::dra::{AllocationMode, AttributeValue, ClaimSpec, DeviceChoice, DeviceId};
 use fleetscaler_model::dra::{DeviceRequest, MatchAttribute};
+use std::sync::Arc;
 
-use super::{Candidate, Eval, Objects, SimNode};
+use std::collections::HashMap;
+
+use super::{Candidate, CounterKey, Eval, Objects, SimNode, Visible};
 
 /// How many combinations of constrained values are tried before the claim counts as not
 /// satisfiable on the node: cautious, never a node bought on a guess.
@@ -23,14 +26,15 @@ pub(super) fn allocate(
     (node, idx): (&SimNode, usize),
     picked: &[DeviceId],
 ) -> Result<Vec<DeviceId>, String> {
-    let found = objects.candidates(node, idx);
+    let visible = objects.candidates(node, idx);
+    let found = &visible;
     if spec.constraints.is_empty() {
-        return allocate_with(objects, eval, &spec.requests, &found, picked, &[]);
+        return allocate_with(objects, eval, &spec.requests, found, picked, &[]);
     }
     let mut values: Vec<Vec<&AttributeValue>> = Vec::new();
     for c in &spec.constraints {
         let mut seen: Vec<&AttributeValue> = Vec::new();
-        for f in &found {
+        for f in &found.devices {
             if let Some(v) = f.device.attribute(f.driver, &c.attribute)
                 && !seen.contains(&v)
             {
@@ -55,7 +59,7 @@ pub(super) fn allocate(
             .zip(&values)
             .map(|((c, &i), v)| (c, v[i]))
             .collect();
-        match allocate_with(objects, eval, &spec.requests, &found, picked, &fixed) {
+        match allocate_with(objects, eval, &spec.requests, found, picked, &fixed) {
             Ok(devices) => return Ok(devices),
             Err(why) => last = why,
         }
@@ -86,7 +90,7 @@ fn allocate_with(
     objects: &Objects,
     eval: &mut Eval,
     requests: &[DeviceRequest],
-    found: &[Candidate<'_>],
+    found: &Visible<'_>,
     picked: &[DeviceId],
     fixed: &Fixed<'_>,
 ) -> Result<Vec<DeviceId>, String> {
@@ -122,15 +126,16 @@ fn choose(
     objects: &Objects,
     eval: &mut Eval,
     choice: &DeviceChoice,
-    found: &[Candidate<'_>],
+    found: &Visible<'_>,
     taken: &[DeviceId],
     fixed: &Fixed<'_>,
 ) -> Result<Vec<DeviceId>, String> {
     let empty = Vec::new();
     let class_selectors = objects.classes.get(&choice.class).unwrap_or(&empty);
+    let mut left = counters_left(objects, eval, found, taken);
     let mut free = Vec::new();
     let mut busy = 0;
-    for c in found {
+    for c in found.devices.iter().filter(|c| !c.device.tainted) {
         let constrained = fixed
             .iter()
             .all(|(m, v)| c.device.attribute(c.driver, &m.attribute) == Some(*v));
@@ -143,10 +148,17 @@ fn choose(
             continue;
         }
         let id = c.id();
-        if eval.in_use(objects, &id, taken) {
-            busy += 1;
-        } else {
+        let wanted_more = match choice.mode {
+            AllocationMode::ExactCount(n) => (free.len() as i64) < n,
+            AllocationMode::All => true,
+        };
+        if eval.in_use(objects, &id, taken) || !wanted_more {
+            busy += usize::from(wanted_more);
+        } else if take_counters(&mut left, c) {
             free.push(id);
+        } else {
+            // Its partitions' counters are used up by devices in use.
+            busy += 1;
         }
     }
     let what = || {
@@ -174,4 +186,64 @@ fn choose(
             free.len()
         )),
     }
+}
+
+/// What is left of each shared counter the node can use, after the devices in use and
+/// those taken for this claim.
+fn counters_left(
+    objects: &Objects,
+    eval: &Eval,
+    found: &Visible<'_>,
+    taken: &[DeviceId],
+) -> HashMap<CounterKey, i128> {
+    let mut left = found.capacity.clone();
+    if left.is_empty() {
+        return left;
+    }
+    for c in found
+        .devices
+        .iter()
+        .filter(|c| !c.device.consumes.is_empty())
+    {
+        if eval.in_use(objects, &c.id(), taken) {
+            for set in &c.device.consumes {
+                for (name, q) in &set.counters {
+                    let key = (
+                        c.driver.clone(),
+                        c.pool.clone(),
+                        set.name.clone(),
+                        name.clone(),
+                    );
+                    if let Some(v) = left.get_mut(&key) {
+                        *v -= q.nanos();
+                    }
+                }
+            }
+        }
+    }
+    left
+}
+
+/// Takes what the device consumes from `left`, if all of it is there; a counter its pool
+/// does not publish has nothing to give.
+fn take_counters(left: &mut HashMap<CounterKey, i128>, c: &Candidate<'_>) -> bool {
+    let key = |set: &Arc<str>, name: &Arc<str>| {
+        (c.driver.clone(), c.pool.clone(), set.clone(), name.clone())
+    };
+    let fits = c.device.consumes.iter().all(|set| {
+        set.counters.iter().all(|(name, q)| {
+            left.get(&key(&set.name, name))
+                .is_some_and(|v| *v >= q.nanos())
+        })
+    });
+    if fits {
+        for set in &c.device.consumes {
+            for (name, q) in &set.counters {
+                if let Some(v) = left.get_mut(&key(&set.name, name)) {
+                    *v -= q.nanos();
+                }
+            }
+        }
+    }
+    fits
 }

@@ -18,6 +18,8 @@ fn gpu() -> Device {
         capacity: vec![("memory".into(), Quantity::parse("40Gi").unwrap())],
         nodes: None,
         allow_multiple: false,
+        consumes: Vec::new(),
+        tainted: false,
     }
 }
 

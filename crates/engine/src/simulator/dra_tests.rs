@@ -541,3 +541,71 @@ fn a_node_whose_driver_has_not_published_yet_is_waited_for() {
     let (outcome, _) = codes(&p, "job-0");
     assert_eq!(outcome, Outcome::FitsUpcoming, "{:?}", p.pending_pods);
 }
+
+/// gpu-0's A100 as a whole device and two halves, all taking from one counter set.
+fn partitioned_slice() -> Value {
+    let mem =
+        |q: &str| json!([{"counterSet": "gpu-0-counters", "counters": {"memory": {"value": q}}}]);
+    let half = |name: &str| {
+        json!({"name": name, "attributes": {"profile": {"string": "half"}},
+        "consumesCounters": mem("40Gi")})
+    };
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "gpu-0-partitions"},
+        "spec": {"driver": DRIVER, "nodeName": "gpu-0",
+            "pool": {"name": "gpu-0", "generation": 2, "resourceSliceCount": 1},
+            "sharedCounters": [{"name": "gpu-0-counters", "counters": {"memory": {"value": "80Gi"}}}],
+            "devices": [
+                {"name": "gpu-0", "attributes": {"profile": {"string": "whole"}}, "consumesCounters": mem("80Gi")},
+                half("gpu-0-half-0"), half("gpu-0-half-1")]}})
+}
+
+fn half_pod(name: &str) -> Value {
+    with_claims(
+        pod(name).cpu("1").unschedulable().json(),
+        json!([{"name": "gpu", "resourceClaimTemplateName": "half-gpu"}]),
+    )
+}
+
+/// Partitionable devices: the whole GPU in use leaves nothing of its counters for its
+/// halves, so a pod asking for a half needs a new node; on a new node, two halves fit.
+#[test]
+fn partitions_take_from_their_shared_counters() {
+    let mut items = cluster();
+    items.push(partitioned_slice());
+    items.push(device_class(
+        "half",
+        Some("device.attributes['gpu.example.com'].profile == 'half'"),
+    ));
+    items.push(template("half-gpu", "half", 1));
+    for i in 0..3 {
+        items.push(half_pod(&format!("half-{i}")));
+    }
+    let p = plan(items);
+    // Three halves: two on one new node, the third on another.
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 2)],
+        "{:?}",
+        p.pending_pods
+    );
+}
+
+#[test]
+fn a_tainted_device_is_not_allocated() {
+    let mut items = cluster();
+    let mut tainted = slice("gpu-0", 2, "A100");
+    tainted["spec"]["pool"]["generation"] = json!(2);
+    tainted["spec"]["devices"][1]["taints"] =
+        json!([{"key": "example.com/unhealthy", "effect": "NoSchedule"}]);
+    items.push(tainted);
+    items.push(gpu_pod("job-0"));
+    let p = plan(items);
+    // gpu-1 is free but tainted: a new node (whose copy is tainted too: its other GPU).
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 1)],
+        "{:?}",
+        p.pending_pods
+    );
+}
