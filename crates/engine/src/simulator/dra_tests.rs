@@ -355,22 +355,6 @@ fn a_group_at_zero_with_the_dra_driver_annotation_scales() {
 }
 
 #[test]
-fn a_node_whose_pod_holds_devices_is_kept() {
-    let mut items = cluster();
-    // The GPU node is nearly empty, and the CPU node has room for its pod but not its GPU.
-    items.push(pod("fill").cpu("6").on("cpu-0").json());
-    let p = plan(items);
-    let unneeded: Vec<&str> = p.unneeded.iter().map(|u| &*u.node).collect();
-    assert!(!unneeded.contains(&"gpu-0"), "{unneeded:?}");
-    let kept = p.not_removable.iter().find(|n| &*n.node == "gpu-0");
-    assert!(
-        kept.is_some_and(|n| n.code == ReasonCode::NoPlaceToMovePods),
-        "{:?}",
-        p.not_removable
-    );
-}
-
-#[test]
 fn first_available_takes_the_first_alternative_a_node_has() {
     let mut items = cluster();
     items.push(device_class(
@@ -420,23 +404,6 @@ fn all_devices_of_a_node_need_none_in_use() {
     );
 }
 
-#[test]
-fn without_the_dra_objects_a_node_running_a_claimant_is_kept() {
-    // The same cluster with no resource.k8s.io objects: trainer-0 could move by CPU alone.
-    let items: Vec<Value> = cluster()
-        .into_iter()
-        .filter(|i| i["apiVersion"] != "resource.k8s.io/v1")
-        .chain([pod("fill").cpu("6").on("cpu-0").json()])
-        .collect();
-    let p = plan(items);
-    let kept = p.not_removable.iter().find(|n| &*n.node == "gpu-0");
-    assert!(
-        kept.is_some_and(|n| n.code == ReasonCode::NoPlaceToMovePods),
-        "{:?}",
-        p.not_removable
-    );
-}
-
 /// A device for all nodes (network-attached) is one device however many nodes are added:
 /// taken, no new node brings another.
 #[test]
@@ -475,54 +442,6 @@ fn a_shared_device_in_use_is_not_multiplied_by_new_nodes() {
     let p = plan(items);
     assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
     assert_eq!(codes(&p, "fpga-job").0, Outcome::FitsExisting);
-}
-
-/// A scheduled pod with `count` GPUs of `node`'s, through a claim made for it.
-fn holder(name: &str, node: &str, gpus: &[usize]) -> Vec<Value> {
-    let made = format!("{name}-gpu-x1");
-    let results: Vec<Value> = gpus
-        .iter()
-        .map(|i| json!({"request": "gpu", "driver": DRIVER, "pool": node, "device": format!("gpu-{i}")}))
-        .collect();
-    let mut c = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-        "metadata": {"name": made, "namespace": "default"},
-        "spec": {"devices": {"requests": [{"name": "gpu",
-            "exactly": {"deviceClassName": DRIVER, "count": gpus.len()}}]}}});
-    c["status"] = json!({"allocation": {"devices": {"results": results},
-        "nodeSelector": {"nodeSelectorTerms": [{"matchFields": [
-            {"key": "metadata.name", "operator": "In", "values": [node]}]}]}},
-        "reservedFor": [{"resource": "pods", "name": name, "uid": "u"}]});
-    let mut p = with_claims(
-        pod(name).cpu("1").on(node).json(),
-        json!([{"name": "gpu", "resourceClaimTemplateName": "any-gpu"}]),
-    );
-    p["status"]["resourceClaimStatuses"] = json!([{"name": "gpu", "resourceClaimName": made}]);
-    vec![c, p]
-}
-
-/// Upstream's "scale-down: single-device nodes with drain" (static_autoscaler_dra_test.go):
-/// three nodes of three GPUs; two hold a pod with two GPUs each, the third two pods with
-/// one each. The third goes (its pods' claims allocated again on the others' free GPUs);
-/// the first two stay.
-#[test]
-fn a_node_goes_when_its_pods_claims_can_be_allocated_elsewhere() {
-    let mut items = vec![
-        machineset("gpu", 0, 5, 3).json(),
-        device_class(DRIVER, None),
-        template("any-gpu", DRIVER, 1),
-    ];
-    for i in 0..3 {
-        let n = format!("gpu-{i}");
-        items.extend(group_node(&n, "gpu", node(&n).cpu("8")));
-        items.push(slice(&n, 3, "A100"));
-    }
-    items.extend(holder("two-0", "gpu-0", &[0, 1]));
-    items.extend(holder("two-1", "gpu-1", &[0, 1]));
-    items.extend(holder("one-0", "gpu-2", &[0]));
-    items.extend(holder("one-1", "gpu-2", &[1]));
-    let p = plan(items);
-    let unneeded: Vec<&str> = p.unneeded.iter().map(|u| &*u.node).collect();
-    assert_eq!(unneeded, ["gpu-2"], "{:?}", p.not_removable);
 }
 
 /// Upstream's DraCustomResourcesProcessor: a node of the GPU group that has not published
@@ -609,3 +528,6 @@ fn a_tainted_device_is_not_allocated() {
         p.pending_pods
     );
 }
+
+#[path = "dra_removal_tests.rs"]
+mod removal;
