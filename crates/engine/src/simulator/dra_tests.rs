@@ -531,3 +531,63 @@ fn a_tainted_device_is_not_allocated() {
 
 #[path = "dra_removal_tests.rs"]
 mod removal;
+
+/// Upstream's "scale-up: pods requesting a shared, unallocated claim": the claim is
+/// allocated once, on the first new node; the pods that share it can only go there, so
+/// those that do not fit it by CPU buy nothing more.
+#[test]
+fn pods_sharing_a_claim_fill_one_new_node_only() {
+    let mut items = cluster();
+    items.push(claim("shared", DRIVER, None));
+    for i in 0..10 {
+        items.push(with_claims(
+            pod(&format!("job-{i}")).cpu("2").unschedulable().json(),
+            json!([{"name": "gpu", "resourceClaimName": "shared"}]),
+        ));
+    }
+    let p = plan(items);
+    // 8 CPUs a node: four pods of two CPUs on the new node.
+    let up = &p.scale_up;
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert_eq!((up[0].to - up[0].from, up[0].pods.len()), (1, 4), "{up:?}");
+    let waiting = p
+        .pending_pods
+        .iter()
+        .filter(|e| e.outcome == Outcome::NoScaleUp)
+        .count();
+    assert_eq!(waiting, 6, "{:?}", p.pending_pods);
+}
+
+/// Upstream's "no scale-up: pods requesting multiple different devices, but they're on
+/// different nodes": a GPU group and a NIC group; a pod needing both fits neither.
+#[test]
+fn devices_of_two_groups_do_not_add_up() {
+    let mut items = cluster();
+    items.push(machineset("nic", 0, 5, 1).json());
+    items.extend(group_node("nic-0", "nic", node("nic-0").cpu("8")));
+    items.push(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "nic-0-nic"},
+        "spec": {"driver": "nic.example.com", "nodeName": "nic-0",
+            "pool": {"name": "nic-0", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "nic-0"}]}}),
+    );
+    items.push(device_class(
+        "nic",
+        Some("device.driver == 'nic.example.com'"),
+    ));
+    items.push(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "gpu-and-nic", "namespace": "default"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": DRIVER}},
+            {"name": "nic", "exactly": {"deviceClassName": "nic"}}]}}}}),
+    );
+    items.push(with_claims(
+        pod("both-0").cpu("1").unschedulable().json(),
+        json!([{"name": "devs", "resourceClaimTemplateName": "gpu-and-nic"}]),
+    ));
+    let p = plan(items);
+    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
+    assert_eq!(codes(&p, "both-0").0, Outcome::NoScaleUp);
+}
