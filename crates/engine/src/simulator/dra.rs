@@ -3,12 +3,15 @@
 //! ResourceSlices a node can use, matching each request's DeviceClass and CEL selectors,
 //! and not allocated already.
 //!
-//! Each pod's claims are resolved once per pass ([`DraIndex::build`]): a claim allocated
-//! already pins the pod to where its devices are (its `nodeSelector`); one not allocated
-//! (shared by name, made from a template for the pod, or the template itself before the
-//! claim is made) needs devices on the node. What no node can help (a missing claim, class
-//! or template; a claim feature not simulated) is a `block` that fails the pod everywhere,
-//! so it is explained and never causes a scale-up.
+//! Each pod's claims are resolved once per pass ([`DraIndex::build`], `dra_resolve`): a
+//! claim allocated already pins the pod to where its devices are (its `nodeSelector`),
+//! unless it is the scheduled pod's alone, which a scale-down simulation frees and
+//! allocates again where the pod goes; one not allocated (shared by name, or made from a
+//! template for the pod) needs devices on the node. Before the claim controller has made a
+//! pod's claim, its template stands in for it (upstream waits for the claim: a pass later,
+//! the same decision). What no node can help (a missing claim, class or template; a claim
+//! feature not simulated) is a `block` that fails the pod everywhere, so it is explained
+//! and never causes a scale-up.
 //!
 //! Devices in use are those of every allocated claim in the snapshot and those this
 //! simulation allocated ([`DraIndex::place`], undone in reverse by the simulator's revert);
@@ -17,9 +20,9 @@
 //!
 //! Allocation is greedy (`dra_alloc`): requests in order, each one's first alternative that
 //! can be satisfied, devices in slice order, once per combination of the values its
-//! `matchAttribute` constraints can take on the node. Upstream's allocator backtracks, so a claim whose
-//! requests compete for the same devices can fit there and not here: never a node bought
-//! that upstream would not use.
+//! `matchAttribute` constraints can take on the node. Upstream's allocator backtracks, so a
+//! claim whose requests compete for the same devices can fit there and not here: never a
+//! node bought that upstream would not use.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
