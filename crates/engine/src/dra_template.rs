@@ -10,7 +10,9 @@
 
 use std::sync::Arc;
 
-use fleetscaler_model::dra::{AttributeValue, Device, DeviceNodes, ResourceSlice};
+use fleetscaler_model::dra::{
+    Allocation, AttributeValue, Device, DeviceId, DeviceNodes, PodClaimSource, ResourceSlice,
+};
 use fleetscaler_model::{ClusterSnapshot, Quantity, ScalableResource};
 
 use super::simulator::dra::current_slices;
@@ -25,28 +27,79 @@ const GPU_DEVICE_TYPE: &str = "gpu";
 /// At most this many GPUs are made devices of (a ResourceSlice's limit).
 const MAX_GPUS: i64 = fleetscaler_model::dra::MAX_DEVICES_PER_SLICE as i64;
 
-/// The node-local slices of `node`, newest generation only.
-pub fn node_slices(snapshot: &ClusterSnapshot, node: &str) -> Arc<[ResourceSlice]> {
+/// What a template's copies publish: node-local slices, and the devices of them that the
+/// DaemonSet (and static) pods of its source node hold, as they would on every copy
+/// (upstream's `SanitizedPodResourceClaims` copies those pods' claims).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TemplateDevices {
+    pub slices: Vec<ResourceSlice>,
+    pub held: Vec<DeviceId>,
+}
+
+/// The node-local slices of `node` (newest generation only) and what its DaemonSet pods
+/// hold of them.
+pub fn node_devices(snapshot: &ClusterSnapshot, node: &str) -> Arc<TemplateDevices> {
     if !snapshot.dra.listed {
-        return Arc::from([]);
+        return Arc::default();
     }
-    current_slices(&snapshot.dra.slices)
+    let slices: Vec<ResourceSlice> = current_slices(&snapshot.dra.slices)
         .into_iter()
         .filter(|s| s.node_local_to() == Some(node))
         .cloned()
-        .collect()
+        .collect();
+    let local = |d: &DeviceId| {
+        slices
+            .iter()
+            .any(|s| s.driver == d.driver && s.pool == d.pool)
+    };
+    let held = daemon_claims(snapshot, node)
+        .flat_map(|a| a.devices.iter())
+        .filter(|d| local(d))
+        .cloned()
+        .collect();
+    Arc::new(TemplateDevices { slices, held })
+}
+
+/// The allocations of the claims of the DaemonSet and static pods on `node`.
+fn daemon_claims<'a>(
+    snapshot: &'a ClusterSnapshot,
+    node: &'a str,
+) -> impl Iterator<Item = &'a Allocation> + 'a {
+    let daemons = snapshot.pods.iter().filter(move |p| {
+        p.node_name.as_deref() == Some(node)
+            && !p.is_terminal()
+            && (p.is_daemonset() || p.mirror)
+            && !p.spec.resource_claims.is_empty()
+    });
+    daemons.flat_map(move |p| {
+        p.spec.resource_claims.iter().filter_map(move |c| {
+            let name = match &c.source {
+                PodClaimSource::Claim(n) => n,
+                PodClaimSource::Template(_) => {
+                    &p.claim_statuses.iter().find(|(k, _)| *k == c.name)?.1
+                }
+            };
+            snapshot
+                .dra
+                .claims
+                .iter()
+                .find(|x| x.key.namespace == p.id.namespace && x.key.name == *name)?
+                .allocation
+                .as_ref()
+        })
+    })
 }
 
 /// The slice upstream's Cluster API provider makes for a node group at zero, or none.
 /// A GPU count that is not a whole number of GPUs makes none (the rest of the template
 /// reads it and warns).
-pub fn annotated_slices(own: &ScalableResource) -> Arc<[ResourceSlice]> {
+pub fn annotated_slices(own: &ScalableResource) -> Vec<ResourceSlice> {
     let Some(driver) = own
         .annotation(DRA_DRIVER_ANNOTATION)
         .map(str::trim)
         .filter(|d| !d.is_empty())
     else {
-        return Arc::from([]);
+        return Vec::new();
     };
     let count = own
         .annotation(&format!("{CAPACITY_PREFIX}gpu-count"))
@@ -54,7 +107,7 @@ pub fn annotated_slices(own: &ScalableResource) -> Arc<[ResourceSlice]> {
         .filter(|q| q.nanos() % 1_000_000_000 == 0)
         .map_or(0, |q| q.units_ceil().clamp(0, MAX_GPUS));
     if count == 0 {
-        return Arc::from([]);
+        return Vec::new();
     }
     let driver: Arc<str> = driver.into();
     // The node's name is the copy's: `DeviceNodes::Node` is read only to tell node-local.
@@ -73,7 +126,7 @@ pub fn annotated_slices(own: &ScalableResource) -> Arc<[ResourceSlice]> {
             tainted: false,
         })
         .collect();
-    Arc::from([ResourceSlice {
+    vec![ResourceSlice {
         name: format!("{node}-{driver}").into(),
         driver,
         pool: node.clone(),
@@ -82,7 +135,7 @@ pub fn annotated_slices(own: &ScalableResource) -> Arc<[ResourceSlice]> {
         nodes: Some(DeviceNodes::Node(node)),
         devices,
         counter_sets: Vec::new(),
-    }])
+    }]
 }
 
 #[cfg(test)]

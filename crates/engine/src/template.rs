@@ -11,11 +11,11 @@ use serde::Serialize;
 
 use super::csi::{self, AttachLimits};
 use super::dra_template;
+use super::dra_template::TemplateDevices;
 use super::nodegroups::{NodeGroup, NodeGroupId};
 use super::settings::Settings;
 use super::unready_devices::Published;
 use super::unready_resources::{declares_gpus, gpus_pending};
-use fleetscaler_model::dra::ResourceSlice;
 use fleetscaler_model::infra::{InfraRef, InfrastructureTemplate};
 use fleetscaler_model::labels::Labels;
 use fleetscaler_model::node::{
@@ -108,7 +108,7 @@ pub struct TemplateNode {
     /// How many volumes of each CSI driver a new node may attach (`csi`).
     pub attach_limits: AttachLimits,
     /// The node-local ResourceSlices a new node publishes (`dra_template`).
-    pub dra_slices: Arc<[ResourceSlice]>,
+    pub dra_devices: Arc<TemplateDevices>,
 }
 
 impl TemplateNode {
@@ -200,7 +200,7 @@ fn build(
     let mut template = match candidate {
         Some(node) => TemplateNode {
             attach_limits: csi::node_limits(snapshot, &node.name),
-            dra_slices: dra_template::node_slices(snapshot, &node.name),
+            dra_devices: dra_template::node_devices(snapshot, &node.name),
             ..from_node(node, daemons)
         },
         None => from_annotations(snapshot, group, daemons, settings, warnings)?,
@@ -285,7 +285,7 @@ fn from_node(node: &Node, daemons: &Daemons) -> TemplateNode {
         daemon_pods: 0,
         daemon_ports: Vec::new(),
         attach_limits: Arc::from([]),
-        dra_slices: Arc::from([]),
+        dra_devices: Default::default(),
     };
     for spec in daemons.on_node.get(&*node.name).into_iter().flatten() {
         add_daemon(&mut template, spec);
@@ -366,7 +366,10 @@ fn from_annotations(
         daemon_pods: 0,
         daemon_ports: Vec::new(),
         attach_limits: annotated_attach_limits(own, &mut skipped),
-        dra_slices: dra_template::annotated_slices(own),
+        dra_devices: Arc::new(TemplateDevices {
+            slices: dra_template::annotated_slices(own),
+            held: Vec::new(),
+        }),
     };
     add_daemonsets(daemons, &mut template);
     Ok(template)

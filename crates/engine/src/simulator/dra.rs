@@ -344,9 +344,9 @@ impl Objects {
     /// then the shared ones that reach it; with the counters their pools share.
     fn candidates<'a>(&'a self, node: &'a SimNode, idx: usize) -> Visible<'a> {
         let mut out = Visible::default();
-        let copied = !node.dra_slices.is_empty();
+        let copied = !node.dra_devices.slices.is_empty();
         let own: Vec<&'a ResourceSlice> = if copied {
-            node.dra_slices.iter().collect()
+            node.dra_devices.slices.iter().collect()
         } else {
             self.local
                 .get(&node.name)
@@ -363,6 +363,16 @@ impl Objects {
             };
             out.add_counters(s, &pool);
             for device in &s.devices {
+                let held = |h: &DeviceId| {
+                    h.driver == s.driver && h.pool == s.pool && h.device == device.name
+                };
+                if copied && node.dra_devices.held.iter().any(held) {
+                    out.held.push(DeviceId {
+                        driver: s.driver.clone(),
+                        pool: pool.clone(),
+                        device: device.name.clone(),
+                    });
+                }
                 out.devices.push(Candidate {
                     driver: &s.driver,
                     pool: pool.clone(),
@@ -401,6 +411,8 @@ type CounterKey = (Arc<str>, Arc<str>, Arc<str>, Arc<str>);
 #[derive(Default)]
 struct Visible<'a> {
     devices: Vec<Candidate<'a>>,
+    /// A template copy's devices its DaemonSet pods take, as every copy's are.
+    held: Vec<DeviceId>,
     /// Each shared counter's value, in nano-units.
     capacity: HashMap<CounterKey, i128>,
 }

@@ -152,7 +152,7 @@ fn choose(
             AllocationMode::ExactCount(n) => (free.len() as i64) < n,
             AllocationMode::All => true,
         };
-        if eval.in_use(objects, &id, taken) || !wanted_more {
+        if eval.in_use(objects, &id, taken) || found.held.contains(&id) || !wanted_more {
             busy += usize::from(wanted_more);
         } else if take_counters(&mut left, c) {
             free.push(id);
@@ -205,7 +205,8 @@ fn counters_left(
         .iter()
         .filter(|c| !c.device.consumes.is_empty())
     {
-        if eval.in_use(objects, &c.id(), taken) {
+        let id = c.id();
+        if eval.in_use(objects, &id, taken) || found.held.contains(&id) {
             for set in &c.device.consumes {
                 for (name, q) in &set.counters {
                     let key = (

@@ -591,3 +591,33 @@ fn devices_of_two_groups_do_not_add_up() {
     assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
     assert_eq!(codes(&p, "both-0").0, Outcome::NoScaleUp);
 }
+
+/// Upstream's "scale from 0 nodes ... with pods on the template nodes consuming DRA
+/// resources": a device a DaemonSet pod holds on the template's source node is held on
+/// every new node too.
+#[test]
+fn devices_held_by_daemonset_pods_are_held_on_new_nodes() {
+    let mut items = cluster();
+    let mut two = slice("gpu-0", 2, "A100");
+    two["spec"]["pool"]["generation"] = json!(2);
+    items.push(two);
+    items.push(claim("monitor-gpu", DRIVER, Some(("gpu-0", "gpu-1"))));
+    items.push(with_claims(
+        pod("monitor-x1")
+            .cpu("100m")
+            .owner("DaemonSet", "monitor")
+            .on("gpu-0")
+            .json(),
+        json!([{"name": "gpu", "resourceClaimName": "monitor-gpu"}]),
+    ));
+    items.push(gpu_pod("job-0"));
+    items.push(gpu_pod("job-1"));
+    let p = plan(items);
+    // Each new node has one GPU free: two nodes, not one.
+    assert_eq!(
+        scaled(&p),
+        [(GPU_GROUP.to_string(), 2)],
+        "{:?}",
+        p.pending_pods
+    );
+}

@@ -22,10 +22,10 @@ use fleetscaler_model::resources::Resources;
 use fleetscaler_model::scheduling::{HOSTNAME_LABEL, HostPort, Taint};
 
 use super::csi::AttachLimits;
+use super::dra_template::TemplateDevices;
 use super::reason::Unfit;
 use super::template::TemplateNode;
 use dra::{DraIndex, DraNeeds};
-use fleetscaler_model::dra::ResourceSlice;
 use topology::Topology;
 use volumes::{VolumeIndex, VolumeNeeds};
 
@@ -60,7 +60,7 @@ pub struct SimNode {
     pub attached: Vec<(Arc<str>, i64)>,
     /// A template copy's node-local ResourceSlices (its source node's, or made from
     /// annotations); empty for a real node, whose slices the DRA index finds by name.
-    pub dra_slices: Arc<[ResourceSlice]>,
+    pub dra_devices: Arc<TemplateDevices>,
 }
 
 impl SimNode {
@@ -93,7 +93,7 @@ impl SimNode {
             kind: SimNodeKind::Existing(index),
             attach_limits: Arc::from([]),
             attached: Vec::new(),
-            dra_slices: Arc::from([]),
+            dra_devices: Default::default(),
         }
     }
 
@@ -113,7 +113,7 @@ impl SimNode {
             kind,
             attach_limits: template.attach_limits.clone(),
             attached: Vec::new(),
-            dra_slices: template.dra_slices.clone(),
+            dra_devices: template.dra_devices.clone(),
         }
     }
 
