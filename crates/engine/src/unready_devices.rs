@@ -24,6 +24,8 @@ use super::simulator::dra::current_slices;
 /// The drivers each node publishes node-local slices of, by node name.
 pub struct Published<'a> {
     by_node: HashSet<(&'a str, &'a str)>,
+    /// Whether the slices were read at all: unread, no node waits for any.
+    listed: bool,
 }
 
 impl<'a> Published<'a> {
@@ -36,12 +38,18 @@ impl<'a> Published<'a> {
         } else {
             HashSet::new()
         };
-        Published { by_node }
+        Published {
+            by_node,
+            listed: snapshot.dra.listed,
+        }
     }
 
     /// The drivers the group's nodes should publish.
     pub fn expected(&self, snapshot: &ClusterSnapshot, group: &NodeGroup) -> Vec<Arc<str>> {
         let mut drivers: Vec<Arc<str>> = Vec::new();
+        if !self.listed {
+            return drivers;
+        }
         for &i in &group.nodes {
             let name = &*snapshot.nodes[i].name;
             for (_, driver) in self.by_node.iter().filter(|(n, _)| *n == name) {

@@ -621,3 +621,35 @@ fn devices_held_by_daemonset_pods_are_held_on_new_nodes() {
         p.pending_pods
     );
 }
+
+/// Without the DRA objects read, the `dra-driver` annotation holds no node as starting.
+#[test]
+fn without_the_dra_objects_no_node_waits_for_its_driver() {
+    let mut items = vec![
+        machineset("gpu", 0, 5, 1)
+            .annotation("capacity.cluster-autoscaler.kubernetes.io/gpu-count", "1")
+            .annotation(
+                "capacity.cluster-autoscaler.kubernetes.io/dra-driver",
+                DRIVER,
+            )
+            .json(),
+        pod("busy").cpu("8").on("gpu-0").json(),
+    ];
+    items.extend(group_node(
+        "gpu-0",
+        "gpu",
+        node("gpu-0").cpu("8").resource("nvidia.com/gpu", "1"),
+    ));
+    let p = plan(items);
+    let group = p
+        .node_groups
+        .iter()
+        .find(|g| g.id.to_string() == GPU_GROUP)
+        .unwrap();
+    assert_eq!(
+        group.template,
+        crate::template::TemplateSource::Node,
+        "{group:?}"
+    );
+    assert_eq!(group.ready, 1, "{group:?}");
+}
