@@ -2,7 +2,8 @@
 //!
 //! A template copied from a ready node takes that node's node-local slices (upstream's
 //! `SanitizedNodeResourceSlices`: each simulated copy gets pools of its own, which the
-//! simulator's DRA index names after the copy). A template built from scale-from-zero
+//! simulator's DRA index tells apart by the copy), and the devices of them its DaemonSet
+//! and static pods' claims hold stay held on every copy. A template built from scale-from-zero
 //! annotations has a slice only when its scalable resource carries upstream's Cluster API
 //! annotation `capacity.cluster-autoscaler.kubernetes.io/dra-driver` and a GPU count
 //! (`capacity.cluster-autoscaler.kubernetes.io/gpu-count`): one device per GPU, `gpu-0`,
