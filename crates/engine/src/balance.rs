@@ -282,6 +282,7 @@ mod tests {
             daemon_pods: 0,
             daemon_ports: vec![],
             attach_limits: Arc::from([]),
+            dra_devices: Default::default(),
         }
     }
 

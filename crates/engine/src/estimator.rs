@@ -172,6 +172,7 @@ mod tests {
             daemon_pods: 1,
             daemon_ports: vec![],
             attach_limits: Arc::from([]),
+            dra_devices: Default::default(),
         }
     }
 

@@ -12,6 +12,7 @@
 pub mod balance;
 pub mod cluster_state;
 mod csi;
+mod dra_template;
 pub mod estimator;
 pub mod expander;
 #[cfg(any(test, feature = "fixtures"))]
@@ -30,6 +31,7 @@ pub mod simulator;
 pub mod state;
 pub mod template;
 pub mod trace;
+mod unready_devices;
 mod unready_resources;
 pub mod what_if;
 

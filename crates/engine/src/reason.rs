@@ -161,6 +161,14 @@ pub enum ReasonCode {
     /// A best-effort-atomic request: the group's option would not place all of its pods
     /// (upstream's `AllOrNothingReason`).
     AllOrNothing,
+    /// A ResourceClaim (or ResourceClaimTemplate) the pod names does not exist.
+    DeviceClaimMissing,
+    /// A DeviceClass a claim of the pod asks for does not exist.
+    DeviceClassMissing,
+    /// The node has too few free devices matching a claim of the pod (devices in use are not free).
+    DevicesUnavailable,
+    /// A claim of the pod is allocated already, to devices this node cannot use.
+    DeviceClaimAllocatedElsewhere,
 }
 
 impl ReasonCode {
@@ -220,11 +228,15 @@ impl ReasonCode {
             ReasonCode::ConsumesProvisioningRequest => "ConsumesProvisioningRequest",
             ReasonCode::ProvisioningRequestTurn => "ProvisioningRequestTurn",
             ReasonCode::AllOrNothing => "AllOrNothing",
+            ReasonCode::DeviceClaimMissing => "DeviceClaimMissing",
+            ReasonCode::DeviceClassMissing => "DeviceClassMissing",
+            ReasonCode::DevicesUnavailable => "DevicesUnavailable",
+            ReasonCode::DeviceClaimAllocatedElsewhere => "DeviceClaimAllocatedElsewhere",
         }
     }
 
     /// Every code, for documentation checks.
-    pub const ALL: [ReasonCode; 54] = [
+    pub const ALL: [ReasonCode; 58] = [
         ReasonCode::InsufficientResources,
         ReasonCode::TooManyPods,
         ReasonCode::NodeSelectorMismatch,
@@ -279,6 +291,10 @@ impl ReasonCode {
         ReasonCode::ConsumesProvisioningRequest,
         ReasonCode::ProvisioningRequestTurn,
         ReasonCode::AllOrNothing,
+        ReasonCode::DeviceClaimMissing,
+        ReasonCode::DeviceClassMissing,
+        ReasonCode::DevicesUnavailable,
+        ReasonCode::DeviceClaimAllocatedElsewhere,
     ];
 }
 
@@ -412,6 +428,10 @@ mod tests {
             ConsumesProvisioningRequest => 51,
             ProvisioningRequestTurn => 52,
             AllOrNothing => 53,
+            DeviceClaimMissing => 54,
+            DeviceClassMissing => 55,
+            DevicesUnavailable => 56,
+            DeviceClaimAllocatedElsewhere => 57,
         }
     }
 

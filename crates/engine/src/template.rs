@@ -10,8 +10,11 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::csi::{self, AttachLimits};
+use super::dra_template;
+use super::dra_template::TemplateDevices;
 use super::nodegroups::{NodeGroup, NodeGroupId};
 use super::settings::Settings;
+use super::unready_devices::Published;
 use super::unready_resources::{declares_gpus, gpus_pending};
 use fleetscaler_model::infra::{InfraRef, InfrastructureTemplate};
 use fleetscaler_model::labels::Labels;
@@ -104,6 +107,8 @@ pub struct TemplateNode {
     pub daemon_ports: Vec<HostPort>,
     /// How many volumes of each CSI driver a new node may attach (`csi`).
     pub attach_limits: AttachLimits,
+    /// The node-local ResourceSlices a new node publishes (`dra_template`).
+    pub dra_devices: Arc<TemplateDevices>,
 }
 
 impl TemplateNode {
@@ -187,9 +192,15 @@ fn build(
     warnings: &mut Vec<Warning>,
 ) -> Result<TemplateNode, TemplateError> {
     let gpus_declared = declares_gpus(snapshot, group);
-    let mut template = match template_node_candidate(snapshot, group, settings, gpus_declared) {
+    let published = Published::index(snapshot);
+    let drivers = published.expected(snapshot, group);
+    let devices_pending = |n: &Node| published.pending(n, &drivers);
+    let candidate =
+        template_node_candidate(snapshot, group, settings, gpus_declared, &devices_pending);
+    let mut template = match candidate {
         Some(node) => TemplateNode {
             attach_limits: csi::node_limits(snapshot, &node.name),
+            dra_devices: dra_template::node_devices(snapshot, &node.name),
             ..from_node(node, daemons)
         },
         None => from_annotations(snapshot, group, daemons, settings, warnings)?,
@@ -219,13 +230,15 @@ fn platform_of(snapshot: &ClusterSnapshot, group: &NodeGroup) -> Option<&'static
         })
 }
 
-/// A ready node of the group to copy; never one whose GPUs are not advertised yet (a new
-/// node would then look GPU-less), as upstream builds templates from ready nodes only.
+/// A ready node of the group to copy; never one whose GPUs or DRA devices are not advertised
+/// yet (a new node would then look without them), as upstream builds templates from ready
+/// nodes only.
 fn template_node_candidate<'a>(
     snapshot: &'a ClusterSnapshot,
     group: &NodeGroup,
     settings: &Settings,
     gpus_declared: bool,
+    devices_pending: &dyn Fn(&Node) -> bool,
 ) -> Option<&'a Node> {
     group
         .nodes
@@ -238,6 +251,7 @@ fn template_node_candidate<'a>(
                 && !n.has_taint(TO_BE_DELETED_TAINT)
                 && !settings.has_startup_taint(n)
                 && !gpus_pending(n, gpus_declared)
+                && !devices_pending(n)
         })
         .min_by(|a, b| a.name.cmp(&b.name))
 }
@@ -271,6 +285,7 @@ fn from_node(node: &Node, daemons: &Daemons) -> TemplateNode {
         daemon_pods: 0,
         daemon_ports: Vec::new(),
         attach_limits: Arc::from([]),
+        dra_devices: Default::default(),
     };
     for spec in daemons.on_node.get(&*node.name).into_iter().flatten() {
         add_daemon(&mut template, spec);
@@ -351,6 +366,10 @@ fn from_annotations(
         daemon_pods: 0,
         daemon_ports: Vec::new(),
         attach_limits: annotated_attach_limits(own, &mut skipped),
+        dra_devices: Arc::new(TemplateDevices {
+            slices: dra_template::annotated_slices(own),
+            held: Vec::new(),
+        }),
     };
     add_daemonsets(daemons, &mut template);
     Ok(template)

@@ -20,8 +20,10 @@ use super::cluster_state::NodeReadiness;
 use super::limits::NodeUsage;
 use super::nodegroups::{NodeGroup, NodeGroups};
 use super::template::{CAPACITY_PREFIX, GPU_LABEL, annotated_resources};
+use super::unready_devices::Published;
 
-/// Per snapshot node: whether it should have GPUs and advertises none yet, and what it
+/// Per snapshot node: whether it should have GPUs and advertises none yet (or DRA devices
+/// its group's nodes publish, `unready_devices`, and has no slices of them), and what it
 /// counts for against the cluster's limits: a node whose GPUs are pending counts the GPUs its
 /// group declares, as upstream's `GetNodeGpuTarget` reads them from the group's template.
 pub fn assess(snapshot: &ClusterSnapshot, groups: &NodeGroups) -> (Vec<bool>, Vec<NodeUsage>) {
@@ -30,11 +32,18 @@ pub fn assess(snapshot: &ClusterSnapshot, groups: &NodeGroups) -> (Vec<bool>, Ve
         .iter()
         .map(|g| declared_gpus(snapshot, g))
         .collect();
+    let published = Published::index(snapshot);
+    let drivers: Vec<Vec<Arc<str>>> = groups
+        .groups
+        .iter()
+        .map(|g| published.expected(snapshot, g))
+        .collect();
     let mut pending = Vec::with_capacity(snapshot.nodes.len());
     let mut usage = Vec::with_capacity(snapshot.nodes.len());
     for (node, g) in snapshot.nodes.iter().zip(&groups.group_of_node) {
         let declared = g.and_then(|g| declared[g].as_ref());
-        let waiting = gpus_pending(node, declared.is_some());
+        let expected = g.map_or(&[][..], |g| &drivers[g][..]);
+        let waiting = gpus_pending(node, declared.is_some()) || published.pending(node, expected);
         let mut u = NodeUsage::of_node(node);
         if let Some((name, count)) = declared.filter(|_| waiting) {
             u = u.with_gpus(node.labels.get_arc(GPU_LABEL).unwrap_or(name), *count);
@@ -114,7 +123,7 @@ pub fn gpus_still_missing(
                 WarningCode::ResourcesNotReady,
                 &g.id,
                 format!(
-                    "{} node(s) ({shown}{more}) should have GPUs (the {GPU_LABEL} label or the group's declared GPUs) but advertise none past the startup time: they count as unready, are never copied into the group's template, and may be removed as unready; check the GPU driver (operator) on them, or the group's capacity annotations",
+                    "{} node(s) ({shown}{more}) should have GPUs (the {GPU_LABEL} label or the group's declared GPUs) or DRA devices (the ResourceSlices of the drivers the group's other nodes publish) but advertise none past the startup time: they count as unready, are never copied into the group's template, and may be removed as unready; check the GPU or DRA driver (operator) on them, or the group's capacity annotations",
                     names.len()
                 ),
             )

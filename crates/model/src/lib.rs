@@ -9,6 +9,7 @@
 pub mod autoscaler;
 pub mod cluster_name;
 pub mod controller;
+pub mod dra;
 pub mod dump;
 pub mod duration;
 pub mod infra;

@@ -89,7 +89,8 @@ impl ClaimRef {
 pub enum Unsimulated {
     /// PersistentVolumeClaims, when the cluster's storage objects were not read.
     VolumeBinding,
-    /// `resourceClaims` (dynamic resource allocation).
+    /// `resourceClaims` (dynamic resource allocation), when the cluster's
+    /// `resource.k8s.io/v1` objects were not read.
     DynamicResources,
     /// Affinity terms with a `namespaceSelector` when the dump has no Namespace objects.
     NamespaceSelector,
@@ -104,7 +105,7 @@ impl Unsimulated {
                 "uses PersistentVolumeClaims, and the cluster's claims, volumes and StorageClasses were not read: volume binding and zones are not simulated"
             }
             Unsimulated::DynamicResources => {
-                "uses resourceClaims: dynamic resource allocation is not simulated yet, so no node is bought for it (a node without its devices could never run it)"
+                "uses resourceClaims, and the cluster's resource.k8s.io/v1 objects (ResourceClaims, ResourceSlices, DeviceClasses) were not read: dynamic resource allocation is not simulated, so no node is bought for it (a node without its devices could never run it)"
             }
             Unsimulated::NamespaceSelector => {
                 "has an affinity term with a namespaceSelector; without Namespace objects only the pod's own namespace is matched"
@@ -132,6 +133,8 @@ pub struct PodSpec {
     pub local_volumes: Vec<Arc<str>>,
     /// The PersistentVolumeClaims its volumes use, in the order of its volumes.
     pub claims: Vec<ClaimRef>,
+    /// `resourceClaims`: the ResourceClaims (dynamic resource allocation) it needs.
+    pub resource_claims: Vec<crate::dra::PodClaim>,
     pub unsimulated: Vec<Unsimulated>,
     pub restart_policy_always: bool,
     pub termination_grace_seconds: Option<i64>,
@@ -205,6 +208,9 @@ pub struct Pod {
     /// `autoscaling.x-k8s.io/consume-provisioning-request` annotation, or its older
     /// `cluster-autoscaler.kubernetes.io/` spelling.
     pub consumes: Option<Arc<str>>,
+    /// `status.resourceClaimStatuses`: each claim made from a template for this pod, as
+    /// (the pod's claim name, the ResourceClaim's name).
+    pub claim_statuses: Vec<(Arc<str>, Arc<str>)>,
 }
 
 impl Pod {
@@ -320,6 +326,7 @@ impl Pod {
             scale_up_delay: annotation(meta, POD_SCALE_UP_DELAY)
                 .map(|v| crate::duration::parse_go_duration(v.trim()).map_err(|_| p.str(v))),
             consumes: consumed_request(meta, p),
+            claim_statuses: super::dra::claim_statuses(status, p),
         })
     }
 }
@@ -356,6 +363,7 @@ impl Pod {
             daemonset_pod_annotation: None,
             scale_up_delay: None,
             consumes: consumed_request(meta, p),
+            claim_statuses: Vec::new(),
         }
     }
 }

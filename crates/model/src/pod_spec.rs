@@ -35,7 +35,9 @@ pub fn project(
     }
     project_spread(spec, &own, &mut out, p)?;
     project_volumes(spec, &mut out, p);
-    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+    out.resource_claims = super::dra::pod_claims(spec, p)?;
+    // Simulated only when the snapshot's DRA objects were read: the engine decides.
+    if !out.resource_claims.is_empty() {
         out.unsimulated.push(Unsimulated::DynamicResources);
     }
     out.unsimulated.sort_by_key(|u| *u as u8);

@@ -56,6 +56,11 @@ impl Quantity {
         }
     }
 
+    /// The exact value, in units of 10^-9.
+    pub const fn nanos(self) -> i128 {
+        self.nanos
+    }
+
     /// Parses any quantity the Kubernetes API accepts, negative ones included.
     pub fn parse(text: &str) -> Result<Self, QuantityError> {
         parse(text)

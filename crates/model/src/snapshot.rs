@@ -3,6 +3,7 @@
 
 use super::autoscaler::{CLUSTER_AUTOSCALER_NAME, ClusterAutoscaler, MachineAutoscaler};
 use super::controller::Controllers;
+use super::dra::Dra;
 use super::infra::{InfraRef, InfrastructureTemplate};
 use super::machine::{Machine, ScalableResource};
 use super::meta::ObjectKey;
@@ -46,6 +47,8 @@ pub struct ClusterSnapshot {
     pub storage: Storage,
     /// ProvisioningRequests and the PodTemplates their pod sets name.
     pub provisioning: ProvisioningRequests,
+    /// ResourceClaims, their templates, ResourceSlices and DeviceClasses.
+    pub dra: Dra,
 }
 
 impl ClusterSnapshot {

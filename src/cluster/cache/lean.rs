@@ -117,6 +117,7 @@ struct WireStatus {
     phase: Option<String>,
     conditions: Option<Vec<corev1::PodCondition>>,
     nominated_node_name: Option<String>,
+    resource_claim_statuses: Option<Vec<corev1::PodResourceClaimStatus>>,
 }
 
 impl From<WirePod> for corev1::Pod {
@@ -140,6 +141,7 @@ impl From<WirePod> for corev1::Pod {
                 phase: s.phase,
                 conditions: s.conditions,
                 nominated_node_name: s.nominated_node_name,
+                resource_claim_statuses: s.resource_claim_statuses,
                 ..Default::default()
             }),
         }

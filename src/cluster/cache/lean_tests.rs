@@ -78,13 +78,15 @@ fn rich_pod() -> Value {
                 {"name": "kube-api-access", "projected": {"sources": [
                     {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}}]}}
             ],
-            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"},
+                {"name": "scratch-gpu", "resourceClaimTemplateName": "one-gpu"}],
             "serviceAccountName": "db",
             "schedulerName": "default-scheduler"
         },
         "status": {
             "phase": "Pending",
             "nominatedNodeName": "n2",
+            "resourceClaimStatuses": [{"name": "scratch-gpu", "resourceClaimName": "db-0-scratch-gpu-x2k9f"}],
             "conditions": [{"type": "PodScheduled", "status": "False",
                             "reason": "Unschedulable", "message": "0/3 nodes are available"}],
             "containerStatuses": [{"name": "db", "image": "postgres:16", "imageID": "",
@@ -98,6 +100,7 @@ fn a_lean_pod_projects_as_the_whole_pod_does() {
     let (lean, full) = both(&rich_pod());
     let full = full.unwrap();
     assert!(full.unschedulable && full.nominated_node.is_some() && full.deleting.is_some());
+    assert_eq!(full.claim_statuses.len(), 1, "{:?}", full.claim_statuses);
     assert_eq!(lean.unwrap(), full);
 }
 

@@ -98,6 +98,9 @@ fn pod(r: &ProvisioningRequest, t: &pr::PodTemplate, set: usize, index: u32) -> 
         safe_to_evict_local_volumes: Vec::new(),
         daemonset_pod_annotation: None,
         scale_up_delay: None,
+        // A request's pods are made from its PodTemplates: no claims were made for them yet
+        // (a template's claims are simulated from the template, as for a new pod).
+        claim_statuses: Vec::new(),
         consumes: Some(r.key.name.clone()),
     }
 }

@@ -60,8 +60,11 @@ impl<'a> Pass<'a> {
         mut reasons: Vec<Reason>,
     ) {
         let has_namespaces = !self.input.snapshot.namespaces.is_empty();
+        let dra_listed = self.input.snapshot.dra.listed;
         for u in &pod.spec.unsimulated {
-            if !(has_namespaces && *u == Unsimulated::NamespaceSelector) {
+            let simulated = (has_namespaces && *u == Unsimulated::NamespaceSelector)
+                || (dra_listed && *u == Unsimulated::DynamicResources);
+            if !simulated {
                 reasons.push(Reason::new(ReasonCode::NotSimulated, u.describe()));
             }
         }

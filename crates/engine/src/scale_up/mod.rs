@@ -116,8 +116,8 @@ struct Pass<'a> {
     committed: Vec<usize>,
     warnings: Vec<Warning>,
     booked_on: Vec<(usize, Arc<str>)>,
-    /// Pod classes: (spec, namespace, labels) → class.
-    classes: HashMap<(usize, usize, usize), usize>,
+    /// Pod classes: (spec, namespace, labels, the pod when its claims are its own) → class.
+    classes: HashMap<(usize, usize, usize, usize), usize>,
     /// A best-effort-atomic request's run: one option placing every pod, one group.
     all_or_nothing: bool,
 }
@@ -152,6 +152,10 @@ pub fn plan_with<'a>(
         let remaining = pass.scale_up_loop(remaining, rng);
         pass.explain_leftovers(&remaining);
         pass.enforce_min_sizes();
+    }
+    for problem in pass.sim.dra_problems() {
+        pass.warnings
+            .push(Warning::general(WarningCode::ScaleUp, problem.clone()));
     }
     pass.explanations.sort_by(|a, b| a.pod.cmp(&b.pod));
     pass.actions.sort_by(|a, b| a.node_group.cmp(&b.node_group));
@@ -303,10 +307,11 @@ impl<'a> Pass<'a> {
                 );
             } else if let Some(node) = &pod.nominated_node {
                 self.explain(pod, Outcome::FitsExisting, None, Some(node.clone()), vec![]);
-            } else if pod
-                .spec
-                .unsimulated
-                .contains(&Unsimulated::DynamicResources)
+            } else if !self.input.snapshot.dra.listed
+                && pod
+                    .spec
+                    .unsimulated
+                    .contains(&Unsimulated::DynamicResources)
             {
                 // Its reason is the NotSimulated note `explain` adds.
                 self.explain(pod, Outcome::NoScaleUp, None, None, vec![]);
@@ -321,10 +326,18 @@ impl<'a> Pass<'a> {
     /// A pod as the pass simulates it, in the class of the pods equal to it for scheduling.
     fn pending(&mut self, pod: &'a Pod) -> Pending<'a> {
         let shape = self.sim.shape(pod);
+        // A pod whose claims were made for it (`resourceClaimStatuses`) may need other
+        // devices than its replicas: a class of its own.
+        let own = if pod.claim_statuses.is_empty() {
+            0
+        } else {
+            pod as *const Pod as usize
+        };
         let key = (
             Arc::as_ptr(&pod.spec) as usize,
             Arc::as_ptr(&pod.id.namespace) as *const u8 as usize,
             pod.labels.as_ptr(),
+            own,
         );
         let next = self.classes.len();
         let class = *self.classes.entry(key).or_insert(next);

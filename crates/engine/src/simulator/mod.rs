@@ -6,6 +6,8 @@
 //! [`Simulator::revert`] undoes everything after it in reverse: trying a node group's
 //! scale-up costs only what it touches.
 
+pub mod dra;
+pub mod dra_cel;
 mod predicates;
 mod topology;
 pub mod volumes;
@@ -20,8 +22,10 @@ use fleetscaler_model::resources::Resources;
 use fleetscaler_model::scheduling::{HOSTNAME_LABEL, HostPort, Taint};
 
 use super::csi::AttachLimits;
+use super::dra_template::TemplateDevices;
 use super::reason::Unfit;
 use super::template::TemplateNode;
+use dra::{DraIndex, DraNeeds};
 use topology::Topology;
 use volumes::{VolumeIndex, VolumeNeeds};
 
@@ -54,6 +58,9 @@ pub struct SimNode {
     pub attach_limits: AttachLimits,
     /// Per CSI driver: the volumes of the pods placed on it.
     pub attached: Vec<(Arc<str>, i64)>,
+    /// A template copy's node-local ResourceSlices (its source node's, or made from
+    /// annotations); empty for a real node, whose slices the DRA index finds by name.
+    pub dra_devices: Arc<TemplateDevices>,
 }
 
 impl SimNode {
@@ -86,6 +93,7 @@ impl SimNode {
             kind: SimNodeKind::Existing(index),
             attach_limits: Arc::from([]),
             attached: Vec::new(),
+            dra_devices: Default::default(),
         }
     }
 
@@ -105,6 +113,7 @@ impl SimNode {
             kind,
             attach_limits: template.attach_limits.clone(),
             attached: Vec::new(),
+            dra_devices: template.dra_devices.clone(),
         }
     }
 
@@ -124,6 +133,8 @@ pub struct PodShape {
     pub spec: Arc<PodSpec>,
     /// What its PersistentVolumeClaims ask of a node (`Simulator::shape` fills it in).
     pub volumes: Option<Arc<VolumeNeeds>>,
+    /// What its ResourceClaims ask of a node (`Simulator::shape` fills it in).
+    pub dra: Option<Arc<DraNeeds>>,
 }
 
 impl From<&Pod> for PodShape {
@@ -133,6 +144,7 @@ impl From<&Pod> for PodShape {
             labels: p.labels.clone(),
             spec: p.spec.clone(),
             volumes: None,
+            dra: None,
         }
     }
 }
@@ -152,6 +164,7 @@ pub struct Simulator {
     pods_on: Vec<Vec<PodShape>>,
     topology: Topology,
     volumes: VolumeIndex,
+    dra: DraIndex,
     /// Existing nodes' attach limits, by node name (from their CSINodes).
     attach_limits: HashMap<Arc<str>, AttachLimits>,
 }
@@ -168,6 +181,7 @@ impl Simulator {
                 .collect(),
         );
         sim.volumes = VolumeIndex::build(snapshot);
+        sim.dra = DraIndex::build(snapshot);
         sim.attach_limits = snapshot
             .storage
             .csi_nodes
@@ -181,6 +195,7 @@ impl Simulator {
     pub fn shape(&self, pod: &Pod) -> PodShape {
         PodShape {
             volumes: self.volumes.of(pod),
+            dra: self.dra.of(pod),
             ..PodShape::from(pod)
         }
     }
@@ -193,8 +208,14 @@ impl Simulator {
             pods_on: Vec::new(),
             topology: Topology::new(namespaces),
             volumes: VolumeIndex::default(),
+            dra: DraIndex::default(),
             attach_limits: HashMap::new(),
         }
+    }
+
+    /// What this pass's DRA selectors could not evaluate (each named once).
+    pub fn dra_problems(&self) -> &[String] {
+        self.dra.problems()
     }
 
     pub fn nodes(&self) -> &[SimNode] {
@@ -239,6 +260,10 @@ impl Simulator {
         if let Some(v) = &pod.volumes {
             v.attach(&mut n.attached, i64::from(delta));
         }
+        if let Some(d) = &pod.dra {
+            self.dra.place(d, &self.nodes, node, delta);
+        }
+        let n = &mut self.nodes[node];
         if delta > 0 {
             n.requested.add(&pod.spec.requests);
             n.pods += 1;
@@ -297,6 +322,11 @@ impl Simulator {
 
     fn run_predicates(&mut self, pod: &PodShape, node: usize, explain: bool) -> Result<(), Unfit> {
         predicates::check_static(pod, &self.nodes[node], explain)?;
+        if let Some(d) = &pod.dra
+            && let Err((code, message)) = self.dra.check(d, &self.nodes, node)
+        {
+            return Err(Unfit::lazy(code, explain, || message));
+        }
         predicates::check_topology(
             pod,
             node,

@@ -265,25 +265,6 @@ fn a_group_at_zero_gets_the_csi_zone_key_of_the_drivers_seen_on_its_platform() {
     );
 }
 
-/// Issue 24, point 2 (until DRA is simulated): a pod with resourceClaims buys nothing, and
-/// says why, where a node without its devices would be bought (upstream without
-/// `--enable-dynamic-resource-allocation` buys one).
-#[test]
-fn a_pod_with_resource_claims_buys_no_node_it_could_not_use() {
-    let mut items = zonal_groups(&["us-east-1a"]);
-    let mut claimant = pod("gpu-job").cpu("1").unschedulable().json();
-    claimant["spec"]["resourceClaims"] =
-        serde_json::json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]);
-    items.push(claimant);
-    let p = plan(items);
-    assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
-    let (outcome, codes) = codes(&p, "gpu-job");
-    assert_eq!(
-        (outcome, codes),
-        (Outcome::NoScaleUp, vec![ReasonCode::NotSimulated])
-    );
-}
-
 #[test]
 fn a_volume_that_cannot_be_read_holds_only_the_pods_bound_to_it() {
     let mut items = zonal_groups(&["us-east-1a"]);

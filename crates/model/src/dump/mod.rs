@@ -285,6 +285,9 @@ impl SnapshotBuilder {
         {
             self.snapshot.provisioning.listed = true;
         }
+        if api_group(api_version) == Some(super::dra::GROUP) && DRA_KINDS.contains(&item_kind) {
+            self.snapshot.dra.listed = true;
+        }
         if let Some(c) =
             api_group(api_version).and_then(|g| ControllerKind::of_object(g, item_kind))
         {
@@ -373,6 +376,7 @@ impl SnapshotBuilder {
             (INFRASTRUCTURE_GROUP, k) if k.ends_with("Template") => s
                 .infrastructure_templates
                 .push(InfrastructureTemplate::from_object(group, kind, value, p)?),
+            (super::dra::GROUP, _) => return self.add_dra(api_version, kind, value),
             _ => return self.add_machine_api_object(api_version, kind, value),
         }
         self.report.objects += 1;
@@ -506,6 +510,115 @@ fn refused_list(map: &serde_json::Map<String, Value>) -> Option<&str> {
         .get("annotations")?
         .get(UNREADABLE_ANNOTATION)?
         .as_str()
+}
+
+/// A `resource.k8s.io/v1beta1` object in v1's shape: a device's `basic` fields are the
+/// device's own, and a request's class, selectors and count move into `exactly` (unless it
+/// has `firstAvailable`). Anything else is already where v1 has it.
+fn from_v1beta1(mut value: Value) -> Value {
+    if let Some(devices) = value
+        .pointer_mut("/spec/devices")
+        .and_then(Value::as_array_mut)
+    {
+        for d in devices.iter_mut().filter_map(Value::as_object_mut) {
+            if let Some(Value::Object(basic)) = d.remove("basic") {
+                d.extend(basic);
+            }
+        }
+    }
+    for at in ["/spec/devices/requests", "/spec/spec/devices/requests"] {
+        let Some(requests) = value.pointer_mut(at).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for r in requests.iter_mut().filter_map(Value::as_object_mut) {
+            if r.contains_key("firstAvailable") || r.contains_key("exactly") {
+                continue;
+            }
+            let moved: serde_json::Map<String, Value> = [
+                "deviceClassName",
+                "selectors",
+                "allocationMode",
+                "count",
+                "adminAccess",
+                "tolerations",
+                "capacity",
+            ]
+            .iter()
+            .filter_map(|k| Some((k.to_string(), r.remove(*k)?)))
+            .collect();
+            r.insert("exactly".into(), Value::Object(moved));
+        }
+    }
+    value
+}
+
+/// The kinds of `resource.k8s.io` the allocator reads.
+const DRA_KINDS: [&str; 4] = [
+    "ResourceClaim",
+    "ResourceClaimTemplate",
+    "ResourceSlice",
+    "DeviceClass",
+];
+
+impl SnapshotBuilder {
+    /// A DRA object: v1, or v1beta2 (the same shape). One that cannot be read is a warning
+    /// naming it and is left out (a pod needing it is then held, never scaled up for).
+    fn add_dra(&mut self, api_version: &str, kind: &str, value: Value) -> Result<(), FieldError> {
+        if !DRA_KINDS.contains(&kind) {
+            self.report
+                .skipped
+                .entry(kind.to_string())
+                .and_modify(|n| *n += 1)
+                .or_insert(1);
+            return Ok(());
+        }
+        self.snapshot.dra.listed = true;
+        let subject = format!(
+            "{kind} {}",
+            value.as_object().map_or_else(String::new, object_name)
+        );
+        let version = api_version.rsplit_once('/').map_or("", |(_, v)| v);
+        let value = match version {
+            "v1" | "v1beta2" => value,
+            "v1beta1" => from_v1beta1(value),
+            _ => {
+                self.report.warnings.push(Warning::about(
+                    WarningCode::UnsupportedVersion,
+                    subject,
+                    format!(
+                        "{api_version} is not read (resource.k8s.io v1, v1beta2 and v1beta1 only); left out"
+                    ),
+                ));
+                return Ok(());
+            }
+        };
+        let value = with_api_version(value, "resource.k8s.io/v1");
+        let p = &mut self.projector;
+        let d = &mut self.snapshot.dra;
+        let read = match kind {
+            "ResourceClaim" => typed(value)
+                .and_then(|c| super::dra::ResourceClaim::from_k8s(&c, p))
+                .map(|c| d.claims.push(c)),
+            "ResourceClaimTemplate" => typed(value)
+                .and_then(|t| super::dra::ResourceClaimTemplate::from_k8s(&t, p))
+                .map(|t| d.templates.push(t)),
+            "ResourceSlice" => typed(value)
+                .and_then(|s| super::dra::ResourceSlice::from_k8s(&s, p))
+                .map(|s| d.slices.push(s)),
+            _ => typed(value)
+                .and_then(|c| super::dra::DeviceClass::from_k8s(&c, p))
+                .map(|c| d.classes.push(c)),
+        };
+        self.report.objects += 1;
+        if let Err(e) = read {
+            self.report.warnings.push(Warning::about(
+                WarningCode::UnreadableObject,
+                subject,
+                format!("{e}; left out"),
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn typed<T: DeserializeOwned>(value: Value) -> Result<T, FieldError> {

@@ -496,3 +496,79 @@ spec: {podSets: [{podTemplateRef: {name: w}, count: many}]}
     let w = &report.warnings[0];
     assert_eq!(w.subject.as_deref(), Some("ProvisioningRequest ml/a"));
 }
+
+#[test]
+fn dra_objects_are_read_in_v1_and_v1beta2_and_the_rest_warned() {
+    let text = r#"
+apiVersion: resource.k8s.io/v1
+kind: DeviceClass
+metadata: {name: gpu.example.com}
+spec: {selectors: [{cel: {expression: "device.driver == 'gpu.example.com'"}}]}
+---
+apiVersion: resource.k8s.io/v1beta2
+kind: ResourceSlice
+metadata: {name: n1-gpu}
+spec: {driver: gpu.example.com, nodeName: n1, pool: {name: n1, generation: 1, resourceSliceCount: 1},
+  devices: [{name: gpu-0, attributes: {model: {string: A100}}}]}
+---
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceSlice
+metadata: {name: old}
+spec: {driver: gpu.example.com, nodeName: n2, pool: {name: n2, generation: 1, resourceSliceCount: 1},
+  devices: [{name: gpu-0, basic: {attributes: {model: {string: T4}}, capacity: {memory: {value: 16Gi}}}}]}
+---
+apiVersion: resource.k8s.io/v1beta1
+kind: ResourceClaimTemplate
+metadata: {name: t4, namespace: ml}
+spec: {spec: {devices: {requests: [{name: gpu, deviceClassName: gpu.example.com, count: 2}]}}}
+---
+apiVersion: resource.k8s.io/v1alpha3
+kind: DeviceClass
+metadata: {name: ancient}
+spec: {}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaim
+metadata: {name: bad, namespace: ml}
+spec: {devices: {requests: [{name: a}]}}
+---
+apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplateList
+items: []
+"#;
+    let (s, report) = load(text).unwrap();
+    assert!(s.dra.listed);
+    assert_eq!(s.dra.classes.len(), 1);
+    assert_eq!(s.dra.slices.len(), 2);
+    assert_eq!(&*s.dra.slices[0].devices[0].name, "gpu-0");
+    // v1beta1's basic device, read as v1's.
+    let old = &s.dra.slices[1].devices[0];
+    assert_eq!(old.attributes.len(), 1);
+    assert_eq!(old.capacity.len(), 1);
+    let choice = &s.dra.templates[0].spec.requests[0].choices[0];
+    assert_eq!(&*choice.class, "gpu.example.com");
+    assert_eq!(choice.mode, crate::dra::AllocationMode::ExactCount(2));
+    assert!(s.dra.claims.is_empty());
+    let warnings: Vec<String> = report.warnings.iter().map(|w| w.to_string()).collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("DeviceClass ancient") && w.contains("v1alpha3")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("ResourceClaim ml/bad") && w.contains("requests[0]")),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn a_dump_without_dra_objects_leaves_dra_off() {
+    let (s, _) = load(r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"a"}}"#).unwrap();
+    assert!(!s.dra.listed);
+    let (s, _) =
+        load(r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClassList","items":[]}"#).unwrap();
+    assert!(s.dra.listed);
+}
