@@ -80,12 +80,27 @@ fn with_claims(mut p: Value, claims: Value) -> Value {
     p
 }
 
-/// A pending pod asking for one GPU from the template `one-gpu`.
-fn gpu_pod(name: &str) -> Value {
+/// A pending pod of one CPU whose claim `gpu` is made from the template `template`.
+fn claiming(name: &str, template: &str) -> Value {
     with_claims(
         pod(name).cpu("1").unschedulable().json(),
-        json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]),
+        json!([{"name": "gpu", "resourceClaimTemplateName": template}]),
     )
+}
+
+/// A pending pod asking for one GPU from the template `one-gpu`.
+fn gpu_pod(name: &str) -> Value {
+    claiming(name, "one-gpu")
+}
+
+/// The plan scales the GPU group alone, by `nodes`.
+fn assert_gpu_scaled(p: &Plan, nodes: u64) {
+    assert_eq!(
+        scaled(p),
+        [(GPU_GROUP.to_string(), nodes)],
+        "{:?}",
+        p.pending_pods
+    );
 }
 
 /// A CPU group and a GPU group, each with one ready node; the GPU node's one A100 is taken
@@ -146,12 +161,7 @@ fn a_gpu_in_use_scales_the_gpu_group_only() {
     let mut items = cluster();
     items.push(gpu_pod("job-0"));
     let p = plan(items);
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 1)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 1);
 }
 
 #[test]
@@ -173,12 +183,7 @@ fn each_claim_from_a_template_takes_its_own_device() {
         items.push(gpu_pod(&format!("job-{i}")));
     }
     let p = plan(items);
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 3)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 3);
 }
 
 #[test]
@@ -192,12 +197,7 @@ fn a_shared_claim_is_allocated_once() {
         ));
     }
     let p = plan(items);
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 1)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 1);
 }
 
 #[test]
@@ -208,10 +208,7 @@ fn a_selector_no_device_matches_buys_nothing() {
         Some("device.attributes['gpu.example.com'].model == 'H100'"),
     ));
     items.push(template("one-h100", "h100", 1));
-    items.push(with_claims(
-        pod("job-0").cpu("1").unschedulable().json(),
-        json!([{"name": "gpu", "resourceClaimTemplateName": "one-h100"}]),
-    ));
+    items.push(claiming("job-0", "one-h100"));
     let p = plan(items);
     assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
     let (outcome, codes) = codes(&p, "job-0");
@@ -227,10 +224,7 @@ fn what_does_not_exist_holds_the_pod_everywhere() {
         json!([{"name": "gpu", "resourceClaimName": "nowhere"}]),
     ));
     items.push(template("no-class", "missing-class", 1));
-    items.push(with_claims(
-        pod("no-class").cpu("1").unschedulable().json(),
-        json!([{"name": "gpu", "resourceClaimTemplateName": "no-class"}]),
-    ));
+    items.push(claiming("no-class", "no-class"));
     let p = plan(items);
     assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
     let (_, c) = codes(&p, "no-claim");
@@ -272,17 +266,9 @@ fn a_match_attribute_constraint_takes_devices_of_one_value() {
     t["spec"]["spec"]["devices"]["constraints"] =
         json!([{"matchAttribute": "gpu.example.com/numa", "requests": ["gpu"]}]);
     items.push(t);
-    items.push(with_claims(
-        pod("pair-0").cpu("1").unschedulable().json(),
-        json!([{"name": "gpu", "resourceClaimTemplateName": "pair"}]),
-    ));
+    items.push(claiming("pair-0", "pair"));
     let p = plan(items.clone());
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 1)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 1);
     // Without the constraint the two free GPUs do.
     let t = items
         .iter_mut()
@@ -300,10 +286,7 @@ fn an_unsimulated_constraint_buys_nothing_and_says_which() {
     t["spec"]["spec"]["devices"]["constraints"] =
         json!([{"distinctAttribute": "gpu.example.com/numa"}]);
     items.push(t);
-    items.push(with_claims(
-        pod("spread-0").cpu("1").unschedulable().json(),
-        json!([{"name": "gpu", "resourceClaimTemplateName": "spread"}]),
-    ));
+    items.push(claiming("spread-0", "spread"));
     let p = plan(items);
     assert!(p.scale_up.is_empty(), "{:?}", p.scale_up);
     let e = p
@@ -346,12 +329,7 @@ fn a_group_at_zero_with_the_dra_driver_annotation_scales() {
         items.push(gpu_pod(&format!("job-{i}")));
     }
     let p = plan(items);
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 2)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 2);
 }
 
 #[test]
@@ -368,17 +346,9 @@ fn first_available_takes_the_first_alternative_a_node_has() {
             {"name": "h100", "deviceClassName": "h100"},
             {"name": "any", "deviceClassName": DRIVER}]}]}}}}),
     );
-    items.push(with_claims(
-        pod("job-0").cpu("1").unschedulable().json(),
-        json!([{"name": "gpu", "resourceClaimTemplateName": "best-gpu"}]),
-    ));
+    items.push(claiming("job-0", "best-gpu"));
     let p = plan(items);
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 1)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 1);
 }
 
 #[test]
@@ -391,17 +361,9 @@ fn all_devices_of_a_node_need_none_in_use() {
     t["spec"]["spec"]["devices"]["requests"][0]["exactly"] =
         json!({"deviceClassName": DRIVER, "allocationMode": "All"});
     items.push(t);
-    items.push(with_claims(
-        pod("job-0").cpu("1").unschedulable().json(),
-        json!([{"name": "gpu", "resourceClaimTemplateName": "all-gpus"}]),
-    ));
+    items.push(claiming("job-0", "all-gpus"));
     let p = plan(items);
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 1)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 1);
 }
 
 /// A device for all nodes (network-attached) is one device however many nodes are added:
@@ -502,12 +464,7 @@ fn partitions_take_from_their_shared_counters() {
     }
     let p = plan(items);
     // Three halves: two on one new node, the third on another.
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 2)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 2);
 }
 
 #[test]
@@ -521,12 +478,7 @@ fn a_tainted_device_is_not_allocated() {
     items.push(gpu_pod("job-0"));
     let p = plan(items);
     // gpu-1 is free but tainted: a new node (whose copy is tainted too: its other GPU).
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 1)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 1);
 }
 
 #[path = "dra_removal_tests.rs"]
@@ -614,12 +566,7 @@ fn devices_held_by_daemonset_pods_are_held_on_new_nodes() {
     items.push(gpu_pod("job-1"));
     let p = plan(items);
     // Each new node has one GPU free: two nodes, not one.
-    assert_eq!(
-        scaled(&p),
-        [(GPU_GROUP.to_string(), 2)],
-        "{:?}",
-        p.pending_pods
-    );
+    assert_gpu_scaled(&p, 2);
 }
 
 /// Without the DRA objects read, the `dra-driver` annotation holds no node as starting.
