@@ -323,6 +323,23 @@ pub fn describe_action(action: &Action) -> String {
         }
         Action::MarkNode { node, .. } => format!("taint node {node} for removal"),
         Action::RemoveNode { node, .. } => format!("remove node {node}"),
+        Action::WriteRequestStatus {
+            request,
+            conditions,
+            ..
+        } => {
+            let written: Vec<String> = conditions
+                .iter()
+                .map(|c| format!("{}={}", c.type_, c.status.as_str()))
+                .collect();
+            format!(
+                "write {} to ProvisioningRequest {request}",
+                written.join(", ")
+            )
+        }
+        Action::DeleteRequest { request, .. } => {
+            format!("delete ProvisioningRequest {request}")
+        }
         Action::ClearStaleTaint { node } => format!("clear a stale taint on node {node}"),
         Action::FinishDecrement { machine, .. } => {
             format!("finish the interrupted removal of machine {machine}")
