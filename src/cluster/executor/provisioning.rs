@@ -78,8 +78,9 @@ impl Executor {
             .ctx
             .call(|| format!("get {KIND} {request}"), api.get_opt(name))
             .await?;
+        // Gone: nothing to write, and no event on it.
         let Some(current) = current else {
-            return Ok(format!("{KIND} {request} is gone: nothing to write"));
+            return Err(Stop::Skip(format!("{KIND} {request} is gone")));
         };
         let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             jiff::Timestamp::now(),
@@ -113,7 +114,7 @@ impl Executor {
             .await;
         match written {
             Ok(_) => Ok(format!("{KIND} {request}: {}", summary(conditions))),
-            Err(e) if e.is_not_found() => Ok(format!("{KIND} {request} is gone")),
+            Err(e) if e.is_not_found() => Err(Stop::Skip(format!("{KIND} {request} is gone"))),
             Err(e) if e.is_conflict() => Err(Stop::Skip(format!(
                 "{KIND} {request} changed meanwhile: the next pass decides again"
             ))),
