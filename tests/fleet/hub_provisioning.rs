@@ -141,9 +141,17 @@ async fn best_effort_atomic_scales_one_group_by_all_it_needs_or_nothing() {
         provisioned(sim, "train").await,
         ("True".into(), "CapacityIsProvisioned".into())
     );
-    let report = view.report("sim-1").unwrap();
-    assert_eq!(scaled_up(&report).len(), 1, "{:?}", scaled_up(&report));
-    assert_eq!(scaled_up(&report)[0].1, 2, "{:?}", scaled_up(&report));
+    // The pass's report is published after its writes: wait for the one that scaled.
+    let ups = eventually(LONG, "the scale-up in a report", || {
+        let ups = view
+            .report("sim-1")
+            .map(|r| scaled_up(&r))
+            .unwrap_or_default();
+        async move { (!ups.is_empty()).then_some(ups) }
+    })
+    .await;
+    assert_eq!(ups.len(), 1, "{ups:?}");
+    assert_eq!(ups[0].1, 2, "{ups:?}");
     let after = worker_groups(sim);
     let raised: i64 = before.iter().zip(&after).map(|(b, a)| a.1 - b.1).sum();
     assert_eq!(raised, 2, "{before:?} → {after:?}");
