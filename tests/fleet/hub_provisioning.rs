@@ -115,6 +115,18 @@ async fn check_capacity_is_provisioned_when_the_capacity_exists_and_not_when_not
         .get(Resource::ProvisioningRequests, "default", "small")
         .unwrap();
     assert!(r["status"]["conditions"][0]["lastTransitionTime"].is_string());
+    // Told on the request, one event per condition written.
+    let event = eventually(LONG, "the CapacityIsFound event on the request", || {
+        let found = sim
+            .list(Resource::Events)
+            .into_iter()
+            .find(|e| e["reason"] == "CapacityIsFound" && e["involvedObject"]["name"] == "small");
+        async move { found }
+    })
+    .await;
+    assert_eq!(event["type"], "Normal");
+    assert_eq!(event["involvedObject"]["kind"], "ProvisioningRequest");
+    assert_eq!(event["involvedObject"]["uid"], r["metadata"]["uid"]);
 
     template(&client, "huge", "6").await;
     request(&client, "huge", CHECK_CAPACITY, 10).await;
@@ -164,6 +176,39 @@ async fn best_effort_atomic_scales_one_group_by_all_it_needs_or_nothing() {
     more_passes(&view, "sim-1", 3).await;
     let report = view.report("sim-1").unwrap();
     assert_eq!(scaled_up(&report).len(), 1, "{:?}", scaled_up(&report));
+    hub.stop().await;
+    fleet.shutdown().await;
+}
+
+/// A dry run decides as a live hub would and writes nothing to the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_writes_no_condition() {
+    use fleetscaler::engine::provisioning::Decision;
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let sim = &fleet.clusters()[0];
+    let dir = TempDir::new("provreq-dry-run");
+    let mut config = fleet_config(&fleet, dir.path(), fast_settings());
+    config.hub.dry_run = true;
+    let hub = Hub::start(config).await;
+    let view = hub.view();
+    running_report(&view, "sim-1").await;
+    let client = sim.client().await.unwrap();
+    template(&client, "small", "1").await;
+    request(&client, "small", CHECK_CAPACITY, 2).await;
+    let decision = eventually(LONG, "a decision about the request", || {
+        let found = view
+            .report("sim-1")
+            .and_then(|r| r.plan)
+            .and_then(|p| p.provisioning_requests.first().map(|d| d.decision));
+        async move { found }
+    })
+    .await;
+    assert_eq!(decision, Decision::CapacityFound);
+    more_passes(&view, "sim-1", 3).await;
+    let r = sim
+        .get(Resource::ProvisioningRequests, "default", "small")
+        .unwrap();
+    assert!(r["status"].get("conditions").is_none(), "{r}");
     hub.stop().await;
     fleet.shutdown().await;
 }
