@@ -66,6 +66,19 @@ pub enum Action {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         not_evicted: Vec<PodId>,
     },
+    /// Write a ProvisioningRequest's conditions to its `status` subresource (upstream's
+    /// `UpdateProvisioningRequest`), at the version it was read at.
+    WriteRequestStatus {
+        request: ObjectKey,
+        api_version: String,
+        conditions: Vec<crate::engine::provisioning::conditions::ConditionWrite>,
+    },
+    /// Delete a ProvisioningRequest finished longer than the TTL ago (upstream's
+    /// `DeleteProvisioningRequest`).
+    DeleteRequest {
+        request: ObjectKey,
+        api_version: String,
+    },
     /// Start-up: a `ToBeDeletedByClusterAutoscaler` taint left by an earlier run, removed.
     ClearStaleTaint { node: Arc<str> },
     /// Start-up: a machine an earlier run marked for deletion without lowering replicas;

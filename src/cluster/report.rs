@@ -88,6 +88,10 @@ pub struct ClusterReport {
     pub history: VecDeque<Sample>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_pass: Option<PassSummary>,
+    /// When the runner last looked at the cluster: a pass, or a pass skipped because
+    /// nothing changed since a settled one (then `last_pass` is older).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub looked_at: Option<Timestamp>,
     /// What the hub found wrong with the cluster when it connected (a Machine API served
     /// only in versions it cannot read): it holds until the hub connects again.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -199,6 +203,7 @@ impl ClusterReport {
             groups: Vec::new(),
             history: VecDeque::new(),
             last_pass: None,
+            looked_at: None,
             warnings: Vec::new(),
             last_error: None,
             recent: VecDeque::new(),
@@ -323,6 +328,23 @@ pub fn describe_action(action: &Action) -> String {
         }
         Action::MarkNode { node, .. } => format!("taint node {node} for removal"),
         Action::RemoveNode { node, .. } => format!("remove node {node}"),
+        Action::WriteRequestStatus {
+            request,
+            conditions,
+            ..
+        } => {
+            let written: Vec<String> = conditions
+                .iter()
+                .map(|c| format!("{}={}", c.type_, c.status.as_str()))
+                .collect();
+            format!(
+                "write {} to ProvisioningRequest {request}",
+                written.join(", ")
+            )
+        }
+        Action::DeleteRequest { request, .. } => {
+            format!("delete ProvisioningRequest {request}")
+        }
         Action::ClearStaleTaint { node } => format!("clear a stale taint on node {node}"),
         Action::FinishDecrement { machine, .. } => {
             format!("finish the interrupted removal of machine {machine}")

@@ -11,10 +11,17 @@ use fleetscaler::sim::settings::Flavor;
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// (when the last pass ran, passes skipped as idle) of `cluster`, once it has run a pass.
+/// (when the last pass ran, passes skipped as idle) of `cluster`, once it has run a pass;
+/// the last look is never older than the last pass.
 fn passes(hub: &Hub, cluster: &str) -> Option<(jiff::Timestamp, u64)> {
     let r = hub.view().report(cluster)?;
-    Some((r.last_pass?.at, r.counters.idle_skips))
+    let at = r.last_pass?.at;
+    assert!(
+        r.looked_at.is_some_and(|looked| looked >= at),
+        "{:?}",
+        r.looked_at
+    );
+    Some((at, r.counters.idle_skips))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -39,6 +46,11 @@ async fn an_idle_cluster_is_looked_at_without_passes_until_something_changes() {
         }
     })
     .await;
+    let looked = hub.view().report("sim-1").and_then(|r| r.looked_at);
+    assert!(
+        looked.is_some_and(|l| l > settled_at),
+        "looks go on: {looked:?}"
+    );
     let metrics = fleetscaler::telemetry::metrics::text(&hub.view().metrics());
     assert!(
         metrics.contains("fleetscaler_idle_passes_skipped_total{cluster=\"sim-1\"}"),

@@ -54,6 +54,7 @@ mod hub_idle;
 mod hub_membership;
 mod hub_observability;
 mod hub_otlp_metrics;
+mod hub_provisioning;
 mod hub_report;
 mod hub_restart;
 mod hub_serving;

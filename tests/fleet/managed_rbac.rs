@@ -74,6 +74,36 @@ const NOT_EXERCISED: &[(&str, &str)] = &[
         "get cluster.x-k8s.io/machines",
         "as for machine.openshift.io machines",
     ),
+    (
+        "list autoscaling.x-k8s.io/provisioningrequests",
+        "ProvisioningRequests are watched where their CRD is served (cache/discovery.rs); \
+         the clusters of this scenario create none (tests/fleet/hub_provisioning.rs does)",
+    ),
+    (
+        "watch autoscaling.x-k8s.io/provisioningrequests",
+        "as for list autoscaling.x-k8s.io/provisioningrequests",
+    ),
+    (
+        "get autoscaling.x-k8s.io/provisioningrequests",
+        "a request is read again before its conditions are written (executor/provisioning.rs)",
+    ),
+    (
+        "delete autoscaling.x-k8s.io/provisioningrequests",
+        "a request finished longer than the TTL (7 days) ago is deleted, as upstream does",
+    ),
+    (
+        "update autoscaling.x-k8s.io/provisioningrequests/status",
+        "a request's conditions are written to its status subresource",
+    ),
+    (
+        "patch autoscaling.x-k8s.io/provisioningrequests/status",
+        "as for update autoscaling.x-k8s.io/provisioningrequests/status (a merge patch)",
+    ),
+    (
+        "list core/podtemplates",
+        "the PodTemplates ProvisioningRequests name, watched only where their CRD is served",
+    ),
+    ("watch core/podtemplates", "as for list core/podtemplates"),
 ];
 
 fn quiet_mixed_fleet() -> FleetSettings {

@@ -83,7 +83,12 @@ fn source(kind: Kind, served: &Served) -> Option<Source> {
             scalable: Some((api, k)),
             ..dynamic()?
         },
-        Kind::Machine(_) | Kind::ClusterAutoscaler | Kind::MachineAutoscaler => dynamic()?,
+        Kind::Machine(_)
+        | Kind::ClusterAutoscaler
+        | Kind::MachineAutoscaler
+        | Kind::ProvisioningRequest => dynamic()?,
+        // Watched (and so dumped) only where ProvisioningRequests are served.
+        Kind::PodTemplate => typed(erase::<corev1::PodTemplate>()),
         Kind::PersistentVolumeClaim => typed(erase::<corev1::PersistentVolumeClaim>()),
         Kind::PersistentVolume => typed(erase::<corev1::PersistentVolume>()),
         Kind::StorageClass => typed(erase::<storagev1::StorageClass>()),
@@ -116,6 +121,7 @@ pub(super) fn not_served(served: &Served) -> Vec<String> {
         Kind::PodDisruptionBudget,
         Kind::ClusterAutoscaler,
         Kind::MachineAutoscaler,
+        Kind::ProvisioningRequest,
     ];
     controllers
         .chain(fixed)
@@ -247,6 +253,32 @@ mod tests {
         assert_eq!(sources[0].resource.api_version, "cluster.x-k8s.io/v1beta2");
         assert_eq!(sources[0].what, "machinedeployments.cluster.x-k8s.io");
         assert!(sources[0].scalable.is_some());
+    }
+
+    /// ProvisioningRequests at the version discovery chose, PodTemplates as core v1.
+    #[test]
+    fn provisioning_requests_and_their_templates_are_listed_when_served() {
+        let mut s = served(&[Kind::ProvisioningRequest, Kind::PodTemplate]);
+        let gvk = kube::api::GroupVersionKind::gvk(
+            "autoscaling.x-k8s.io",
+            "v1beta1",
+            "ProvisioningRequest",
+        );
+        let ar = ApiResource::from_gvk_with_plural(&gvk, "provisioningrequests");
+        s.dynamic.insert(Kind::ProvisioningRequest, ar);
+        let sources = of_served(&s);
+        let names: Vec<&str> = sources.iter().map(|s| s.what.as_str()).collect();
+        assert_eq!(
+            names,
+            ["provisioningrequests.autoscaling.x-k8s.io", "podtemplates"]
+        );
+        assert_eq!(
+            sources[0].resource.api_version,
+            "autoscaling.x-k8s.io/v1beta1"
+        );
+        assert_eq!(sources[1].resource.plural, "podtemplates");
+        let missing = not_served(&served(&[]));
+        assert!(missing.contains(&"provisioningrequests.autoscaling.x-k8s.io".to_string()));
     }
 
     #[test]

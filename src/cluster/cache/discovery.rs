@@ -102,13 +102,14 @@ const FIXED: &[(&str, &[Resource])] = &[
 
 /// Core kinds a bare or simulated API server may lack, each looked up in the core resource
 /// list (every real cluster serves them): (plural, our kind).
-const CORE_OPTIONAL: [(&str, Kind); 3] = [
+const CORE_OPTIONAL: [(&str, Kind); 4] = [
     (
         "replicationcontrollers",
         Kind::Controller(ControllerKind::ReplicationController),
     ),
     ("persistentvolumeclaims", Kind::PersistentVolumeClaim),
     ("persistentvolumes", Kind::PersistentVolume),
+    ("podtemplates", Kind::PodTemplate),
 ];
 
 /// Kinds read through generated types rather than as dynamic objects.
@@ -150,6 +151,16 @@ pub fn lookup(groups: &APIGroupList) -> Lookup {
                 .push((gv.to_string(), resources.to_vec()));
         }
     }
+    if let Some(gv) = provisioning_version(&served) {
+        out.group_versions.push((
+            gv.to_string(),
+            vec![(
+                "provisioningrequests",
+                "ProvisioningRequest",
+                Kind::ProvisioningRequest,
+            )],
+        ));
+    }
     for group in MachineApiGroup::ALL {
         let entry = groups.groups.iter().find(|g| g.name == group.domain());
         let versions: Vec<&str> = entry
@@ -169,6 +180,16 @@ pub fn lookup(groups: &APIGroupList) -> Lookup {
         }
     }
     out
+}
+
+/// The ProvisioningRequest version read: `v1` when served, else `v1beta1` (upstream's
+/// client reads v1 only; v1beta1 is read the same, its schema being the same).
+fn provisioning_version(served: &[&str]) -> Option<String> {
+    use crate::model::provisioning::{GROUP, VERSIONS};
+    VERSIONS
+        .iter()
+        .map(|v| format!("{GROUP}/{v}"))
+        .find(|gv| served.contains(&gv.as_str()))
 }
 
 fn unsupported(group: MachineApiGroup, found: &[String]) -> Warning {
@@ -209,7 +230,7 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
         machine_apis: lookup.machine_apis,
         warnings: lookup.warnings,
     };
-    served.kinds.extend(core_kinds(client, timeout).await?);
+    let core = core_kinds(client, timeout).await?;
     for (group_version, resources) in &lookup.group_versions {
         let list = call(
             || format!("discovery: list resources of {group_version}"),
@@ -228,7 +249,15 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
             }
         }
     }
+    // PodTemplates are read only for the requests' pod sets: without the request kind they
+    // are many, large and useless.
+    let requests = served.kinds.contains(&Kind::ProvisioningRequest);
+    served.kinds.extend(
+        core.into_iter()
+            .filter(|k| *k != Kind::PodTemplate || requests),
+    );
     served.warnings.extend(storage_warnings(&served.kinds));
+    served.warnings.extend(provisioning_warning(&served.kinds));
     Ok(served)
 }
 
@@ -257,6 +286,26 @@ pub fn storage_warnings(kinds: &[Kind]) -> Vec<Warning> {
             )
         })
         .collect()
+}
+
+/// A cluster that does not serve ProvisioningRequests (no CRD) has the feature off: said
+/// once, when the hub connects, never an error.
+pub fn provisioning_warning(kinds: &[Kind]) -> Option<Warning> {
+    let missing: Vec<String> = [Kind::ProvisioningRequest, Kind::PodTemplate]
+        .iter()
+        .filter(|k| !kinds.contains(k))
+        .map(|k| k.describe())
+        .collect();
+    (!missing.is_empty()).then(|| {
+        Warning::general(
+            WarningCode::NotServed,
+            format!(
+                "the cluster does not serve {}: {}",
+                join_names(&missing, "or"),
+                Kind::ProvisioningRequest.unread_means()
+            ),
+        )
+    })
 }
 
 /// The optional core kinds the cluster serves. A bare or simulated API may lack them, and
@@ -422,10 +471,11 @@ mod tests {
             "replicationcontrollers",
             "persistentvolumeclaims",
             "persistentvolumes",
+            "podtemplates",
         ]);
-        assert_eq!(served_core(Some(&full)).len(), 3);
+        assert_eq!(served_core(Some(&full)).len(), 4);
         // Core discovery refused: every watch is tried (a refusal there is a warning).
-        assert_eq!(served_core(None).len(), 3);
+        assert_eq!(served_core(None).len(), 4);
         assert_eq!(
             CORE_OPTIONAL[0].0,
             ControllerKind::ReplicationController.plural()
@@ -470,6 +520,50 @@ mod tests {
             "{}",
             none[0].message
         );
+    }
+
+    #[test]
+    fn provisioning_requests_are_read_as_v1_when_served_else_v1beta1() {
+        let wanted = |p: &Lookup| -> Vec<(String, Kind)> {
+            p.group_versions
+                .iter()
+                .flat_map(|(gv, r)| r.iter().map(move |r| (gv.clone(), r.2)))
+                .collect()
+        };
+        let both = lookup(&groups(&[(
+            "autoscaling.x-k8s.io",
+            &["v1", "v1beta1"],
+            "v1",
+        )]));
+        assert_eq!(
+            wanted(&both),
+            [(
+                "autoscaling.x-k8s.io/v1".to_string(),
+                Kind::ProvisioningRequest
+            )]
+        );
+        let old = lookup(&groups(&[(
+            "autoscaling.x-k8s.io",
+            &["v1beta1"],
+            "v1beta1",
+        )]));
+        assert_eq!(looked_up(&old), ["autoscaling.x-k8s.io/v1beta1"]);
+        let none = lookup(&groups(&[("apps", &["v1"], "v1")]));
+        assert!(!wanted(&none).iter().any(|(_, k)| k.is_provisioning()));
+        assert!(!read_typed(Kind::ProvisioningRequest));
+    }
+
+    #[test]
+    fn a_cluster_without_provisioning_requests_is_warned_once() {
+        let w = provisioning_warning(&[Kind::Pod]).unwrap();
+        assert_eq!(w.code, WarningCode::NotServed);
+        assert_eq!(
+            w.to_string(),
+            "the cluster does not serve provisioningrequests.autoscaling.x-k8s.io or \
+             podtemplates: ProvisioningRequests are not read: none is decided or written"
+        );
+        let both = [Kind::ProvisioningRequest, Kind::PodTemplate];
+        assert!(provisioning_warning(&both).is_none());
     }
 
     #[test]

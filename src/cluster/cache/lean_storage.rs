@@ -170,6 +170,54 @@ impl<'de> Deserialize<'de> for LeanVolume {
     }
 }
 
+/// A PodTemplate holding only what the projection reads (its key, the template's labels and
+/// spec): the managed fields and annotations of the object and of its template are skipped.
+/// Kept here beside the storage kinds for the shared `lean_resource!`.
+#[derive(Clone, Debug, Default)]
+pub struct LeanPodTemplate(pub corev1::PodTemplate);
+
+lean_resource!(LeanPodTemplate, corev1::PodTemplate);
+
+#[derive(Deserialize)]
+struct WirePodTemplate {
+    #[serde(default)]
+    metadata: WireClaimMeta,
+    template: Option<WireTemplateSpec>,
+}
+
+#[derive(Deserialize)]
+struct WireTemplateSpec {
+    metadata: Option<WireTemplateMeta>,
+    spec: Option<corev1::PodSpec>,
+}
+
+#[derive(Deserialize)]
+struct WireTemplateMeta {
+    labels: Option<BTreeMap<String, String>>,
+}
+
+impl<'de> Deserialize<'de> for LeanPodTemplate {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = WirePodTemplate::deserialize(d)?;
+        let m = w.metadata;
+        Ok(LeanPodTemplate(corev1::PodTemplate {
+            metadata: metav1::ObjectMeta {
+                name: m.name,
+                namespace: m.namespace,
+                resource_version: m.resource_version,
+                ..Default::default()
+            },
+            template: w.template.map(|t| corev1::PodTemplateSpec {
+                metadata: t.metadata.map(|m| metav1::ObjectMeta {
+                    labels: m.labels,
+                    ..Default::default()
+                }),
+                spec: t.spec,
+            }),
+        }))
+    }
+}
+
 #[cfg(test)]
 #[path = "lean_storage_tests.rs"]
 mod tests;

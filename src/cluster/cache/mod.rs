@@ -14,6 +14,7 @@ pub mod lean_controller;
 pub mod lean_storage;
 pub mod listwatch;
 mod project;
+mod provisioning;
 mod storage;
 mod table;
 pub mod update;
@@ -26,6 +27,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use self::controllers::{end_controllers, remove_controller};
+use self::provisioning::ProvisioningTables;
 use self::storage::StorageTables;
 use self::table::Table;
 pub use self::update::{Change, Kind, Object, Update, WatchError};
@@ -97,6 +99,8 @@ pub struct Cache {
     /// PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes
     /// (`snapshot.storage`).
     storage: StorageTables,
+    /// ProvisioningRequests and PodTemplates (`snapshot.provisioning`).
+    provisioning: ProvisioningTables,
     /// The small kinds changed since the snapshot last copied them.
     dirty: bool,
     kinds: BTreeMap<Kind, KindState>,
@@ -155,6 +159,9 @@ impl Cache {
                 if kind.is_storage() {
                     self.refresh_storage_listed();
                 }
+                if kind.is_provisioning() {
+                    self.refresh_provisioning_listed();
+                }
                 true
             }
             Change::InitApply(object) => {
@@ -198,6 +205,7 @@ impl Cache {
         self.given_up.insert(kind);
         self.controllers_unreadable(kind, why);
         self.refresh_storage_listed();
+        self.refresh_provisioning_listed();
     }
 
     /// Why the kinds not listed yet are not: their last errors.
@@ -294,7 +302,8 @@ impl Cache {
                 + s.pdbs.len()
                 + s.daemonsets.len()
                 + s.controllers.len()
-                + self.storage_objects(),
+                + self.storage_objects()
+                + self.provisioning_objects(),
         }
     }
 
@@ -332,6 +341,7 @@ impl Cache {
             | Kind::PersistentVolume
             | Kind::StorageClass
             | Kind::CsiNode => self.storage.begin_relist(kind),
+            Kind::ProvisioningRequest | Kind::PodTemplate => self.provisioning.begin_relist(kind),
         }
     }
 
@@ -353,6 +363,9 @@ impl Cache {
             | Kind::PersistentVolume
             | Kind::StorageClass
             | Kind::CsiNode => self.storage.end_relist(kind, &mut s.storage),
+            Kind::ProvisioningRequest | Kind::PodTemplate => {
+                self.provisioning.end_relist(kind, &mut s.provisioning)
+            }
         };
         self.dirty |= is_small(kind);
         self.deletions += gone;
@@ -377,6 +390,8 @@ impl Cache {
                         | Kind::PodDisruptionBudget
                         | Kind::PersistentVolume
                         | Kind::Controller(_)
+                        | Kind::ProvisioningRequest
+                        | Kind::PodTemplate
                 ) {
                     self.forget_unreadable(kind, &what);
                 }
@@ -428,6 +443,9 @@ impl Cache {
             | Kind::PersistentVolume
             | Kind::StorageClass
             | Kind::CsiNode => self.storage.remove(kind, &mut s.storage, key),
+            Kind::ProvisioningRequest | Kind::PodTemplate => {
+                self.provisioning.remove(kind, &mut s.provisioning, key)
+            }
         };
         self.dirty |= is_small(kind);
         self.deletions += 1;
@@ -444,6 +462,7 @@ impl Cache {
                     | Kind::PersistentVolume
                     | Kind::StorageClass
                     | Kind::CsiNode
+                    | Kind::PodTemplate
             )
     }
 }
@@ -488,6 +507,7 @@ fn object_meta(object: &Object) -> &k8s_openapi::apimachinery::pkg::apis::meta::
         Object::PersistentVolume(o) => &o.metadata,
         Object::StorageClass(o) => &o.metadata,
         Object::CsiNode(o) => &o.metadata,
+        Object::PodTemplate(o) => &o.metadata,
         Object::Dynamic(o) => &o.metadata,
     }
 }

@@ -91,6 +91,7 @@ impl Cache {
                 Ok(true)
             }
             (kind, object) if kind.is_storage() => self.store_storage(kind, object),
+            (kind, object) if kind.is_provisioning() => self.store_provisioning(kind, object),
             (kind, Object::Dynamic(o)) => self.store_dynamic(kind, *o),
             (kind, other) => Err(FieldError::new(
                 "kind",

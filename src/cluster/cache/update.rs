@@ -36,6 +36,11 @@ pub enum Kind {
     PersistentVolume,
     StorageClass,
     CsiNode,
+    /// ProvisioningRequests (`autoscaling.x-k8s.io`, v1 or v1beta1) and the PodTemplates
+    /// their pod sets name, watched only where the request kind is served
+    /// (`snapshot.provisioning`).
+    ProvisioningRequest,
+    PodTemplate,
 }
 
 impl Kind {
@@ -56,6 +61,11 @@ impl Kind {
 
     pub fn is_storage(self) -> bool {
         Kind::STORAGE.contains(&self)
+    }
+
+    /// ProvisioningRequests and the PodTemplates they name.
+    pub fn is_provisioning(self) -> bool {
+        matches!(self, Kind::ProvisioningRequest | Kind::PodTemplate)
     }
 
     /// The kind the cache stores objects of a Machine API kind of `group` as. Per kind: the
@@ -94,6 +104,8 @@ impl Kind {
             Kind::PersistentVolume => "persistentvolumes".into(),
             Kind::StorageClass => "storageclasses.storage.k8s.io".into(),
             Kind::CsiNode => "csinodes.storage.k8s.io".into(),
+            Kind::ProvisioningRequest => "provisioningrequests.autoscaling.x-k8s.io".into(),
+            Kind::PodTemplate => "podtemplates".into(),
         }
     }
 
@@ -113,6 +125,9 @@ impl Kind {
             Kind::CsiNode => {
                 "CSI attach limits and the CSI drivers' zone labels on scale-from-zero \
                  templates are off"
+            }
+            Kind::ProvisioningRequest | Kind::PodTemplate => {
+                "ProvisioningRequests are not read: none is decided or written"
             }
             _ => "autoscaling without them",
         }
@@ -145,6 +160,7 @@ pub enum Object {
     PersistentVolume(Box<corev1::PersistentVolume>),
     StorageClass(Box<storagev1::StorageClass>),
     CsiNode(Box<storagev1::CSINode>),
+    PodTemplate(Box<corev1::PodTemplate>),
     /// Machine API and OpenShift autoscaling objects, read without generated types.
     Dynamic(Box<DynamicObject>),
 }

@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use super::discovery::Served;
 use super::lean::LeanPod;
 use super::lean_controller::LeanController;
-use super::lean_storage::{LeanClaim, LeanVolume};
+use super::lean_storage::{LeanClaim, LeanPodTemplate, LeanVolume};
 use super::listwatch::list_watch;
 use super::update::{Kind, Object, Update};
 use crate::model::controller::ControllerKind;
@@ -119,6 +119,10 @@ fn streams(
                 Some(stream) => stream,
                 None => continue,
             },
+            // Only where ProvisioningRequests are served (`discovery`), decoded lean.
+            Kind::PodTemplate => typed::<LeanPodTemplate>(client, *kind, None, d, |o| {
+                Object::PodTemplate(Box::new(o.0))
+            }),
             _ => match served.dynamic.get(kind) {
                 Some(ar) => dynamic(client, *kind, ar, d),
                 None => continue,

@@ -59,6 +59,7 @@ fn gather(
         cluster: Vec::new(),
         nodes: Vec::new(),
         pods: Vec::new(),
+        requests: Vec::new(),
     };
     if with_plan {
         cx.cluster_observations();
@@ -73,8 +74,10 @@ fn gather(
         mut cluster,
         nodes,
         pods,
+        requests,
         ..
     } = cx;
+    cluster.extend(super::requests::with_uids(requests, snapshot));
     cluster.extend(resolve_nodes(nodes, snapshot));
     cluster.extend(resolve_pods(pods, snapshot));
     cluster
@@ -88,6 +91,8 @@ struct Context<'a> {
     cluster: Vec<EventSpec>,
     nodes: Vec<(Arc<str>, EventType, &'static str, String)>,
     pods: Vec<(PodId, EventType, &'static str, String)>,
+    /// Events on ProvisioningRequests, their uids filled in from the snapshot.
+    requests: Vec<EventSpec>,
 }
 
 impl Context<'_> {
@@ -218,7 +223,22 @@ impl Context<'_> {
                 evicted,
                 ..
             } => self.remove_node(node, *empty, evicted, failed),
-            Action::ClearStaleTaint { .. } | Action::FinishDecrement { .. } => {}
+            Action::WriteRequestStatus {
+                request,
+                api_version,
+                conditions,
+            } => {
+                if failed.is_none() {
+                    self.requests.extend(super::requests::written(
+                        request,
+                        api_version,
+                        conditions,
+                    ));
+                }
+            }
+            Action::DeleteRequest { .. }
+            | Action::ClearStaleTaint { .. }
+            | Action::FinishDecrement { .. } => {}
         }
     }
 

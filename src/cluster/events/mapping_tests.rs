@@ -457,3 +457,37 @@ fn a_fleet_backoff_is_one_event_across_passes() {
     let (s, over) = cluster_with(&policy, at() + jiff::SignedDuration::from_mins(3));
     assert!(fleet_backoff_events(&events_for(&over, &[], &s, &status_ref())).is_empty());
 }
+
+/// A request's conditions written are one event each on the request; a write that failed
+/// or was skipped makes none.
+#[test]
+fn request_conditions_written_are_events_on_the_request() {
+    use crate::engine::provisioning::conditions::ConditionWrite;
+    use crate::model::provisioning::ConditionStatus;
+    let (s, plan) = cluster();
+    let action = Action::WriteRequestStatus {
+        request: ObjectKey::new("batch", "train"),
+        api_version: "autoscaling.x-k8s.io/v1".into(),
+        conditions: vec![ConditionWrite {
+            type_: "Provisioned",
+            status: ConditionStatus::True,
+            reason: "CapacityIsProvisioned",
+            message: "Capacity is found in the cluster".into(),
+            observed_generation: 1,
+        }],
+    };
+    let entries = vec![
+        Entry::done(action.clone(), "written"),
+        Entry::failed(action.clone(), "boom", Category::Other),
+        Entry::skipped(action, "dry run"),
+    ];
+    let events = events_for(&plan, &entries, &s, &status_ref());
+    let on_requests: Vec<_> = events
+        .iter()
+        .filter(|e| &*e.object.kind == "ProvisioningRequest")
+        .collect();
+    assert_eq!(on_requests.len(), 1, "{events:?}");
+    assert_eq!(on_requests[0].reason, "CapacityIsProvisioned");
+    assert_eq!(on_requests[0].event_type, EventType::Normal);
+    assert_eq!(&*on_requests[0].object.name, "train");
+}

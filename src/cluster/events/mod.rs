@@ -14,6 +14,7 @@ mod filter;
 mod mapping;
 mod pod_reasons;
 mod recorder;
+mod requests;
 
 use std::sync::Arc;
 

@@ -12,7 +12,10 @@
 //! - `drain`: evictions through the Eviction API, retried while a PodDisruptionBudget refuses;
 //! - `removal`: one node's scale-down after the taint ([`NodeRemoval`]), rolled back on failure;
 //! - `recover`: start-up repair of what an interrupted run left behind;
-//! - `resolve`: a plan's group, node and machine names to the objects to write.
+//! - `resolve`: a plan's group, node and machine names to the objects to write;
+//! - `provisioning`: ProvisioningRequests' conditions written to their `status`, after the
+//!   scale-ups (an atomic request is provisioned only once its scale-up was written), and
+//!   requests past their TTL deleted.
 //!
 //! Every Machine API call goes through the version discovery chose for the group
 //! ([`ExecutorConfig::apis`]), never a fixed one.
@@ -25,6 +28,7 @@ mod drain;
 mod failure;
 mod machines;
 mod nodes;
+mod provisioning;
 mod recover;
 mod removal;
 mod resolve;
@@ -253,6 +257,8 @@ impl Executor {
             let result = self.resize(&resolver, &s.node_group, Resize::Up, s.from, s.to);
             entries.push(entry_of(action, result.await));
         }
+        let requests = self.provisioning(plan, &entries).await;
+        entries.extend(requests);
         let mut removals = Vec::new();
         if plan.scale_down.is_empty() {
             return Execution { entries, removals };

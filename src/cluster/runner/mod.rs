@@ -382,6 +382,7 @@ impl Runner {
         self.ctx.publish(|r| {
             r.counters.idle_skips += 1;
             r.counters.last_activity.insert("main", now);
+            r.looked_at = Some(now);
         });
         true
     }

@@ -195,6 +195,7 @@ impl Runner {
                 scale_downs: 0,
                 skipped: Some(why.clone()),
             });
+            r.looked_at = Some(now);
             r.set_phase(Phase::Running, Some(why), now);
         });
     }
@@ -231,6 +232,7 @@ impl Runner {
                 c.scale_up_latency.observe(seconds);
             }
             r.last_pass = Some(done.summary);
+            r.looked_at = Some(now);
             r.set_phase(Phase::Running, None, now);
         });
     }

@@ -48,6 +48,11 @@ pub enum Resource {
     PersistentVolumes,
     StorageClasses,
     CsiNodes,
+    /// ProvisioningRequests (`autoscaling.x-k8s.io/v1`, as the autoscaler module's CRD
+    /// serves it, with its `status` subresource) and the PodTemplates their pod sets name.
+    /// Stored as clients write them: the hub writes the conditions.
+    ProvisioningRequests,
+    PodTemplates,
 }
 
 /// How a resource looks in discovery and which behaviours it has.
@@ -78,13 +83,14 @@ const CAPI: &str = "cluster.x-k8s.io";
 const OCP_AUTOSCALING: &str = "autoscaling.openshift.io";
 const STORAGE: &str = "storage.k8s.io";
 const CAPI_INFRASTRUCTURE: &str = "infrastructure.cluster.x-k8s.io";
+const K8S_AUTOSCALING: &str = "autoscaling.x-k8s.io";
 const MULTICLUSTER: &str = "multicluster.x-k8s.io";
 const OCM_CLUSTER: &str = "cluster.open-cluster-management.io";
 const OCM_AUTHENTICATION: &str = "authentication.open-cluster-management.io";
 
 impl Resource {
     /// Every served resource, in table order.
-    pub const ALL: [Resource; 29] = [
+    pub const ALL: [Resource; 31] = [
         Resource::Namespaces,
         Resource::Nodes,
         Resource::Pods,
@@ -114,6 +120,8 @@ impl Resource {
         Resource::PersistentVolumes,
         Resource::StorageClasses,
         Resource::CsiNodes,
+        Resource::ProvisioningRequests,
+        Resource::PodTemplates,
     ];
 
     /// The index of this resource's table.
@@ -168,7 +176,7 @@ pub fn group_versions() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-const DEFS: [ResourceDef; 29] = [
+const DEFS: [ResourceDef; 31] = [
     ResourceDef {
         group: CORE,
         version: "v1",
@@ -536,6 +544,30 @@ const DEFS: [ResourceDef; 29] = [
         scale: false,
         fields: &[],
     },
+    ResourceDef {
+        group: K8S_AUTOSCALING,
+        version: "v1",
+        kind: "ProvisioningRequest",
+        plural: "provisioningrequests",
+        singular: "provisioningrequest",
+        namespaced: true,
+        short_names: &["provreq", "provreqs"],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: CORE,
+        version: "v1",
+        kind: "PodTemplate",
+        plural: "podtemplates",
+        singular: "podtemplate",
+        namespaced: true,
+        short_names: &[],
+        status: false,
+        scale: false,
+        fields: &[],
+    },
 ];
 
 #[cfg(test)]
@@ -578,6 +610,15 @@ mod tests {
         );
         assert!(!Resource::PersistentVolumes.def().namespaced);
         assert!(Resource::PersistentVolumeClaims.def().namespaced);
+        assert_eq!(
+            Resource::find("autoscaling.x-k8s.io", "v1", "provisioningrequests"),
+            Some(Resource::ProvisioningRequests)
+        );
+        assert!(Resource::ProvisioningRequests.def().status);
+        assert_eq!(
+            Resource::find("", "v1", "podtemplates"),
+            Some(Resource::PodTemplates)
+        );
         // DaemonSets live inside the simulation only.
         assert_eq!(Resource::find("apps", "v1", "daemonsets"), None);
     }

@@ -32,6 +32,7 @@ pub fn check_strict(resource: Resource, object: &Value) -> Result<(), ApiError> 
         Resource::PersistentVolumes => unknown::<core::v1::PersistentVolume>(object),
         Resource::StorageClasses => unknown::<storage::v1::StorageClass>(object),
         Resource::CsiNodes => unknown::<storage::v1::CSINode>(object),
+        Resource::PodTemplates => unknown::<core::v1::PodTemplate>(object),
         _ => Vec::new(),
     };
     let Some(first) = unknown.first() else {

@@ -100,6 +100,7 @@ pub(super) fn check_schema(resource: Resource, object: &Value, name: &str) -> Re
         Resource::PersistentVolumes => core::v1::PersistentVolume::deserialize(object).map(drop),
         Resource::StorageClasses => storage::v1::StorageClass::deserialize(object).map(drop),
         Resource::CsiNodes => storage::v1::CSINode::deserialize(object).map(drop),
+        Resource::PodTemplates => core::v1::PodTemplate::deserialize(object).map(drop),
         _ => Ok(()),
     };
     result.map_err(|e| ApiError::invalid(resource.def().kind, name, e.to_string()))
