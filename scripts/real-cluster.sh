@@ -23,8 +23,8 @@
 # Cluster API's infrastructure provider of AWSMachines (scripts/testbed/machine-api.sh).
 # The CRDs are the projects' own: OpenShift's MachineSet and Machine, Cluster API's core
 # kinds (MachineDeployment/MachineSet/Machine served and stored as v1beta2 only), OpenShift's
-# ClusterAutoscaler and MachineAutoscaler; the cloud's kinds are the project's
-# (scripts/testbed/cloud/crds.yaml).
+# ClusterAutoscaler and MachineAutoscaler, the autoscaler's ProvisioningRequest (v1 and
+# v1beta1); the cloud's kinds are the project's (scripts/testbed/cloud/crds.yaml).
 #
 # FLEETSCALER_BIN names the fleetscaler binary for the machine controller (default: built
 # with cargo). --owner PID stops the control plane when that process ends, so a test that
@@ -105,9 +105,9 @@ cmd_build() {
         upstream_apis "$testbed/autoscaler/apis"
         build_one autoscaler k8s.io/autoscaler/cluster-autoscaler "$bin/cluster-autoscaler" clusterapi
     fi
-    if [ ! -d "$bin/crds.v2" ]; then
+    if [ ! -d "$bin/crds.v3" ]; then
         crds "$bin/crds.tmp"
-        mv "$bin/crds.tmp" "$bin/crds.v2"
+        mv "$bin/crds.tmp" "$bin/crds.v3"
     fi
     if [ ! -f "$bin/capi-webhooks.yaml" ]; then
         local capi
@@ -191,7 +191,27 @@ crds() {
     done
     cp "$cao/install/01_clusterautoscaler.crd.yaml" "$out/clusterautoscalers.yaml"
     cp "$cao/install/02_machineautoscaler.crd.yaml" "$out/machineautoscalers.yaml"
+    provisioning_requests_crd "$out/provisioningrequests.yaml"
     chmod -R u+w "$out"
+}
+
+# The ProvisioningRequest CRD of the autoscaler's apis module. The version the proxy serves
+# (see upstream_apis) defines only v1beta1; upstream's current manifest serves the same
+# schema as v1 (stored) and v1beta1: so its one version block twice, as those two.
+provisioning_requests_crd() {
+    local src
+    src=$(module_dir k8s.io/autoscaler/cluster-autoscaler/apis)
+    [ -n "$src" ] || die "could not download k8s.io/autoscaler/cluster-autoscaler/apis"
+    awk '
+        /^  versions:$/ { print; body = 1; next }
+        !body { print; next }
+        { block = block $0 "\n" }
+        END {
+            v1 = block; sub(/\n    name: v1beta1\n/, "\n    name: v1\n", v1)
+            old = block; sub(/\n    storage: true\n/, "\n    storage: false\n", old)
+            printf "%s%s", v1, old
+        }' "$src/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml" >"$1"
+    grep -q '^    name: v1$' "$1" || die "unexpected ProvisioningRequest CRD in $src"
 }
 
 free_port() {
@@ -412,7 +432,7 @@ kubectl_in() {
 
 apply_crds() {
     local dir=$1 bin=$2 capi=$3 files=() f
-    for f in "$bin"/crds.v2/*.yaml; do
+    for f in "$bin"/crds.v3/*.yaml; do
         [ "$capi" = 1 ] || [[ $(basename "$f") != capi-* ]] || continue
         files+=(-f "$f")
     done

@@ -20,6 +20,7 @@ mod real_fidelity;
 mod real_helm;
 mod real_leader;
 mod real_machine_api;
+mod real_provisioning;
 mod real_scale_down;
 mod real_scale_from_zero;
 mod real_serving;
