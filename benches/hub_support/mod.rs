@@ -53,6 +53,21 @@ impl Drop for Sim {
 
 /// Starts `fleetscaler sim` and waits until it serves.
 pub fn start_sim(clusters: usize, per_group: usize, pods_per_node: usize) -> Sim {
+    let (per_group, pods_per_node) = (per_group.to_string(), pods_per_node.to_string());
+    let shape = [
+        "--nodes-per-group",
+        &per_group,
+        "--pods-per-node",
+        &pods_per_node,
+        "--history-window",
+        "200000",
+    ];
+    start_sim_with(clusters, &shape)
+}
+
+/// Starts `fleetscaler sim` with `clusters` clusters of the shape `args` give (workloads
+/// steady: their waves a day long) and waits until it serves.
+pub fn start_sim_with(clusters: usize, args: &[&str]) -> Sim {
     let kubeconfig = std::env::temp_dir().join(format!(
         "fleetscaler-hub-bench-{}.kubeconfig",
         std::process::id()
@@ -60,9 +75,8 @@ pub fn start_sim(clusters: usize, per_group: usize, pods_per_node: usize) -> Sim
     let mut child = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
         .args(["sim", "--timing", "demo", "--wave-period-secs", "86400"])
         .args(["--clusters", &clusters.to_string()])
-        .args(["--nodes-per-group", &per_group.to_string()])
-        .args(["--pods-per-node", &pods_per_node.to_string()])
-        .args(["--history-window", "200000", "--kubeconfig-out"])
+        .args(args)
+        .arg("--kubeconfig-out")
         .arg(&kubeconfig)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

@@ -382,7 +382,7 @@ pub fn from_config_as(
     config.write_timeout = Some(request_timeout);
     config.read_timeout = Some(WATCH_READ_TIMEOUT);
     config.default_retry = false;
-    kube::Client::try_from(config).map_err(|source| ClientError::Build {
+    super::http::client(config).map_err(|source| ClientError::Build {
         context: context.to_string(),
         source,
     })

@@ -15,6 +15,7 @@ pub mod events;
 pub mod executor;
 pub mod fleet_inputs;
 pub mod gate;
+pub mod http;
 pub mod layering;
 pub mod metrics;
 pub mod outcome;

@@ -141,3 +141,22 @@ async fn an_untrusted_certificate_is_named_and_not_taken_for_an_outage() {
     assert!(text.contains("certificate"), "{text}");
     fleet.shutdown().await;
 }
+
+/// The hub holds one HTTP/2 connection per cluster for all its watches and calls, as
+/// client-go does: HTTP/1.1 would need one per open watch (some thirty per cluster), which
+/// at a thousand clusters is past a process's file limit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clusters_watches_and_calls_share_one_http2_connection() {
+    use e2e_support::{Hub, fast_settings, fleet_config, running_report};
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let dir = TempDir::new("client-http2");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
+    let view = hub.view();
+    let report = running_report(&view, "sim-1").await;
+    assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+    let counts = fleet.clusters()[0].cluster.connections.counts();
+    assert_eq!(counts.http1, 0, "{counts:?}");
+    assert_eq!(counts.open, 1, "{counts:?}");
+    hub.stop().await;
+    fleet.shutdown().await;
+}

@@ -53,6 +53,10 @@ pub struct SimArgs {
     /// Worker nodes per zonal worker group at start (three zones per cluster).
     #[arg(long, default_value_t = 2)]
     pub nodes_per_group: usize,
+    /// Workers per cluster at start as MIN-MAX, drawn per cluster and spread over the
+    /// three zones (instead of --nodes-per-group).
+    #[arg(long, value_parser = parse_range, value_name = "MIN-MAX")]
+    pub workers: Option<(usize, usize)>,
     /// Pods per worker node at start.
     #[arg(long, default_value_t = 10)]
     pub pods_per_node: usize,
@@ -85,6 +89,23 @@ pub struct SimArgs {
     pub history_window: usize,
 }
 
+/// `MIN-MAX` with MIN <= MAX (or one number, for both).
+fn parse_range(text: &str) -> Result<(usize, usize), String> {
+    let number = |t: &str| {
+        t.trim()
+            .parse::<usize>()
+            .map_err(|e| format!("{t:?} is not a count: {e}"))
+    };
+    let (low, high) = match text.split_once('-') {
+        Some((low, high)) => (number(low)?, number(high)?),
+        None => (number(text)?, number(text)?),
+    };
+    if low > high {
+        return Err(format!("{low} is above {high}"));
+    }
+    Ok((low, high))
+}
+
 impl SimArgs {
     /// The fleet settings these arguments describe.
     pub fn settings(&self) -> FleetSettings {
@@ -97,6 +118,7 @@ impl SimArgs {
                     Flavor::OpenShift
                 },
                 nodes_per_group: self.nodes_per_group,
+                workers: self.workers,
                 pods_per_node: self.pods_per_node,
                 workloads: !self.no_workloads,
                 machine_controller: !self.no_machine_controller,
@@ -177,5 +199,18 @@ pub(crate) async fn wait_for_signal() -> Result<(), SimError> {
     #[cfg(not(unix))]
     {
         tokio::signal::ctrl_c().await.map_err(SimError::Signal)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_range;
+
+    #[test]
+    fn a_range_of_workers_is_min_dash_max_or_one_count() {
+        assert_eq!(parse_range("2-10"), Ok((2, 10)));
+        assert_eq!(parse_range("4"), Ok((4, 4)));
+        assert!(parse_range("10-2").unwrap_err().contains("above"));
+        assert!(parse_range("two-3").unwrap_err().contains("\"two\""));
     }
 }

@@ -18,6 +18,10 @@ pub struct Shape {
     pub flavor: Flavor,
     /// Replicas of each of the three zonal worker groups at start.
     pub nodes_per_group: usize,
+    /// Instead of `nodes_per_group`: each cluster's workers at start, drawn per cluster
+    /// within this range (inclusive) and spread over the three zones, for fleets of
+    /// clusters that differ as real ones do.
+    pub workers: Option<(usize, usize)>,
     /// Pods per worker node the workload generator aims for at start.
     pub pods_per_node: usize,
     /// Start the workload generator (deployments in waves, daemonsets, PDBs).
@@ -35,6 +39,7 @@ impl Default for Shape {
         Shape {
             flavor: Flavor::OpenShift,
             nodes_per_group: 2,
+            workers: None,
             pods_per_node: 10,
             workloads: true,
             machine_controller: true,

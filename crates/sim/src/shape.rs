@@ -62,9 +62,12 @@ pub fn build(
     }
     state.seed(Resource::StorageClasses, "", csi::default_class())?;
     let mut nodes = control_plane(state, &api, &infra)?;
-    let max = (shape.nodes_per_group * 3).max(3);
-    for zone in ZONES {
-        let group = worker_group(&api, &infra, zone, shape.nodes_per_group, 1, max, false);
+    let max = shape
+        .workers
+        .map_or(shape.nodes_per_group * 3, |w| w.1)
+        .max(3);
+    for (zone, replicas) in ZONES.into_iter().zip(zone_sizes(state, shape)) {
+        let group = worker_group(&api, &infra, zone, replicas, replicas.min(1), max, false);
         nodes.extend(create_group(state, &api, group)?);
     }
     let gpu = worker_group(&api, &infra, ZONES[0], 0, 0, 3, true);
@@ -92,6 +95,17 @@ pub fn build(
         replica_sets,
         daemon_sets,
     })
+}
+
+/// Workers of each zonal group at start: `nodes_per_group` each, or the cluster's draw
+/// within `workers` dealt over the zones in turn.
+fn zone_sizes(state: &mut State, shape: &Shape) -> [usize; 3] {
+    let Some((low, high)) = shape.workers else {
+        return [shape.nodes_per_group; 3];
+    };
+    let spread = high.saturating_sub(low) as u64 + 1;
+    let total = low + state.rng.below(spread) as usize;
+    std::array::from_fn(|zone| total / 3 + usize::from(zone < total % 3))
 }
 
 /// The control plane: three Machines without a MachineSet and their tainted nodes.
@@ -453,4 +467,32 @@ fn populate(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod zone_tests {
+    use super::*;
+
+    #[test]
+    fn workers_drawn_in_range_are_dealt_over_the_zones() {
+        let mut state = State::new(1000, 7);
+        let shape = Shape {
+            workers: Some((2, 10)),
+            ..Shape::default()
+        };
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..200 {
+            let sizes = zone_sizes(&mut state, &shape);
+            let total: usize = sizes.iter().sum();
+            assert!((2..=10).contains(&total), "{sizes:?}");
+            assert!(
+                sizes[0] >= sizes[2] && sizes[0] - sizes[2] <= 1,
+                "{sizes:?}"
+            );
+            seen.insert(total);
+        }
+        assert_eq!(seen.len(), 9, "every total in range drawn: {seen:?}");
+        let fixed = Shape::default();
+        assert_eq!(zone_sizes(&mut state, &fixed), [2, 2, 2]);
+    }
 }

@@ -75,7 +75,8 @@ pub fn credentials(name: &str) -> Result<Credentials, SimError> {
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(tls_err)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // As the API server: HTTP/2 for clients that offer it (client-go, the hub), else 1.1.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Credentials {
         ca_pem: ca_cert.pem(),
         server_config: Arc::new(config),
@@ -90,6 +91,7 @@ mod tests {
     fn makes_a_ca_and_a_server_config() {
         let c = credentials("sim-1").unwrap();
         assert!(c.ca_pem.starts_with("-----BEGIN CERTIFICATE-----"));
-        assert_eq!(c.server_config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+        let alpn = &c.server_config.alpn_protocols;
+        assert_eq!(alpn, &vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
     }
 }

@@ -26,6 +26,9 @@ const PAGE: u32 = 500;
 /// The server ends a watch after this long (a little jitter keeps a fleet's watches from
 /// restarting in step); it is resumed from the last resourceVersion at once.
 const WATCH_SECONDS: u32 = 290;
+/// A watch stream silent this long is given up: past the server's own end of it (with the
+/// most jitter), with a margin.
+const SILENT_WATCH: Duration = Duration::from_secs(WATCH_SECONDS as u64 + 10 + 30);
 /// First wait before a failed call is tried again; doubles up to `MAX_RETRY`.
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(30);
@@ -126,8 +129,15 @@ where
                 mut events,
                 since,
             } => {
-                let next = events.next().await;
-                self.watched(version, (events, since), next);
+                // The server ends a watch within WATCH_SECONDS: one silent past that is
+                // dead (HTTP/2 pings vouch for the connection, not for each stream on it).
+                match tokio::time::timeout(SILENT_WATCH, events.next()).await {
+                    Ok(next) => self.watched(version, (events, since), next),
+                    Err(_) => {
+                        let silent = format!("watch: nothing for {}s", SILENT_WATCH.as_secs());
+                        self.fail(WatchError::new(silent), Phase::Watch(version));
+                    }
+                }
             }
         }
     }

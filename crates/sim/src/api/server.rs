@@ -1,5 +1,5 @@
 //! The HTTPS front of one simulated cluster: the accept loop (where outages refuse or hang
-//! connections), TLS, HTTP/1.1 with hyper, bearer-token authentication, injected latency and
+//! connections), TLS, HTTP/2 or HTTP/1.1 with hyper (as ALPN agrees), bearer-token authentication, injected latency and
 //! errors, body limits, and the conversion of handler replies into responses.
 
 use std::convert::Infallible;
@@ -13,7 +13,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
@@ -88,18 +88,42 @@ pub async fn serve(
             else {
                 return;
             };
+            let http2 = tls.get_ref().1.alpn_protocol() == Some(b"h2");
+            cluster.connections.opened(http2);
+            let counted = cluster.clone();
             let service = service_fn(move |req| {
                 let cluster = cluster.clone();
                 let address = address.clone();
                 async move { serve_request(&cluster, req, address).await }
             });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(tls), service);
+            let io = TokioIo::new(tls);
             tokio::select! {
-                _ = conn => {}
+                _ = serve_connection(io, service, http2) => {}
                 _ = shutdown.changed() => {}
             }
+            counted.connections.closed();
         });
+    }
+}
+
+/// One connection in the protocol its TLS handshake agreed (ALPN): HTTP/2 multiplexes a
+/// client's requests and watches, as the API server's Go stack does.
+async fn serve_connection<S>(
+    io: TokioIo<tokio_rustls::server::TlsStream<tokio::net::TcpStream>>,
+    service: S,
+    http2: bool,
+) where
+    S: hyper::service::Service<Request<Incoming>, Response = Response<Body>, Error = Dropped>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    if http2 {
+        let builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+        let _ = builder.serve_connection(io, service).await;
+    } else {
+        let builder = hyper::server::conn::http1::Builder::new();
+        let _ = builder.serve_connection(io, service).await;
     }
 }
 

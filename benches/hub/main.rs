@@ -9,10 +9,17 @@
 //! across the fleet). Without `--bench` (as `cargo test --all-targets` runs it) a
 //! small fleet checks that the bench still works. HUB_BENCH_TRACES=1 turns traces on (every
 //! pass, to an OTLP/HTTP sink in this process), to compare pass times with them off.
+//!
+//! HUB_BENCH_SHAPE=breadth measures a wide fleet of small clusters instead (`breadth.rs`);
+//! the quick run (`cargo test`) runs a small one of each shape.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "../hub_support/mod.rs"]
 mod hub_support;
+#[path = "../support/mod.rs"]
 mod support;
+
+mod breadth;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -46,11 +53,21 @@ fn fleet_config(kubeconfig: &Path, clusters: usize) -> FleetConfig {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    hub_support::run(bench());
+    let full = hub_support::full_run();
+    match std::env::var("HUB_BENCH_SHAPE").as_deref() {
+        Ok("breadth") => hub_support::run(breadth::bench(full)),
+        Ok("depth") => hub_support::run(bench(full)),
+        Err(_) if full => hub_support::run(bench(full)),
+        // The quick run checks that both shapes still work.
+        Err(_) => hub_support::run(async {
+            bench(full).await;
+            breadth::bench(full).await;
+        }),
+        Ok(other) => panic!("HUB_BENCH_SHAPE is depth (the default) or breadth, not {other:?}"),
+    }
 }
 
-async fn bench() {
-    let full = hub_support::full_run();
+async fn bench(full: bool) {
     let clusters = env("HUB_BENCH_CLUSTERS", if full { 10 } else { 2 });
     let per_group = env("HUB_BENCH_NODES_PER_GROUP", if full { 333 } else { 3 });
     let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", if full { 30 } else { 10 });
