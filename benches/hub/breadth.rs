@@ -6,7 +6,8 @@
 //! idle and while pending pods arrive at a fixed rate across the fleet, decision latency,
 //! and requests per second sent to the API servers.
 //!
-//! Size with HUB_BENCH_CLUSTERS (default 1,000; 6 in the quick run), HUB_BENCH_RATE
+//! Size with HUB_BENCH_CLUSTERS (default 1,000; 6 in the quick run), HUB_BENCH_PODS_PER_NODE
+//! (default 40), HUB_BENCH_RATE
 //! (pending pods a second across the fleet, default 5) and HUB_BENCH_LOAD_SECS (default 60).
 
 use std::sync::{Arc, Mutex};
@@ -23,13 +24,14 @@ const IDLE_WINDOW: Duration = Duration::from_secs(30);
 
 pub async fn bench(full: bool) {
     let clusters = env("HUB_BENCH_CLUSTERS", if full { 1000 } else { 6 });
+    let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", 40).to_string();
     let sim = start_sim_with(
         clusters,
         &[
             "--workers",
             "2-10",
             "--pods-per-node",
-            "40",
+            &pods_per_node,
             "--flavor",
             "mixed",
             "--history-window",
@@ -115,7 +117,31 @@ async fn idle(view: &fleetscaler::hub::FleetView, window: Duration) -> f64 {
         after.0 - passes_before.0,
         after.1 - passes_before.1
     );
+    println!(
+        "  clusters not settled, by what their last pass waits on: {}",
+        waiting(view)
+    );
     used
+}
+
+/// What the clusters' last passes wait on (counts in the reasons made `N`), most common
+/// first.
+fn waiting(view: &fleetscaler::hub::FleetView) -> String {
+    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
+    for r in view.reports() {
+        if let Some(why) = r.last_pass.and_then(|p| p.waits_on) {
+            let shape: String = why.chars().filter(|c| !c.is_ascii_digit()).collect();
+            *by.entry(shape).or_default() += 1;
+        }
+    }
+    let mut by: Vec<(String, usize)> = by.into_iter().collect();
+    by.sort_by(|a, b| b.1.cmp(&a.1));
+    let text: Vec<String> = by.iter().map(|(w, n)| format!("{n} ×{w}")).collect();
+    if text.is_empty() {
+        "none".into()
+    } else {
+        text.join(", ")
+    }
 }
 
 /// Pending pods at HUB_BENCH_RATE a second, each in the next of a sample of the fleet's

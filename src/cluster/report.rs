@@ -164,6 +164,11 @@ pub struct PassSummary {
     /// Why the pass did not run the engine, if it did not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// What in the pass's plan waits on the clock, so that the next scan runs a pass even
+    /// if nothing changes (an unneeded node's timer, a node still coming); absent when the
+    /// cluster is settled and scans skip passes until something changes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waits_on: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]

@@ -297,6 +297,7 @@ mod tests {
             scale_ups: 0,
             scale_downs: 0,
             skipped: None,
+            waits_on: None,
         });
         r
     }

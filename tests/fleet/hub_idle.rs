@@ -46,6 +46,12 @@ async fn an_idle_cluster_is_looked_at_without_passes_until_something_changes() {
         }
     })
     .await;
+    let settled = hub.view().report("sim-1").and_then(|r| r.last_pass);
+    assert_eq!(
+        settled.and_then(|p| p.waits_on),
+        None,
+        "settled: nothing waits"
+    );
     let looked = hub.view().report("sim-1").and_then(|r| r.looked_at);
     assert!(
         looked.is_some_and(|l| l > settled_at),
@@ -69,6 +75,11 @@ async fn an_idle_cluster_is_looked_at_without_passes_until_something_changes() {
         async move { seen }
     })
     .await;
+    let waits_on = hub
+        .view()
+        .report("sim-1")
+        .and_then(|r| r.last_pass?.waits_on);
+    assert_eq!(waits_on.as_deref(), Some("1 pending pod(s)"));
     hub.stop().await;
     fleet.shutdown().await;
 }

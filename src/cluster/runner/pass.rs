@@ -87,7 +87,7 @@ impl Runner {
         };
         let mut plan = run_engine(snapshot, &mut self.state, &settings, &policy, now);
         let unsettled = super::idle::unsettled(&plan, settings.scale_down_enabled);
-        self.idle.passed(inputs, started, unsettled);
+        self.idle.passed(inputs, started, unsettled.clone());
         let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
         let queued_ms = turn.waited.as_secs_f64() * 1e3;
         drop(turn);
@@ -137,6 +137,7 @@ impl Runner {
             scale_ups: plan.scale_up.len(),
             scale_downs: plan.scale_down.len(),
             skipped: None,
+            waits_on: unsettled,
         };
         record_outcome(&span, &plan, &execution.entries);
         log_entries(&self.ctx.name, &execution.entries);
@@ -194,6 +195,7 @@ impl Runner {
                 scale_ups: 0,
                 scale_downs: 0,
                 skipped: Some(why.clone()),
+                waits_on: None,
             });
             r.looked_at = Some(now);
             r.set_phase(Phase::Running, Some(why), now);
