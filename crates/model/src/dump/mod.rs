@@ -512,46 +512,6 @@ fn refused_list(map: &serde_json::Map<String, Value>) -> Option<&str> {
         .as_str()
 }
 
-/// A `resource.k8s.io/v1beta1` object in v1's shape: a device's `basic` fields are the
-/// device's own, and a request's class, selectors and count move into `exactly` (unless it
-/// has `firstAvailable`). Anything else is already where v1 has it.
-fn from_v1beta1(mut value: Value) -> Value {
-    if let Some(devices) = value
-        .pointer_mut("/spec/devices")
-        .and_then(Value::as_array_mut)
-    {
-        for d in devices.iter_mut().filter_map(Value::as_object_mut) {
-            if let Some(Value::Object(basic)) = d.remove("basic") {
-                d.extend(basic);
-            }
-        }
-    }
-    for at in ["/spec/devices/requests", "/spec/spec/devices/requests"] {
-        let Some(requests) = value.pointer_mut(at).and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for r in requests.iter_mut().filter_map(Value::as_object_mut) {
-            if r.contains_key("firstAvailable") || r.contains_key("exactly") {
-                continue;
-            }
-            let moved: serde_json::Map<String, Value> = [
-                "deviceClassName",
-                "selectors",
-                "allocationMode",
-                "count",
-                "adminAccess",
-                "tolerations",
-                "capacity",
-            ]
-            .iter()
-            .filter_map(|k| Some((k.to_string(), r.remove(*k)?)))
-            .collect();
-            r.insert("exactly".into(), Value::Object(moved));
-        }
-    }
-    value
-}
-
 /// The kinds of `resource.k8s.io` the allocator reads.
 const DRA_KINDS: [&str; 4] = [
     "ResourceClaim",
@@ -578,10 +538,9 @@ impl SnapshotBuilder {
             value.as_object().map_or_else(String::new, object_name)
         );
         let version = api_version.rsplit_once('/').map_or("", |(_, v)| v);
-        let value = match version {
-            "v1" | "v1beta2" => value,
-            "v1beta1" => from_v1beta1(value),
-            _ => {
+        let value = match super::dra::as_v1(value, version) {
+            Some(value) => value,
+            None => {
                 self.report.warnings.push(Warning::about(
                     WarningCode::UnsupportedVersion,
                     subject,
@@ -592,7 +551,6 @@ impl SnapshotBuilder {
                 return Ok(());
             }
         };
-        let value = with_api_version(value, "resource.k8s.io/v1");
         let p = &mut self.projector;
         let d = &mut self.snapshot.dra;
         let read = match kind {
