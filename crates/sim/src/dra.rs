@@ -91,12 +91,12 @@ pub fn release(state: &mut State, pod: &Key) {
             .as_array()
             .into_iter()
             .flatten()
-            .any(|o| o["kind"] == "Pod" && o["name"] == &*pod.name);
+            .any(|o| o["kind"] == "Pod" && o["name"].as_str() == Some(&*pod.name));
         let user = v["status"]["reservedFor"]
             .as_array()
             .into_iter()
             .flatten()
-            .any(|r| r["name"] == &*pod.name);
+            .any(|r| r["name"].as_str() == Some(&*pod.name));
         if owner {
             owned.push(s.key.clone());
         } else if user {
@@ -109,7 +109,7 @@ pub fn release(state: &mut State, pod: &Key) {
     for key in reserved {
         let _ = state.modify(Resource::ResourceClaims, &key, |c| {
             if let Some(users) = c["status"]["reservedFor"].as_array_mut() {
-                users.retain(|r| r["name"] != &*pod.name);
+                users.retain(|r| r["name"].as_str() != Some(&*pod.name));
                 if users.is_empty() {
                     c["status"] = json!({});
                 }

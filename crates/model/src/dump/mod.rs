@@ -84,6 +84,8 @@ pub struct SnapshotBuilder {
     /// Controller kinds with an object that could not be named: which pod's controller it
     /// was is unknown, so none of that kind is judged missing. Says which object and why.
     unnamed: BTreeMap<ControllerKind, String>,
+    /// A DRA kind the dump could not list: DRA is off, as the hub has it when refused one.
+    dra_refused: bool,
 }
 
 impl SnapshotBuilder {
@@ -103,6 +105,9 @@ impl SnapshotBuilder {
 
     pub fn finish(mut self) -> (ClusterSnapshot, DumpReport) {
         self.set_listings();
+        if self.dra_refused {
+            self.snapshot.dra.listed = false;
+        }
         // A dump with any claim, volume or class was made with storage in mind (a typed
         // empty list of them counts too); one without leaves volumes unsimulated.
         let st = &mut self.snapshot.storage;
@@ -256,6 +261,10 @@ impl SnapshotBuilder {
                 .entry(c)
                 .or_insert_with(|| format!("{what} could not be listed when the dump was made"));
             message.push_str(&format!("; no pod's {} is judged missing", c.name()));
+        }
+        if api_group(api_version) == Some(super::dra::GROUP) && DRA_KINDS.contains(&item_kind) {
+            self.dra_refused = true;
+            message.push_str("; pods with resource claims are not simulated");
         }
         self.report
             .warnings
