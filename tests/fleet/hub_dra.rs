@@ -5,7 +5,8 @@
 //! the DRA driver (upstream's Cluster API annotation), and not a CPU group; the simulated
 //! fleet's node publishes its slice once Ready and its scheduler allocates the claim and runs
 //! the pod there. A pod whose claim no group can satisfy gets no scale-up, and its
-//! explanation names why. Every wait is for something observable, never a sleep.
+//! explanation names why. A cluster whose hub may not list a DRA kind has DRA off, said once.
+//! Every wait is for something observable, never a sleep.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::e2e_support::*;
@@ -13,12 +14,13 @@ use crate::e2e_support::*;
 use std::time::Duration;
 
 use fleetscaler::cluster::outcome::Action;
-use fleetscaler::cluster::report::ClusterReport;
+use fleetscaler::cluster::report::{ClusterReport, Phase};
 use fleetscaler::engine::plan::Outcome;
 use fleetscaler::engine::reason::ReasonCode;
 use fleetscaler::hub::FleetView;
 use fleetscaler::model::WarningCode;
 use fleetscaler::sim::api::resources::Resource;
+use fleetscaler::sim::faults::Faults;
 use fleetscaler::sim::fleet::ClusterHandle;
 use fleetscaler::sim::settings::Flavor;
 use fleetscaler::sim::store::Key;
@@ -229,6 +231,58 @@ async fn a_pod_whose_claim_no_group_can_satisfy_gets_no_scale_up_and_is_told_why
     assert!(devices.1.contains("claim default/big-0"), "{}", devices.1);
     more_passes(&view, "sim-1", 5).await;
     let report = view.report("sim-1").unwrap();
+    assert!(scaled_up(&report).is_empty(), "{:?}", scaled_up(&report));
+    assert_eq!(groups(sim), before);
+    hub.stop().await;
+    fleet.shutdown().await;
+}
+
+/// The hub may not list ResourceSlices (403): DRA is off for the cluster, said once as a
+/// warning naming the kind, and a pod with claims causes no scale-up and says why; the
+/// cluster keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_whose_slices_are_forbidden_has_dra_off_and_says_so() {
+    let fleet = quiet_fleet(1, Flavor::OpenShift).await;
+    let sim = &fleet.clusters()[0];
+    let client = sim.client().await.unwrap();
+    gpu_group_runs_the_driver(sim);
+    class_and_templates(&client).await;
+    sim.faults().set(Faults {
+        forbidden: vec!["resourceslices.resource.k8s.io".into()],
+        ..Faults::default()
+    });
+    let dir = TempDir::new("dra-forbidden");
+    let hub = Hub::start(fleet_config(&fleet, dir.path(), fast_settings())).await;
+    let view = hub.view();
+    running_report(&view, "sim-1").await;
+    let before = groups(sim);
+
+    pod_claiming(&client, "train-0", "one-gpu").await;
+    let (outcome, reasons) = explanation(&view, "train-0").await;
+    assert_eq!(outcome, Outcome::NoScaleUp, "{reasons:?}");
+    assert!(
+        reasons
+            .iter()
+            .any(|(code, _)| *code == ReasonCode::NotSimulated),
+        "{reasons:?}"
+    );
+    more_passes(&view, "sim-1", 5).await;
+    let report = view.report("sim-1").unwrap();
+    let said: Vec<_> = report
+        .warnings
+        .iter()
+        .filter(|w| w.code == WarningCode::NotAllowed)
+        .collect();
+    assert_eq!(said.len(), 1, "{:?}", report.warnings);
+    assert!(
+        said[0].message.starts_with(
+            "not allowed to list resourceslices.resource.k8s.io: pods with resource claims \
+             are not simulated"
+        ),
+        "{}",
+        said[0].message
+    );
+    assert_eq!(report.phase, Phase::Running);
     assert!(scaled_up(&report).is_empty(), "{:?}", scaled_up(&report));
     assert_eq!(groups(sim), before);
     hub.stop().await;
