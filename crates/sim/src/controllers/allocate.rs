@@ -7,8 +7,9 @@
 //! tolerations, another CEL expression, a claim allocated elsewhere than to one node) keeps
 //! the pod pending: the real scheduler might place it, this one never guesses. Devices are
 //! picked first-fit; binding writes the allocation (devices, the node as its selector) and
-//! the pod as the claim's consumer, and makes the claim of a template as the resource claim
-//! controller would (`<pod>-<claim>`, owned by the pod, named in the pod's status).
+//! the pod as the claim's consumer. `make_claims` plays the resource claim controller: a
+//! pending pod's claims of templates are made as soon as the scheduler sees it
+//! (`<pod>-<claim>`, owned by the pod, named in the pod's status).
 
 use std::collections::{HashMap, HashSet};
 
@@ -56,11 +57,7 @@ struct Request {
 /// One claim of a pod, as the scheduler must satisfy it.
 #[derive(Clone, Debug)]
 pub struct Need {
-    /// The pod's name for it (`spec.resourceClaims[].name`).
-    pod_claim: String,
-    /// The claim's name: existing, or to be made from `template`.
     claim: String,
-    template: Option<Value>,
     requests: Vec<Request>,
     /// Already allocated: the node it is usable from (`None`: any node).
     allocated: Option<Option<String>>,
@@ -126,42 +123,19 @@ impl Devices {
                 .find(|s| s["name"] == pod_claim.as_str())
                 .and_then(|s| s["resourceClaimName"].as_str());
             let need = match (c["resourceClaimName"].as_str(), made) {
-                (Some(name), _) | (None, Some(name)) => {
-                    self.existing(state, key, &pod_claim, name)?
-                }
-                (None, None) => {
-                    let Some(t) = c["resourceClaimTemplateName"].as_str() else {
-                        return Err(format!("claim {pod_claim} names no claim or template"));
-                    };
-                    let template_key = Key::new(&key.namespace, t);
-                    let Some(template) = state
-                        .store
-                        .get(Resource::ResourceClaimTemplates, &template_key)
-                    else {
-                        return Err(format!("resourceclaimtemplate {t} not found"));
-                    };
-                    let spec = template.value()["spec"]["spec"].clone();
-                    Need {
-                        pod_claim: pod_claim.clone(),
-                        claim: format!("{}-{pod_claim}", key.name),
-                        requests: self.requests(&spec)?,
-                        template: Some(spec),
-                        allocated: None,
-                    }
-                }
+                (Some(name), _) | (None, Some(name)) => self.existing(state, key, name)?,
+                // `make_claims` made it, unless its template is missing.
+                (None, None) => match c["resourceClaimTemplateName"].as_str() {
+                    Some(t) => return Err(format!("resourceclaimtemplate {t} not found")),
+                    None => return Err(format!("claim {pod_claim} names no claim or template")),
+                },
             };
             out.push(need);
         }
         Ok(out)
     }
 
-    fn existing(
-        &self,
-        state: &State,
-        pod: &Key,
-        pod_claim: &str,
-        name: &str,
-    ) -> Result<Need, String> {
+    fn existing(&self, state: &State, pod: &Key, name: &str) -> Result<Need, String> {
         let Some(claim) = state
             .store
             .get(Resource::ResourceClaims, &Key::new(&pod.namespace, name))
@@ -176,9 +150,7 @@ impl Devices {
             None
         };
         Ok(Need {
-            pod_claim: pod_claim.to_string(),
             claim: name.to_string(),
-            template: None,
             requests: match allocated {
                 Some(_) => Vec::new(),
                 None => self.requests(&v["spec"])?,
@@ -271,8 +243,8 @@ impl Devices {
         Ok(out)
     }
 
-    /// Writes the claims as allocated to the pod on `node` (made from their templates
-    /// first), and the pod's claim statuses. The devices are taken for the rest of the pass.
+    /// Writes the claims as allocated to the pod on `node`, the pod their consumer. The
+    /// devices are taken for the rest of the pass.
     pub fn allocate(
         &mut self,
         state: &mut State,
@@ -281,27 +253,8 @@ impl Devices {
         needs: &[Need],
         picked: Picked,
     ) {
-        let uid = state
-            .store
-            .get(Resource::Pods, pod)
-            .map_or(Value::Null, |p| p.value()["metadata"]["uid"].clone());
-        let mut statuses = Vec::new();
+        let uid = pod_uid(state, pod);
         for (need, devices) in needs.iter().zip(picked) {
-            let key = Key::new(&pod.namespace, &need.claim);
-            if let Some(spec) = &need.template {
-                let claim = json!({"metadata": {"name": need.claim,
-                    "annotations": {"resource.kubernetes.io/pod-claim-name": need.pod_claim},
-                    "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": &*pod.name,
-                        "uid": uid, "controller": true, "blockOwnerDeletion": true}]},
-                    "spec": spec});
-                if state
-                    .seed(Resource::ResourceClaims, &pod.namespace, claim)
-                    .is_err()
-                {
-                    continue;
-                }
-                statuses.push(json!({"name": need.pod_claim, "resourceClaimName": need.claim}));
-            }
             let results: Vec<Value> = devices
                 .iter()
                 .map(|(request, (driver, pool, device))| {
@@ -312,6 +265,7 @@ impl Devices {
                 self.taken.insert(id.clone());
             }
             let consumer = json!({"resource": "pods", "name": &*pod.name, "uid": uid});
+            let key = Key::new(&pod.namespace, &need.claim);
             let _ = state.modify(Resource::ResourceClaims, &key, |c| {
                 if need.allocated.is_none() {
                     c["status"]["allocation"] = json!({"devices": {"results": results},
@@ -324,11 +278,61 @@ impl Devices {
                 }
             });
         }
-        if !statuses.is_empty() {
-            let _ = state.modify(Resource::Pods, pod, |p| {
-                p["status"]["resourceClaimStatuses"] = Value::Array(statuses);
-            });
+    }
+}
+
+fn pod_uid(state: &State, pod: &Key) -> Value {
+    state
+        .store
+        .get(Resource::Pods, pod)
+        .map_or(Value::Null, |p| p.value()["metadata"]["uid"].clone())
+}
+
+/// The resource claim controller's part: each claim of the pod at `key` that names a
+/// template and is not made yet is made (`<pod>-<claim>`, the template's spec, owned by
+/// the pod) and named in the pod's `status.resourceClaimStatuses`. A template missing makes
+/// nothing (the scheduler then says so).
+pub fn make_claims(state: &mut State, key: &Key, spec: &Value) {
+    let Some(pod) = state.store.get(Resource::Pods, key).map(|p| p.value()) else {
+        return;
+    };
+    let mut statuses = pod["status"]["resourceClaimStatuses"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let before = statuses.len();
+    for c in spec["resourceClaims"].as_array().into_iter().flatten() {
+        let (Some(name), Some(t)) = (c["name"].as_str(), c["resourceClaimTemplateName"].as_str())
+        else {
+            continue;
+        };
+        if statuses.iter().any(|s| s["name"] == name) {
+            continue;
         }
+        let template_key = Key::new(&key.namespace, t);
+        let Some(template) = state
+            .store
+            .get(Resource::ResourceClaimTemplates, &template_key)
+        else {
+            continue;
+        };
+        let made = format!("{}-{name}", key.name);
+        let claim = json!({"metadata": {"name": made,
+            "annotations": {"resource.kubernetes.io/pod-claim-name": name},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": &*key.name,
+                "uid": pod["metadata"]["uid"], "controller": true, "blockOwnerDeletion": true}]},
+            "spec": template.value()["spec"]["spec"]});
+        if state
+            .seed(Resource::ResourceClaims, &key.namespace, claim)
+            .is_ok()
+        {
+            statuses.push(json!({"name": name, "resourceClaimName": made}));
+        }
+    }
+    if statuses.len() > before {
+        let _ = state.modify(Resource::Pods, key, |p| {
+            p["status"]["resourceClaimStatuses"] = Value::Array(statuses);
+        });
     }
 }
 

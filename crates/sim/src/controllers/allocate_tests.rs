@@ -42,15 +42,23 @@ fn pod(state: &mut State, name: &str) -> (Key, Value) {
     (Key::new("ml", name), spec)
 }
 
-/// A pod claiming a GPU from a template fits only the node whose slice has a free device
-/// of the class; binding makes its claim, allocated there, and names it in the pod's
-/// status; the next pod finds the device taken.
+/// A pod claiming a GPU from a template gets its claim made and named in its status; it
+/// fits only the node whose slice has a free device of the class; binding allocates the
+/// claim there; the next pod finds the device taken.
 #[test]
 fn a_claim_is_allocated_on_the_node_with_a_free_device_only() {
     let mut state = state();
     slice(&mut state, "gpu-node", CLASS, 1);
     slice(&mut state, "other-node", "other.example.com", 4);
     let (key, spec) = pod(&mut state, "train-0");
+    make_claims(&mut state, &key, &spec);
+    make_claims(&mut state, &key, &spec);
+    let p = state.store.get(Resource::Pods, &key).unwrap().value();
+    assert_eq!(
+        p["status"]["resourceClaimStatuses"],
+        json!([{"name": "gpu", "resourceClaimName": "train-0-gpu"}]),
+        "made once"
+    );
     let mut d = Devices::read(&state);
     let needs = d.needs(&state, &key, &spec).unwrap();
     assert_eq!(d.pick(&needs, "cpu-node").unwrap_err(), CANNOT_ALLOCATE);
@@ -72,13 +80,9 @@ fn a_claim_is_allocated_on_the_node_with_a_free_device_only() {
     );
     assert_eq!(claim["status"]["reservedFor"][0]["name"], "train-0");
     assert_eq!(claim["metadata"]["ownerReferences"][0]["name"], "train-0");
-    let p = state.store.get(Resource::Pods, &key).unwrap().value();
-    assert_eq!(
-        p["status"]["resourceClaimStatuses"][0],
-        json!({"name": "gpu", "resourceClaimName": "train-0-gpu"})
-    );
     // The same pass, and a later one reading the claims again: the device is taken.
     let (key1, spec1) = pod(&mut state, "train-1");
+    make_claims(&mut state, &key1, &spec1);
     let needs1 = d.needs(&state, &key1, &spec1).unwrap();
     assert_eq!(d.pick(&needs1, "gpu-node").unwrap_err(), CANNOT_ALLOCATE);
     let again = Devices::read(&state);
@@ -109,14 +113,18 @@ fn what_is_not_understood_is_never_placed() {
         .seed(Resource::ResourceClaimTemplates, "ml", all)
         .unwrap();
     let d = Devices::read(&state);
-    let spec = |template: &str| json!({"resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]});
-    let key = Key::new("ml", "p");
     for (template, why) in [
         ("odd", "is not evaluated"),
         ("all", "is not one the simulated scheduler allocates"),
         ("missing", "resourceclaimtemplate missing not found"),
     ] {
-        let err = d.needs(&state, &key, &spec(template)).unwrap_err();
+        let spec = json!({"containers": [{"name": "c", "image": "i"}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": template}]});
+        let p = json!({"metadata": {"name": template}, "spec": spec});
+        state.seed(Resource::Pods, "ml", p).unwrap();
+        let key = Key::new("ml", template);
+        make_claims(&mut state, &key, &spec);
+        let err = d.needs(&state, &key, &spec).unwrap_err();
         assert!(err.contains(why), "{template}: {err}");
     }
 }

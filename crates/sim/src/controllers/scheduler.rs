@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
-use super::allocate::{Devices, Need, Picked};
+use super::allocate::{Devices, Need, Picked, make_claims};
 use super::index::{Amounts, Index, NodeInfo};
 use crate::api::resources::Resource;
 use crate::api::subresources::{bind_pod, set_condition};
@@ -259,9 +259,10 @@ impl Scheduler {
 }
 
 /// What the pod's resource claims need (`None` without claims), or why this scheduler will
-/// not place it. The devices are read the first time a pod has claims.
+/// not place it; the claims of its templates are made first (`make_claims`). The devices are
+/// read the first time a pod has claims.
 fn claims(
-    state: &State,
+    state: &mut State,
     devices: &mut Option<Devices>,
     key: &Key,
     spec: &Value,
@@ -269,6 +270,7 @@ fn claims(
     if spec["resourceClaims"].as_array().is_none_or(Vec::is_empty) {
         return Ok(None);
     }
+    make_claims(state, key, spec);
     let d = devices.get_or_insert_with(|| Devices::read(state));
     d.needs(state, key, spec).map(Some)
 }
