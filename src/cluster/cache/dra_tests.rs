@@ -203,3 +203,57 @@ fn a_cluster_without_dra_is_warned_once() {
     );
     assert!(not_served_warning(&Kind::DRA).is_none());
 }
+
+/// Discovery wants the four kinds of the version chosen, read as dynamic objects.
+#[test]
+fn discovery_wants_the_four_kinds_at_the_version_chosen() {
+    use super::super::discovery::lookup;
+    let groups: k8s_openapi::apimachinery::pkg::apis::meta::v1::APIGroupList =
+        serde_json::from_value(json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": [{
+            "name": "resource.k8s.io",
+            "versions": [{"groupVersion": "resource.k8s.io/v1beta2", "version": "v1beta2"},
+                {"groupVersion": "resource.k8s.io/v1beta1", "version": "v1beta1"}],
+            "preferredVersion": {"groupVersion": "resource.k8s.io/v1beta2", "version": "v1beta2"}
+        }]}))
+        .unwrap();
+    let found = lookup(&groups);
+    assert_eq!(found.group_versions.len(), 1);
+    let (gv, wanted) = &found.group_versions[0];
+    assert_eq!(gv, "resource.k8s.io/v1beta2");
+    let kinds: Vec<Kind> = wanted.iter().map(|r| r.2).collect();
+    assert_eq!(kinds, Kind::DRA);
+    assert!(found.warnings.is_empty());
+}
+
+/// A list's items carry no apiVersion nor kind: the watch's stamp names the version, the
+/// kind is the watch's.
+#[tokio::test]
+async fn an_item_without_api_version_or_kind_is_read_at_the_watched_version() {
+    let mut c = Cache::new(&Kind::DRA);
+    let bare = Object::Dynamic(Box::new(
+        serde_json::from_value(json!({"metadata": {"name": "gpu.example.com"},
+            "spec": {"selectors": []}}))
+        .unwrap(),
+    ));
+    let stamped = stamp(
+        update(Kind::DeviceClass, Change::Apply(bare)),
+        "resource.k8s.io/v1beta1",
+    );
+    c.apply(stamped, Instant::now());
+    assert_eq!(
+        c.problems().count(),
+        0,
+        "{:?}",
+        c.problems().collect::<Vec<_>>()
+    );
+    assert_eq!(c.snapshot().dra.classes.len(), 1);
+    let unstamped = Object::Dynamic(Box::new(
+        serde_json::from_value(json!({"metadata": {"name": "other"}, "spec": {}})).unwrap(),
+    ));
+    c.apply(
+        update(Kind::DeviceClass, Change::Apply(unstamped)),
+        Instant::now(),
+    );
+    let problems: Vec<String> = c.problems().collect();
+    assert!(problems[0].contains("is not read"), "{problems:?}");
+}
