@@ -45,6 +45,7 @@ mod fuzz;
 mod helm_chart;
 mod hub_cache;
 mod hub_client;
+mod hub_dra;
 mod hub_e2e;
 mod hub_executor;
 mod hub_fleet;

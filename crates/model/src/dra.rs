@@ -569,6 +569,10 @@ impl ResourceSlice {
 mod counters;
 pub use counters::CounterSet;
 
+#[path = "dra_version.rs"]
+mod version;
+pub use version::{VERSIONS, as_v1};
+
 #[path = "dra_pod.rs"]
 mod pod;
 pub use pod::{PodClaim, PodClaimSource, claim_statuses, pod_claims};

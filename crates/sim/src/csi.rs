@@ -40,7 +40,8 @@ pub fn default_class() -> Value {
 }
 
 /// Marks `node` Ready as its kubelet reports it, with the driver registered on it: the zone
-/// label, and its CSINode. Returns the node as written.
+/// label, and its CSINode (and the ResourceSlice of its DRA driver, if its group runs one:
+/// `crate::dra`). Returns the node as written.
 pub fn node_ready(state: &mut State, node: &str, stamp: &str) -> Result<Arc<Stored>, ApiError> {
     let written = state.modify(Resource::Nodes, &Key::cluster(node), |v| {
         set_node_ready(v, true, stamp);
@@ -60,6 +61,8 @@ pub fn node_ready(state: &mut State, node: &str, stamp: &str) -> Result<Arc<Stor
         let uid = value["metadata"]["uid"].clone();
         state.seed(Resource::CsiNodes, "", csi_node(node, &uid))?;
     }
+    // The group's DRA driver, if it runs one, publishes its devices too.
+    crate::dra::publish(state, &value)?;
     Ok(written)
 }
 

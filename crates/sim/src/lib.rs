@@ -14,6 +14,7 @@ pub mod cli;
 pub mod cluster;
 pub mod controllers;
 pub mod csi;
+pub mod dra;
 pub mod error;
 pub mod faults;
 pub mod fleet;

@@ -150,6 +150,8 @@ pub struct Profile {
     pub gpus: i64,
     pub gpu_type: String,
     pub max_pods: i64,
+    /// The DRA driver its GPUs are published by (`crate::dra`), if the group declares one.
+    pub dra_driver: Option<String>,
     /// Labels every node of the group gets (roles, accelerator).
     pub labels: serde_json::Map<String, Value>,
     pub taints: Vec<Value>,
@@ -271,6 +273,11 @@ impl Profile {
             gpus: quantity("gpu-count", "0")?.units_ceil(),
             gpu_type: capacity("gpu-type").unwrap_or_default(),
             max_pods: quantity("maxPods", "250")?.units_ceil(),
+            dra_driver: annotations[crate::dra::DRIVER_ANNOTATION]
+                .as_str()
+                .map(str::trim)
+                .filter(|d| !d.is_empty())
+                .map(str::to_string),
             labels,
             taints: template["spec"]["taints"]
                 .as_array()
@@ -297,10 +304,15 @@ pub fn node(
     name: &str,
     provider_id: &str,
     profile: &Profile,
-    annotations: Value,
+    mut annotations: Value,
     ip: &str,
     now: &str,
 ) -> Value {
+    // Its kubelet runs the group's DRA driver, which publishes the GPUs once it is Ready.
+    if let Some(driver) = profile.dra_driver.as_ref().filter(|_| profile.gpus > 0) {
+        annotations[crate::dra::NODE_DRIVER] = json!(driver);
+        annotations[crate::dra::NODE_DEVICES] = json!(profile.gpus.to_string());
+    }
     let mut labels = json!({
         "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
         "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64",

@@ -128,6 +128,7 @@ fn control_plane(
             gpus: 0,
             gpu_type: String::new(),
             max_pods: 250,
+            dra_driver: None,
             labels: roles.clone(),
             taints: vec![json!({"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"})],
         };

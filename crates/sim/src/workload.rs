@@ -269,6 +269,8 @@ pub fn set_running(pod: &mut Value, host_ip: &str, now: &str) {
     let condition = |kind: &str| json!({"type": kind, "status": "True", "lastProbeTime": null, "lastTransitionTime": now});
     let app = pod["spec"]["containers"][0]["name"].clone();
     let image = pod["spec"]["containers"][0]["image"].clone();
+    // The resource claim controller's part of the status stays.
+    let claims = pod["status"]["resourceClaimStatuses"].take();
     pod["status"] = json!({
         "phase": "Running", "qosClass": "Burstable", "hostIP": host_ip, "podIP": pod_ip(host_ip, pod), "startTime": now,
         "conditions": [condition("PodReadyToStartContainers"), condition("Initialized"), condition("Ready"),
@@ -276,6 +278,9 @@ pub fn set_running(pod: &mut Value, host_ip: &str, now: &str) {
         "containerStatuses": [{"name": app, "image": image, "imageID": "", "ready": true, "started": true,
                                "restartCount": 0, "state": {"running": {"startedAt": now}}}],
     });
+    if !claims.is_null() {
+        pod["status"]["resourceClaimStatuses"] = claims;
+    }
 }
 
 fn pod_ip(host_ip: &str, pod: &Value) -> String {

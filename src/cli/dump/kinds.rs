@@ -87,6 +87,12 @@ fn source(kind: Kind, served: &Served) -> Option<Source> {
         | Kind::ClusterAutoscaler
         | Kind::MachineAutoscaler
         | Kind::ProvisioningRequest => dynamic()?,
+        // At the version the hub reads (v1, else v1beta2 or v1beta1), as served: the dump
+        // parser converts them as the hub does.
+        Kind::ResourceClaim
+        | Kind::ResourceClaimTemplate
+        | Kind::ResourceSlice
+        | Kind::DeviceClass => dynamic()?,
         // Watched (and so dumped) only where ProvisioningRequests are served.
         Kind::PodTemplate => typed(erase::<corev1::PodTemplate>()),
         Kind::PersistentVolumeClaim => typed(erase::<corev1::PersistentVolumeClaim>()),
@@ -125,6 +131,7 @@ pub(super) fn not_served(served: &Served) -> Vec<String> {
     ];
     controllers
         .chain(fixed)
+        .chain(Kind::DRA)
         .chain(machine_api)
         .filter(|k| !served.kinds.contains(k))
         .map(Kind::describe)
@@ -279,6 +286,37 @@ mod tests {
         assert_eq!(sources[1].resource.plural, "podtemplates");
         let missing = not_served(&served(&[]));
         assert!(missing.contains(&"provisioningrequests.autoscaling.x-k8s.io".to_string()));
+    }
+
+    /// The DRA kinds at the version discovery chose (a v1beta1 cluster's are dumped as
+    /// v1beta1, which the dump parser converts); a cluster without them says so.
+    #[test]
+    fn dra_kinds_are_listed_at_the_version_discovery_chose() {
+        let mut s = served(&Kind::DRA);
+        for (plural, kind, ours) in crate::cluster::cache::dra::RESOURCES {
+            let gvk = kube::api::GroupVersionKind::gvk("resource.k8s.io", "v1beta1", kind);
+            s.dynamic
+                .insert(ours, ApiResource::from_gvk_with_plural(&gvk, plural));
+        }
+        let sources = of_served(&s);
+        let names: Vec<&str> = sources.iter().map(|s| s.what.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "resourceclaims.resource.k8s.io",
+                "resourceclaimtemplates.resource.k8s.io",
+                "resourceslices.resource.k8s.io",
+                "deviceclasses.resource.k8s.io"
+            ]
+        );
+        assert!(
+            sources
+                .iter()
+                .all(|s| s.resource.api_version == "resource.k8s.io/v1beta1")
+        );
+        let missing = not_served(&served(&[]));
+        assert!(missing.contains(&"resourceslices.resource.k8s.io".to_string()));
+        assert!(!not_served(&s).contains(&"deviceclasses.resource.k8s.io".to_string()));
     }
 
     #[test]

@@ -161,6 +161,10 @@ pub fn lookup(groups: &APIGroupList) -> Lookup {
             )],
         ));
     }
+    if let Some(gv) = super::dra::version(&served) {
+        out.group_versions
+            .push((gv, super::dra::RESOURCES.to_vec()));
+    }
     for group in MachineApiGroup::ALL {
         let entry = groups.groups.iter().find(|g| g.name == group.domain());
         let versions: Vec<&str> = entry
@@ -258,6 +262,9 @@ pub async fn discover(client: &Client, timeout: Duration) -> Result<Served, Call
     );
     served.warnings.extend(storage_warnings(&served.kinds));
     served.warnings.extend(provisioning_warning(&served.kinds));
+    served
+        .warnings
+        .extend(super::dra::not_served_warning(&served.kinds));
     Ok(served)
 }
 

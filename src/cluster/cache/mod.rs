@@ -9,8 +9,10 @@
 
 mod controllers;
 pub mod discovery;
+pub mod dra;
 pub mod lean;
 pub mod lean_controller;
+pub mod lean_dra;
 pub mod lean_storage;
 pub mod listwatch;
 mod project;
@@ -27,6 +29,7 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use self::controllers::{end_controllers, remove_controller};
+use self::dra::DraTables;
 use self::provisioning::ProvisioningTables;
 use self::storage::StorageTables;
 use self::table::Table;
@@ -101,6 +104,9 @@ pub struct Cache {
     storage: StorageTables,
     /// ProvisioningRequests and PodTemplates (`snapshot.provisioning`).
     provisioning: ProvisioningTables,
+    /// ResourceClaims, ResourceClaimTemplates, ResourceSlices and DeviceClasses
+    /// (`snapshot.dra`).
+    dra: DraTables,
     /// The small kinds changed since the snapshot last copied them.
     dirty: bool,
     kinds: BTreeMap<Kind, KindState>,
@@ -162,6 +168,9 @@ impl Cache {
                 if kind.is_provisioning() {
                     self.refresh_provisioning_listed();
                 }
+                if kind.is_dra() {
+                    self.refresh_dra_listed();
+                }
                 true
             }
             Change::InitApply(object) => {
@@ -206,6 +215,7 @@ impl Cache {
         self.controllers_unreadable(kind, why);
         self.refresh_storage_listed();
         self.refresh_provisioning_listed();
+        self.refresh_dra_listed();
     }
 
     /// Why the kinds not listed yet are not: their last errors.
@@ -303,7 +313,8 @@ impl Cache {
                 + s.daemonsets.len()
                 + s.controllers.len()
                 + self.storage_objects()
-                + self.provisioning_objects(),
+                + self.provisioning_objects()
+                + self.dra_objects(),
         }
     }
 
@@ -342,6 +353,10 @@ impl Cache {
             | Kind::StorageClass
             | Kind::CsiNode => self.storage.begin_relist(kind),
             Kind::ProvisioningRequest | Kind::PodTemplate => self.provisioning.begin_relist(kind),
+            Kind::ResourceClaim
+            | Kind::ResourceClaimTemplate
+            | Kind::ResourceSlice
+            | Kind::DeviceClass => self.dra.begin_relist(kind),
         }
     }
 
@@ -366,6 +381,10 @@ impl Cache {
             Kind::ProvisioningRequest | Kind::PodTemplate => {
                 self.provisioning.end_relist(kind, &mut s.provisioning)
             }
+            Kind::ResourceClaim
+            | Kind::ResourceClaimTemplate
+            | Kind::ResourceSlice
+            | Kind::DeviceClass => self.dra.end_relist(kind, &mut s.dra),
         };
         self.dirty |= is_small(kind);
         self.deletions += gone;
@@ -446,10 +465,15 @@ impl Cache {
             Kind::ProvisioningRequest | Kind::PodTemplate => {
                 self.provisioning.remove(kind, &mut s.provisioning, key)
             }
+            Kind::ResourceClaim
+            | Kind::ResourceClaimTemplate
+            | Kind::ResourceSlice
+            | Kind::DeviceClass => self.dra.remove(kind, &mut s.dra, key),
         };
         self.dirty |= is_small(kind);
         self.deletions += 1;
-        // A pod that went frees room but never needs a pass before the scan interval.
+        // A pod that went frees room but never needs a pass before the scan interval, nor
+        // does a claim (its pod went) or a slice (fewer devices buy nothing sooner).
         removed
             && !matches!(
                 kind,
@@ -463,6 +487,10 @@ impl Cache {
                     | Kind::StorageClass
                     | Kind::CsiNode
                     | Kind::PodTemplate
+                    | Kind::ResourceClaim
+                    | Kind::ResourceClaimTemplate
+                    | Kind::ResourceSlice
+                    | Kind::DeviceClass
             )
     }
 }

@@ -92,6 +92,7 @@ impl Cache {
             }
             (kind, object) if kind.is_storage() => self.store_storage(kind, object),
             (kind, object) if kind.is_provisioning() => self.store_provisioning(kind, object),
+            (kind, object) if kind.is_dra() => self.store_dra(kind, object),
             (kind, Object::Dynamic(o)) => self.store_dynamic(kind, *o),
             (kind, other) => Err(FieldError::new(
                 "kind",

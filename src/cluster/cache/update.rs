@@ -41,6 +41,12 @@ pub enum Kind {
     /// (`snapshot.provisioning`).
     ProvisioningRequest,
     PodTemplate,
+    /// Dynamic resource allocation (`resource.k8s.io`, v1, else v1beta2 or v1beta1): what
+    /// the allocator reads (`snapshot.dra`), watched only where the group is served.
+    ResourceClaim,
+    ResourceClaimTemplate,
+    ResourceSlice,
+    DeviceClass,
 }
 
 impl Kind {
@@ -58,6 +64,18 @@ impl Kind {
         Kind::StorageClass,
         Kind::CsiNode,
     ];
+
+    /// The DRA kinds: without all four listed, pods with claims are not simulated.
+    pub const DRA: [Kind; 4] = [
+        Kind::ResourceClaim,
+        Kind::ResourceClaimTemplate,
+        Kind::ResourceSlice,
+        Kind::DeviceClass,
+    ];
+
+    pub fn is_dra(self) -> bool {
+        Kind::DRA.contains(&self)
+    }
 
     pub fn is_storage(self) -> bool {
         Kind::STORAGE.contains(&self)
@@ -106,6 +124,10 @@ impl Kind {
             Kind::CsiNode => "csinodes.storage.k8s.io".into(),
             Kind::ProvisioningRequest => "provisioningrequests.autoscaling.x-k8s.io".into(),
             Kind::PodTemplate => "podtemplates".into(),
+            Kind::ResourceClaim => "resourceclaims.resource.k8s.io".into(),
+            Kind::ResourceClaimTemplate => "resourceclaimtemplates.resource.k8s.io".into(),
+            Kind::ResourceSlice => "resourceslices.resource.k8s.io".into(),
+            Kind::DeviceClass => "deviceclasses.resource.k8s.io".into(),
         }
     }
 
@@ -128,6 +150,12 @@ impl Kind {
             }
             Kind::ProvisioningRequest | Kind::PodTemplate => {
                 "ProvisioningRequests are not read: none is decided or written"
+            }
+            Kind::ResourceClaim
+            | Kind::ResourceClaimTemplate
+            | Kind::ResourceSlice
+            | Kind::DeviceClass => {
+                "pods with resource claims are not simulated: none is scaled up for"
             }
             _ => "autoscaling without them",
         }

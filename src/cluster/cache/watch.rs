@@ -20,6 +20,7 @@ use tokio::task::JoinHandle;
 use super::discovery::Served;
 use super::lean::LeanPod;
 use super::lean_controller::LeanController;
+use super::lean_dra::LeanDra;
 use super::lean_storage::{LeanClaim, LeanPodTemplate, LeanVolume};
 use super::listwatch::list_watch;
 use super::update::{Kind, Object, Update};
@@ -123,6 +124,10 @@ fn streams(
             Kind::PodTemplate => typed::<LeanPodTemplate>(client, *kind, None, d, |o| {
                 Object::PodTemplate(Box::new(o.0))
             }),
+            k if k.is_dra() => match served.dynamic.get(kind) {
+                Some(ar) => dra(client, *kind, ar, d),
+                None => continue,
+            },
             _ => match served.dynamic.get(kind) {
                 Some(ar) => dynamic(client, *kind, ar, d),
                 None => continue,
@@ -197,6 +202,24 @@ where
     let api: Api<K> = Api::all(client.clone());
     list_watch(api, fields, deadline)
         .map(move |event| Update::from_event(kind, event, object))
+        .boxed()
+}
+
+/// A DRA kind's list and watch at the version discovery chose, decoded lean
+/// (`lean_dra`), each object stamped with that version for the conversion to v1.
+fn dra(
+    client: &Client,
+    kind: Kind,
+    ar: &ApiResource,
+    deadline: Duration,
+) -> BoxStream<'static, Update> {
+    let api: Api<LeanDra> = Api::all_with(client.clone(), ar);
+    let api_version = ar.api_version.clone();
+    list_watch(api, None, deadline)
+        .map(move |event| {
+            let update = Update::from_event(kind, event, |o| Object::Dynamic(Box::new(o.0)));
+            super::dra::stamp(update, &api_version)
+        })
         .boxed()
 }
 

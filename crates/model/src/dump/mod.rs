@@ -84,6 +84,8 @@ pub struct SnapshotBuilder {
     /// Controller kinds with an object that could not be named: which pod's controller it
     /// was is unknown, so none of that kind is judged missing. Says which object and why.
     unnamed: BTreeMap<ControllerKind, String>,
+    /// A DRA kind the dump could not list: DRA is off, as the hub has it when refused one.
+    dra_refused: bool,
 }
 
 impl SnapshotBuilder {
@@ -103,6 +105,9 @@ impl SnapshotBuilder {
 
     pub fn finish(mut self) -> (ClusterSnapshot, DumpReport) {
         self.set_listings();
+        if self.dra_refused {
+            self.snapshot.dra.listed = false;
+        }
         // A dump with any claim, volume or class was made with storage in mind (a typed
         // empty list of them counts too); one without leaves volumes unsimulated.
         let st = &mut self.snapshot.storage;
@@ -256,6 +261,10 @@ impl SnapshotBuilder {
                 .entry(c)
                 .or_insert_with(|| format!("{what} could not be listed when the dump was made"));
             message.push_str(&format!("; no pod's {} is judged missing", c.name()));
+        }
+        if api_group(api_version) == Some(super::dra::GROUP) && DRA_KINDS.contains(&item_kind) {
+            self.dra_refused = true;
+            message.push_str("; pods with resource claims are not simulated");
         }
         self.report
             .warnings
@@ -512,46 +521,6 @@ fn refused_list(map: &serde_json::Map<String, Value>) -> Option<&str> {
         .as_str()
 }
 
-/// A `resource.k8s.io/v1beta1` object in v1's shape: a device's `basic` fields are the
-/// device's own, and a request's class, selectors and count move into `exactly` (unless it
-/// has `firstAvailable`). Anything else is already where v1 has it.
-fn from_v1beta1(mut value: Value) -> Value {
-    if let Some(devices) = value
-        .pointer_mut("/spec/devices")
-        .and_then(Value::as_array_mut)
-    {
-        for d in devices.iter_mut().filter_map(Value::as_object_mut) {
-            if let Some(Value::Object(basic)) = d.remove("basic") {
-                d.extend(basic);
-            }
-        }
-    }
-    for at in ["/spec/devices/requests", "/spec/spec/devices/requests"] {
-        let Some(requests) = value.pointer_mut(at).and_then(Value::as_array_mut) else {
-            continue;
-        };
-        for r in requests.iter_mut().filter_map(Value::as_object_mut) {
-            if r.contains_key("firstAvailable") || r.contains_key("exactly") {
-                continue;
-            }
-            let moved: serde_json::Map<String, Value> = [
-                "deviceClassName",
-                "selectors",
-                "allocationMode",
-                "count",
-                "adminAccess",
-                "tolerations",
-                "capacity",
-            ]
-            .iter()
-            .filter_map(|k| Some((k.to_string(), r.remove(*k)?)))
-            .collect();
-            r.insert("exactly".into(), Value::Object(moved));
-        }
-    }
-    value
-}
-
 /// The kinds of `resource.k8s.io` the allocator reads.
 const DRA_KINDS: [&str; 4] = [
     "ResourceClaim",
@@ -578,10 +547,9 @@ impl SnapshotBuilder {
             value.as_object().map_or_else(String::new, object_name)
         );
         let version = api_version.rsplit_once('/').map_or("", |(_, v)| v);
-        let value = match version {
-            "v1" | "v1beta2" => value,
-            "v1beta1" => from_v1beta1(value),
-            _ => {
+        let value = match super::dra::as_v1(value, version) {
+            Some(value) => value,
+            None => {
                 self.report.warnings.push(Warning::about(
                     WarningCode::UnsupportedVersion,
                     subject,
@@ -592,7 +560,6 @@ impl SnapshotBuilder {
                 return Ok(());
             }
         };
-        let value = with_api_version(value, "resource.k8s.io/v1");
         let p = &mut self.projector;
         let d = &mut self.snapshot.dra;
         let read = match kind {

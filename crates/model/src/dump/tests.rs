@@ -572,3 +572,27 @@ fn a_dump_without_dra_objects_leaves_dra_off() {
         load(r#"{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClassList","items":[]}"#).unwrap();
     assert!(s.dra.listed);
 }
+
+/// A DRA kind `fleetscaler dump` was refused leaves DRA off, as the hub has it, whatever
+/// else of the group was listed.
+#[test]
+fn a_refused_dra_kind_leaves_dra_off() {
+    let text = r#"{"apiVersion":"v1","kind":"List","items":[
+        {"apiVersion":"resource.k8s.io/v1","kind":"DeviceClassList","items":[]},
+        {"apiVersion":"resource.k8s.io/v1","kind":"ResourceSliceList","items":[],
+         "metadata":{"annotations":{"fleetscaler.io/unreadable":"forbidden (403: no)"}}}]}"#;
+    let (s, report) = load(text).unwrap();
+    assert!(!s.dra.listed);
+    let warned = report
+        .warnings
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>();
+    assert!(
+        warned.iter().any(
+            |w| w.contains("could not list ResourceSlice (resource.k8s.io/v1)")
+                && w.ends_with("pods with resource claims are not simulated")
+        ),
+        "{warned:?}"
+    );
+}

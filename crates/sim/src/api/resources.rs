@@ -53,6 +53,13 @@ pub enum Resource {
     /// Stored as clients write them: the hub writes the conditions.
     ProvisioningRequests,
     PodTemplates,
+    /// Dynamic resource allocation (`resource.k8s.io/v1`). The simulated scheduler
+    /// allocates claims (writing `status`) and its GPU driver publishes ResourceSlices for
+    /// the nodes of groups that declare it (`dra`); the rest is stored as clients write it.
+    ResourceClaims,
+    ResourceClaimTemplates,
+    ResourceSlices,
+    DeviceClasses,
 }
 
 /// How a resource looks in discovery and which behaviours it has.
@@ -84,13 +91,14 @@ const OCP_AUTOSCALING: &str = "autoscaling.openshift.io";
 const STORAGE: &str = "storage.k8s.io";
 const CAPI_INFRASTRUCTURE: &str = "infrastructure.cluster.x-k8s.io";
 const K8S_AUTOSCALING: &str = "autoscaling.x-k8s.io";
+const RESOURCE: &str = "resource.k8s.io";
 const MULTICLUSTER: &str = "multicluster.x-k8s.io";
 const OCM_CLUSTER: &str = "cluster.open-cluster-management.io";
 const OCM_AUTHENTICATION: &str = "authentication.open-cluster-management.io";
 
 impl Resource {
     /// Every served resource, in table order.
-    pub const ALL: [Resource; 31] = [
+    pub const ALL: [Resource; 35] = [
         Resource::Namespaces,
         Resource::Nodes,
         Resource::Pods,
@@ -122,6 +130,10 @@ impl Resource {
         Resource::CsiNodes,
         Resource::ProvisioningRequests,
         Resource::PodTemplates,
+        Resource::ResourceClaims,
+        Resource::ResourceClaimTemplates,
+        Resource::ResourceSlices,
+        Resource::DeviceClasses,
     ];
 
     /// The index of this resource's table.
@@ -176,7 +188,7 @@ pub fn group_versions() -> Vec<(&'static str, &'static str)> {
     out
 }
 
-const DEFS: [ResourceDef; 31] = [
+const DEFS: [ResourceDef; 35] = [
     ResourceDef {
         group: CORE,
         version: "v1",
@@ -568,6 +580,54 @@ const DEFS: [ResourceDef; 31] = [
         scale: false,
         fields: &[],
     },
+    ResourceDef {
+        group: RESOURCE,
+        version: "v1",
+        kind: "ResourceClaim",
+        plural: "resourceclaims",
+        singular: "resourceclaim",
+        namespaced: true,
+        short_names: &[],
+        status: true,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: RESOURCE,
+        version: "v1",
+        kind: "ResourceClaimTemplate",
+        plural: "resourceclaimtemplates",
+        singular: "resourceclaimtemplate",
+        namespaced: true,
+        short_names: &[],
+        status: false,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: RESOURCE,
+        version: "v1",
+        kind: "ResourceSlice",
+        plural: "resourceslices",
+        singular: "resourceslice",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        scale: false,
+        fields: &[],
+    },
+    ResourceDef {
+        group: RESOURCE,
+        version: "v1",
+        kind: "DeviceClass",
+        plural: "deviceclasses",
+        singular: "deviceclass",
+        namespaced: false,
+        short_names: &[],
+        status: false,
+        scale: false,
+        fields: &[],
+    },
 ];
 
 #[cfg(test)]
@@ -615,6 +675,12 @@ mod tests {
             Some(Resource::ProvisioningRequests)
         );
         assert!(Resource::ProvisioningRequests.def().status);
+        assert_eq!(
+            Resource::find("resource.k8s.io", "v1", "resourceclaims"),
+            Some(Resource::ResourceClaims)
+        );
+        assert!(Resource::ResourceClaims.def().status);
+        assert!(!Resource::ResourceSlices.def().namespaced);
         assert_eq!(
             Resource::find("", "v1", "podtemplates"),
             Some(Resource::PodTemplates)

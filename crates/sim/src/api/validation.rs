@@ -13,7 +13,7 @@ use super::status::ApiError;
 /// Refuses `object` if it holds a field its type does not, as a real API server does
 /// under `fieldValidation=Strict`.
 pub fn check_strict(resource: Resource, object: &Value) -> Result<(), ApiError> {
-    use k8s_openapi::api::{apps, batch, coordination, core, events, policy, storage};
+    use k8s_openapi::api::{apps, batch, coordination, core, events, policy, resource, storage};
     let unknown = match resource {
         Resource::Pods => unknown::<core::v1::Pod>(object),
         Resource::Nodes => unknown::<core::v1::Node>(object),
@@ -33,6 +33,10 @@ pub fn check_strict(resource: Resource, object: &Value) -> Result<(), ApiError> 
         Resource::StorageClasses => unknown::<storage::v1::StorageClass>(object),
         Resource::CsiNodes => unknown::<storage::v1::CSINode>(object),
         Resource::PodTemplates => unknown::<core::v1::PodTemplate>(object),
+        Resource::ResourceClaims => unknown::<resource::v1::ResourceClaim>(object),
+        Resource::ResourceClaimTemplates => unknown::<resource::v1::ResourceClaimTemplate>(object),
+        Resource::ResourceSlices => unknown::<resource::v1::ResourceSlice>(object),
+        Resource::DeviceClasses => unknown::<resource::v1::DeviceClass>(object),
         _ => Vec::new(),
     };
     let Some(first) = unknown.first() else {

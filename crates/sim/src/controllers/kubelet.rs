@@ -2,8 +2,9 @@
 //! Ready after its boot delay (unless its group is set never to be ready), a bound pod runs
 //! after its start delay once its node is Ready, a pod marked for deletion is removed after
 //! the termination delay, and pods of nodes that no longer exist are removed as the pod
-//! garbage collector does (their CSINodes too). A node turning Ready registers the CSI driver
-//! (`csi`). A pass looks only at the index's work sets.
+//! garbage collector does (their CSINodes and ResourceSlices too; a pod's claims are
+//! released: `dra`). A node turning Ready registers the CSI driver (`csi`) and its DRA
+//! driver, if its group runs one. A pass looks only at the index's work sets.
 
 use std::time::Duration;
 
@@ -52,6 +53,7 @@ impl Kubelets {
             // pass).
             self.collected = index.nodes_removed;
             crate::csi::collect(state, |n| index.nodes.contains_key(n));
+            crate::dra::collect(state, |n| index.nodes.contains_key(n));
             purge.extend(
                 index
                     .pods
@@ -75,6 +77,7 @@ impl Kubelets {
         }
         for key in purge {
             state.purge(Resource::Pods, key);
+            crate::dra::release(state, key);
         }
         for (key, ip) in start {
             let _ = state.modify(Resource::Pods, key, |v| set_running(v, ip, &stamp));

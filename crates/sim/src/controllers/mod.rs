@@ -3,6 +3,7 @@
 //! cluster's pace. One task per cluster keeps the controllers' order fixed (a pass sees the
 //! writes of the previous step) and shares one pod and node index among them.
 
+pub mod allocate;
 pub mod disruption;
 pub mod index;
 pub mod kubelet;

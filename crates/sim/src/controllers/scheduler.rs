@@ -2,13 +2,15 @@
 //! pod count, nodeSelector, required node affinity, taints), preferring the least allocated
 //! node as kube-scheduler's default scoring does; a pod that fits nowhere gets
 //! `PodScheduled=False` with reason `Unschedulable` and a message counting why, which is
-//! what an autoscaler reacts to. It is written apart from the engine on purpose: the
+//! what an autoscaler reacts to. A pod with resource claims also needs the devices
+//! (`allocate`, which allocates them as it binds). It is written apart from the engine on purpose: the
 //! engine's predicates are checked against it, not copied into it.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::Value;
 
+use super::allocate::{Devices, Need, Picked, make_claims};
 use super::index::{Amounts, Index, NodeInfo};
 use crate::api::resources::Resource;
 use crate::api::subresources::{bind_pod, set_condition};
@@ -180,6 +182,8 @@ impl Scheduler {
         }
         // Bindings made in this pass, not yet seen by the index.
         let mut added: HashMap<&str, Amounts> = HashMap::new();
+        // The cluster's devices, read once by the first pod with claims.
+        let mut devices: Option<Devices> = None;
         for (key, pod) in pending {
             let Some(spec) = pod.spec.as_deref() else {
                 continue;
@@ -191,7 +195,15 @@ impl Scheduler {
             {
                 continue;
             }
-            let mut best: Option<(&str, f64)> = None;
+            let needs = match claims(state, &mut devices, key, spec) {
+                Ok(needs) => needs,
+                Err(why) => {
+                    let message = format!("0/{} nodes are available: {why}.", index.nodes.len());
+                    mark_unschedulable(state, key, pod.unschedulable, &message);
+                    continue;
+                }
+            };
+            let mut best: Option<(&str, f64, Picked)> = None;
             let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
             for (name, node) in &index.nodes {
                 let mut used = index.usage.get(name).copied().unwrap_or_default();
@@ -201,18 +213,28 @@ impl Scheduler {
                     used.gpus += a.gpus;
                     used.pods += a.pods;
                 }
-                match misfit(spec, &pod.requests, name, node, used) {
-                    Some(reason) => *reasons.entry(reason).or_default() += 1,
-                    None => {
+                let fit = match misfit(spec, &pod.requests, name, node, used) {
+                    Some(reason) => Err(reason),
+                    None => match (&needs, &devices) {
+                        (Some(needs), Some(d)) => d.pick(needs, name).map_err(str::to_string),
+                        _ => Ok(Vec::new()),
+                    },
+                };
+                match fit {
+                    Err(reason) => *reasons.entry(reason).or_default() += 1,
+                    Ok(picked) => {
                         let score = load(node, used, &pod.requests);
-                        if best.is_none_or(|(_, s)| score < s) {
-                            best = Some((name, score));
+                        if best.as_ref().is_none_or(|(_, s, _)| score < *s) {
+                            best = Some((name, score, picked));
                         }
                     }
                 }
             }
             match best {
-                Some((node, _)) => {
+                Some((node, _, picked)) => {
+                    if let (Some(needs), Some(d)) = (&needs, &mut devices) {
+                        d.allocate(state, key, node, needs, picked);
+                    }
                     if bind_pod(state, key, node).is_ok() {
                         let a = added.entry(node).or_default();
                         a.cpu += pod.requests.cpu;
@@ -229,22 +251,45 @@ impl Scheduler {
                         index.nodes.len(),
                         detail.join(", ")
                     );
-                    // A pod that stays unschedulable is written once, not on every pass.
-                    if !pod.unschedulable {
-                        let _ = state.modify(Resource::Pods, key, |v| {
-                            set_condition(
-                                v,
-                                "PodScheduled",
-                                "False",
-                                Some("Unschedulable"),
-                                Some(&message),
-                            );
-                        });
-                    }
+                    mark_unschedulable(state, key, pod.unschedulable, &message);
                 }
             }
         }
     }
+}
+
+/// What the pod's resource claims need (`None` without claims), or why this scheduler will
+/// not place it; the claims of its templates are made first (`make_claims`). The devices are
+/// read the first time a pod has claims.
+fn claims(
+    state: &mut State,
+    devices: &mut Option<Devices>,
+    key: &Key,
+    spec: &Value,
+) -> Result<Option<Vec<Need>>, String> {
+    if spec["resourceClaims"].as_array().is_none_or(Vec::is_empty) {
+        return Ok(None);
+    }
+    make_claims(state, key, spec);
+    let d = devices.get_or_insert_with(|| Devices::read(state));
+    d.needs(state, key, spec).map(Some)
+}
+
+/// `PodScheduled=False` with reason `Unschedulable`; a pod that stays unschedulable is
+/// written once, not on every pass.
+fn mark_unschedulable(state: &mut State, key: &Key, already: bool, message: &str) {
+    if already {
+        return;
+    }
+    let _ = state.modify(Resource::Pods, key, |v| {
+        set_condition(
+            v,
+            "PodScheduled",
+            "False",
+            Some("Unschedulable"),
+            Some(message),
+        );
+    });
 }
 
 #[cfg(test)]

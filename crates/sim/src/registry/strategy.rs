@@ -75,7 +75,7 @@ pub(super) fn check_schema(resource: Resource, object: &Value, name: &str) -> Re
             format!("spec.replicas: Invalid value: {r}: must be a non-negative 32-bit integer"),
         ));
     }
-    use k8s_openapi::api::{apps, batch, coordination, core, events, policy, storage};
+    use k8s_openapi::api::{apps, batch, coordination, core, events, policy, resource, storage};
     let result = match resource {
         Resource::Pods => core::v1::Pod::deserialize(object).map(drop),
         Resource::Nodes => core::v1::Node::deserialize(object).map(drop),
@@ -101,6 +101,12 @@ pub(super) fn check_schema(resource: Resource, object: &Value, name: &str) -> Re
         Resource::StorageClasses => storage::v1::StorageClass::deserialize(object).map(drop),
         Resource::CsiNodes => storage::v1::CSINode::deserialize(object).map(drop),
         Resource::PodTemplates => core::v1::PodTemplate::deserialize(object).map(drop),
+        Resource::ResourceClaims => resource::v1::ResourceClaim::deserialize(object).map(drop),
+        Resource::ResourceClaimTemplates => {
+            resource::v1::ResourceClaimTemplate::deserialize(object).map(drop)
+        }
+        Resource::ResourceSlices => resource::v1::ResourceSlice::deserialize(object).map(drop),
+        Resource::DeviceClasses => resource::v1::DeviceClass::deserialize(object).map(drop),
         _ => Ok(()),
     };
     result.map_err(|e| ApiError::invalid(resource.def().kind, name, e.to_string()))
