@@ -71,7 +71,7 @@ pub async fn bench(full: bool) {
         },
     )
     .await;
-    let (p50, p99) = under_load(&hub.view, &sim.kubeconfig, clusters, full).await;
+    let (p50, p99) = under_load(&sim.kubeconfig, clusters, full).await;
     println!(
         "fleet breadth: {clusters} clusters, sync {synced:.1} s, memory {per_cluster_kib:.0} KiB per cluster, idle CPU {idle:.1} %, decision p50 {p50:.0} ms, p99 {p99:.0} ms"
     );
@@ -135,7 +135,7 @@ fn waiting(view: &fleetscaler::hub::FleetView) -> String {
         }
     }
     let mut by: Vec<(String, usize)> = by.into_iter().collect();
-    by.sort_by(|a, b| b.1.cmp(&a.1));
+    by.sort_by_key(|b| std::cmp::Reverse(b.1));
     let text: Vec<String> = by.iter().map(|(w, n)| format!("{n} ×{w}")).collect();
     if text.is_empty() {
         "none".into()
@@ -147,12 +147,7 @@ fn waiting(view: &fleetscaler::hub::FleetView) -> String {
 /// Pending pods at HUB_BENCH_RATE a second, each in the next of a sample of the fleet's
 /// OpenShift clusters (spread over the whole fleet), for HUB_BENCH_LOAD_SECS: CPU,
 /// requests and the latency from a pod turning Unschedulable to its cluster's group raised.
-async fn under_load(
-    view: &fleetscaler::hub::FleetView,
-    kubeconfig: &std::path::Path,
-    clusters: usize,
-    full: bool,
-) -> (f64, f64) {
+async fn under_load(kubeconfig: &std::path::Path, clusters: usize, full: bool) -> (f64, f64) {
     let rate = env("HUB_BENCH_RATE", 5).max(1);
     let secs = env("HUB_BENCH_LOAD_SECS", if full { 60 } else { 6 });
     let sample = sample(clusters);

@@ -15,6 +15,7 @@ mod real_support;
 
 mod image;
 mod real_autoscaling;
+mod real_dra;
 mod real_faults;
 mod real_fidelity;
 mod real_helm;

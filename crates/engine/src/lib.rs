@@ -156,6 +156,7 @@ pub fn run_once_with(
         scale_down: scale_down.actions,
         not_removable: scale_down.not_removable,
         scale_down_paused: scale_down.paused,
+        scale_down_paused_until: scale_down.paused_until,
         scale_down_held: held,
         fleet_policy: policy.clone(),
         capacity_failures,
@@ -177,6 +178,7 @@ fn hold_scale_down(
         return Vec::new();
     };
     scale_down.paused = Some(why.clone());
+    scale_down.paused_until = None;
     std::mem::take(&mut scale_down.actions)
 }
 

@@ -38,6 +38,9 @@ pub struct Plan {
     /// Why no node is removed in this pass at all (cooldown, disabled, unhealthy cluster).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub scale_down_paused: Option<String>,
+    /// When that pause ends by itself (a delay after a scale-up, a removal or a failure).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scale_down_paused_until: Option<Timestamp>,
     /// Removals the fleet's policy held back (`scaleDownPaused` says why): they would have
     /// happened on a cluster of its own.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -23,6 +23,8 @@ use crate::cluster::error::{CallError, call};
 
 /// Objects per page of a list: a cluster's 30,000 pods never arrive as one response.
 const PAGE: u32 = 500;
+/// Room for this many changes is kept between pages; more is given back.
+const KEPT_READY: usize = 8;
 /// The server ends a watch after this long (a little jitter keeps a fleet's watches from
 /// restarting in step); it is resumed from the last resourceVersion at once.
 const WATCH_SECONDS: u32 = 290;
@@ -106,6 +108,11 @@ where
         loop {
             if let Some(change) = lw.ready.pop_front() {
                 return Some((change, lw));
+            }
+            // A page of 500 whole objects (a Pod is over a kilobyte before its heap) must
+            // not stay reserved for the watch's lifetime, per kind and cluster.
+            if lw.ready.capacity() > KEPT_READY {
+                lw.ready = VecDeque::new();
             }
             lw.step().await;
         }

@@ -7,12 +7,15 @@
 //! no pending pod, no action, no ProvisioningRequest but those at rest (a finished one's
 //! deletion, days later, waits for a refresh), no unneeded node (its timer runs), no node or machine still
 //! coming or unready, no backoff, no cooldown, every node that stays kept for a reason only
-//! an event can change. A full pass still runs every `REFRESH` (the status ConfigMap says
-//! the autoscaler is alive, as upstream's is rewritten every loop).
+//! an event can change. What waits on a timer the plan dates (an unneeded node's
+//! `removableAt`, a cooldown's end) skips passes until the first of those is due; anything
+//! else unsettled passes every scan. A full pass still runs every `REFRESH` (the status
+//! ConfigMap says the autoscaler is alive, as upstream's is rewritten every loop).
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use jiff::Timestamp;
 use tokio::time::Instant;
 
 use super::RunnerSpec;
@@ -34,26 +37,47 @@ pub(super) struct Inputs {
     pub policy: FleetPolicy,
 }
 
-/// The last full pass: its inputs, when it ran, and whether it left the cluster settled.
+/// What in a plan waits on the clock, and when the first of it is due if the plan dates
+/// it all (`None`: something undated waits, and every scan passes).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Unsettled {
+    pub why: String,
+    pub due: Option<Timestamp>,
+}
+
+/// The last full pass: its inputs, when it ran, and until when nothing changes its plan.
 #[derive(Debug, Default)]
 pub(super) struct Idle {
     last: Option<(Inputs, Instant)>,
-    settled: bool,
+    /// Passes on the same inputs decide the same until then (`None`: the next scan).
+    stands_until: Option<Instant>,
 }
 
 impl Idle {
     /// Whether the pass due at `now` would decide the same as the last: skip it.
     pub(super) fn skip(&self, inputs: &Inputs, now: Instant) -> bool {
-        match &self.last {
-            Some((last, at)) => self.settled && last == inputs && now < *at + REFRESH,
-            None => false,
+        match (&self.last, self.stands_until) {
+            (Some((last, at)), Some(until)) => last == inputs && now < until && now < *at + REFRESH,
+            _ => false,
         }
     }
 
-    /// A full pass ran on `inputs` at `now`, and `unsettled` says what in its plan waits
-    /// on the clock (if anything).
-    pub(super) fn passed(&mut self, inputs: Inputs, now: Instant, unsettled: Option<String>) {
-        self.settled = unsettled.is_none();
+    /// A full pass ran on `inputs` at `now` (`clock` on the wall), and `unsettled` says
+    /// what in its plan waits on the clock (if anything).
+    pub(super) fn passed(
+        &mut self,
+        inputs: Inputs,
+        (now, clock): (Instant, Timestamp),
+        unsettled: Option<&Unsettled>,
+    ) {
+        self.stands_until = match unsettled {
+            None => Some(now + REFRESH),
+            Some(Unsettled { due: Some(due), .. }) => {
+                let wait = due.duration_since(clock);
+                Some(now + Duration::try_from(wait).unwrap_or_default())
+            }
+            Some(Unsettled { due: None, .. }) => None,
+        };
         self.last = Some((inputs, now));
     }
 
@@ -63,9 +87,27 @@ impl Idle {
     }
 }
 
-/// What in `plan` waits on the clock, so that the next pass must run even if nothing
-/// changes; `None` when the plan would stand until an input changes.
-pub(super) fn unsettled(plan: &Plan, scale_down_enabled: bool) -> Option<String> {
+/// What in `plan` waits on the clock, and when it is due if the plan dates it; `None` when
+/// the plan would stand until an input changes.
+pub(super) fn unsettled(plan: &Plan, scale_down_enabled: bool) -> Option<Unsettled> {
+    if let Some(why) = undated(plan, scale_down_enabled) {
+        return Some(Unsettled { why, due: None });
+    }
+    let unneeded = plan.unneeded.iter().map(|u| u.removable_at).min();
+    let paused = plan.scale_down_paused_until.filter(|_| scale_down_enabled);
+    let due = unneeded.into_iter().chain(paused).min()?;
+    let why = match (plan.unneeded.len(), paused) {
+        (0, _) => format!("scale-down paused until {due}"),
+        (n, _) => format!("{n} unneeded node(s) timing, the first due at {due}"),
+    };
+    Some(Unsettled {
+        why,
+        due: Some(due),
+    })
+}
+
+/// What waits on the clock without a date in the plan: every scan passes while it does.
+fn undated(plan: &Plan, scale_down_enabled: bool) -> Option<String> {
     let actions = plan.scale_up.len()
         + plan.scale_down.len()
         + plan.scale_down_held.len()
@@ -88,13 +130,16 @@ pub(super) fn unsettled(plan: &Plan, scale_down_enabled: bool) -> Option<String>
             r.request, r.decision
         ));
     }
-    if !plan.unneeded.is_empty() {
-        return Some(format!("{} unneeded node(s) timing", plan.unneeded.len()));
-    }
     if let Some(why) = health_in_motion(plan) {
         return Some(why);
     }
-    if let (Some(paused), true) = (&plan.scale_down_paused, scale_down_enabled) {
+    let held = plan.fleet_policy.scale_down_hold.is_some();
+    if let (Some(paused), true, None, false) = (
+        &plan.scale_down_paused,
+        scale_down_enabled,
+        plan.scale_down_paused_until,
+        held,
+    ) {
         return Some(format!("scale-down paused: {paused}"));
     }
     plan.not_removable
@@ -175,7 +220,11 @@ mod tests {
         let mut pending = busy();
         pending.push(pod("big").cpu("3").unschedulable().json());
         let why = unsettled(&plan_of(&snapshot(pending)), true).unwrap();
-        assert!(why.contains("action") || why.contains("pending"), "{why}");
+        assert!(
+            why.why.contains("action") || why.why.contains("pending"),
+            "{why:?}"
+        );
+        assert_eq!(why.due, None, "undated: every scan passes");
 
         // An idle node above the group's minimum: unneeded, its timer running.
         let mut idle = vec![machineset("w", 1, 5, 2).json()];
@@ -183,15 +232,21 @@ mod tests {
         idle.extend(group_node("n2", "w", node("n2").cpu("4")));
         idle.push(pod("load").cpu("3").on("n1").json());
         let why = unsettled(&plan_of(&snapshot(idle)), true).unwrap();
-        assert!(why.contains("unneeded"), "{why}");
+        assert!(why.why.contains("unneeded"), "{why:?}");
+        let due: Timestamp = "2026-11-27T10:10:00Z".parse().unwrap();
+        assert_eq!(
+            why.due,
+            Some(due),
+            "removable after scale_down_unneeded_time"
+        );
 
         // A machine asked for that has no node yet: its provisioning deadline runs.
         let mut growing = busy();
         growing[0] = machineset("w", 1, 5, 2).json();
         let why = unsettled(&plan_of(&snapshot(growing)), true).unwrap();
         assert!(
-            why.contains("not ready yet") || why.contains("growing"),
-            "{why}"
+            why.why.contains("not ready yet") || why.why.contains("growing"),
+            "{why:?}"
         );
     }
 
@@ -208,12 +263,16 @@ mod tests {
         }
     }
 
+    fn clock() -> Timestamp {
+        "2026-11-27T10:00:00Z".parse().unwrap()
+    }
+
     #[test]
     fn a_pass_is_skipped_only_on_the_same_inputs_of_a_settled_cluster() {
         let t0 = Instant::now();
         let mut idle = Idle::default();
         assert!(!idle.skip(&inputs(1), t0), "the first pass always runs");
-        idle.passed(inputs(1), t0, None);
+        idle.passed(inputs(1), (t0, clock()), None);
         assert!(idle.skip(&inputs(1), t0 + Duration::from_secs(10)));
         assert!(
             !idle.skip(&inputs(2), t0 + Duration::from_secs(10)),
@@ -226,13 +285,56 @@ mod tests {
         Arc::make_mut(&mut other.spec).dry_run = true;
         assert!(!idle.skip(&other, t0), "new settings");
         assert!(!idle.skip(&inputs(1), t0 + REFRESH), "the periodic refresh");
-        idle.passed(inputs(1), t0, Some("1 pending pod(s)".into()));
+        let pending = Unsettled {
+            why: "1 pending pod(s)".into(),
+            due: None,
+        };
+        idle.passed(inputs(1), (t0, clock()), Some(&pending));
         assert!(
             !idle.skip(&inputs(1), t0 + Duration::from_secs(10)),
             "unsettled"
         );
-        idle.passed(inputs(1), t0, None);
+        idle.passed(inputs(1), (t0, clock()), None);
         idle.forget();
         assert!(!idle.skip(&inputs(1), t0), "after a skipped pass");
+    }
+
+    #[test]
+    fn a_dated_timer_skips_passes_until_it_is_due() {
+        let t0 = Instant::now();
+        let mut idle = Idle::default();
+        let timing = Unsettled {
+            why: "1 unneeded node(s) timing".into(),
+            due: Some("2026-11-27T10:02:00Z".parse().unwrap()),
+        };
+        idle.passed(inputs(1), (t0, clock()), Some(&timing));
+        assert!(idle.skip(&inputs(1), t0 + Duration::from_secs(119)));
+        assert!(!idle.skip(&inputs(1), t0 + Duration::from_secs(120)), "due");
+        assert!(
+            !idle.skip(&inputs(2), t0 + Duration::from_secs(1)),
+            "a change"
+        );
+        let overdue = Unsettled {
+            due: Some("2026-11-27T09:59:00Z".parse().unwrap()),
+            ..timing
+        };
+        idle.passed(inputs(1), (t0, clock()), Some(&overdue));
+        assert!(!idle.skip(&inputs(1), t0), "already due");
+    }
+
+    /// A cooldown after a scale-up is dated by the plan; a fleet's hold is an input.
+    #[test]
+    fn a_cooldown_is_dated_and_a_fleet_hold_is_no_timer() {
+        let mut plan = plan_of(&snapshot(busy()));
+        let until: Timestamp = "2026-11-27T10:10:00Z".parse().unwrap();
+        plan.scale_down_paused = Some("scale-up at ...".into());
+        plan.scale_down_paused_until = Some(until);
+        let why = unsettled(&plan, true).unwrap();
+        assert_eq!(why.due, Some(until), "{why:?}");
+        assert_eq!(unsettled(&plan, false), None, "scale-down disabled");
+        plan.scale_down_paused_until = None;
+        assert_eq!(unsettled(&plan, true).unwrap().due, None, "undated pause");
+        plan.fleet_policy.scale_down_hold = Some("fleet degraded".into());
+        assert_eq!(unsettled(&plan, true), None, "held: the policy is an input");
     }
 }

@@ -87,7 +87,7 @@ impl Runner {
         };
         let mut plan = run_engine(snapshot, &mut self.state, &settings, &policy, now);
         let unsettled = super::idle::unsettled(&plan, settings.scale_down_enabled);
-        self.idle.passed(inputs, started, unsettled.clone());
+        self.idle.passed(inputs, (started, now), unsettled.as_ref());
         let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
         let queued_ms = turn.waited.as_secs_f64() * 1e3;
         drop(turn);
@@ -137,7 +137,7 @@ impl Runner {
             scale_ups: plan.scale_up.len(),
             scale_downs: plan.scale_down.len(),
             skipped: None,
-            waits_on: unsettled,
+            waits_on: unsettled.map(|u| u.why),
         };
         record_outcome(&span, &plan, &execution.entries);
         log_entries(&self.ctx.name, &execution.entries);

@@ -50,6 +50,8 @@ pub struct ScaleDownOutput {
     pub actions: Vec<ScaleDownAction>,
     pub not_removable: Vec<NotRemovable>,
     pub paused: Option<String>,
+    /// When the pause ends by itself (a cooldown), if it does.
+    pub paused_until: Option<Timestamp>,
     /// The new unneeded-since times, for the engine's memory.
     pub unneeded_since: BTreeMap<String, Timestamp>,
     /// Nodes due for removal that a cores or memory min kept.
@@ -91,7 +93,8 @@ pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
             Err(stay) => not_removable.push(stay),
         }
     }
-    let paused = cooldown(input);
+    let (paused, paused_until) = cooldown(input).unzip();
+    let paused_until = paused_until.flatten();
     let mut skipped = SkippedByLimit::default();
     let actions = if paused.is_none() {
         let selection = select::select(input, &unneeded);
@@ -118,6 +121,7 @@ pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
         actions,
         not_removable,
         paused,
+        paused_until,
         skipped,
     }
 }
@@ -193,10 +197,10 @@ fn report(input: &ScaleDownInput, u: &select::Unneeded) -> UnneededNode {
     }
 }
 
-/// Why nothing is removed in this pass, if so.
-fn cooldown(input: &ScaleDownInput) -> Option<String> {
+/// Why nothing is removed in this pass, if so, and until when if a delay runs out.
+fn cooldown(input: &ScaleDownInput) -> Option<(String, Option<Timestamp>)> {
     if input.scales_up {
-        return Some("this pass scales up; scale-down waits".into());
+        return Some(("this pass scales up; scale-down waits".into(), None));
     }
     let s = input.settings;
     let st = input.state;
@@ -204,10 +208,11 @@ fn cooldown(input: &ScaleDownInput) -> Option<String> {
         let last = last?;
         let until = add(last, delay);
         (until > input.now).then(|| {
-            format!(
+            let why = format!(
                 "{what} at {last}: no scale-down within {key} ({}), until {until}",
                 format_go_duration(delay)
-            )
+            );
+            (why, Some(until))
         })
     };
     check(
