@@ -157,12 +157,8 @@ fn a_pod_claiming_a_gpu_gets_a_node_of_the_gpu_group_and_runs_there() {
         (Some(1), Some(1))
     );
 
-    cp.apply(
-        &class_and_template("three-gpus", 3)
-            .split("---\n")
-            .nth(1)
-            .unwrap(),
-    );
+    let template = class_and_template("three-gpus", 3);
+    cp.apply(template.split("---\n").nth(1).unwrap());
     cp.apply(&with_claim("greedy", "three-gpus"));
     let entry = pending_entry(&hub, "dra", "greedy");
     assert_eq!(entry["outcome"], "noScaleUp", "{entry:#}");
