@@ -81,6 +81,27 @@ fn main() {
         count(Outcome::NoScaleUp),
         count(Outcome::BelowPriorityCutoff)
     );
+    // The pods claiming a GPU through DRA can go only to the DRA group: it must be scaled.
+    let dra: Vec<String> = plan
+        .scale_up
+        .iter()
+        .filter(|a| a.node_group.to_string().contains("dra-"))
+        .map(|a| {
+            let mut apps = std::collections::BTreeMap::<&str, usize>::new();
+            for p in &a.pods {
+                *apps
+                    .entry(p.name.rsplit_once('-').map_or("", |s| s.0))
+                    .or_default() += 1;
+            }
+            format!("{} +{} for {apps:?}", a.node_group, a.to - a.from)
+        })
+        .collect();
+    println!("  DRA GPU group: {}", dra.join(", "));
+    assert_eq!(
+        dra.len(),
+        1,
+        "the DRA group is scaled for the claiming pods"
+    );
     if !benching {
         scale_down_pass(&snapshot, 1, None);
         many_groups_passes(&[50], 1);

@@ -4,7 +4,8 @@
 //! scale-down has candidates), a DaemonSet pod on every node,
 //! and pending pods of several kinds (plain, zone-spread, hostname anti-affinity, pinned to
 //! an instance type, GPU, below the priority cutoff), with zonal EBS volumes on a tenth of
-//! the running workload pods and generic ephemeral volumes on a few pending ones.
+//! the running workload pods and generic ephemeral volumes on a few pending ones, and 20
+//! pending pods claiming a GPU through dynamic resource allocation (a DRA GPU group at zero).
 
 use serde_json::{Value, json};
 
@@ -129,6 +130,7 @@ pub fn build(shape: &Shape) -> ClusterSnapshot {
     running_pods(&mut items, &all_nodes, shape.running_pods);
     pending_pods(&mut items, shape.pending_pods);
     volumes(&mut items);
+    dynamic_resources(&mut items);
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     let mut b = SnapshotBuilder::default();
     b.add_text(&list.to_string(), "synthetic")
@@ -312,6 +314,50 @@ fn volumes(items: &mut Vec<Value>) {
         }
     }
     items.extend(extra);
+}
+
+/// A GPU group at zero whose nodes run a DRA driver with two GPUs each (upstream's Cluster
+/// API annotations), its DeviceClass, and 20 pending pods that each claim one GPU through a
+/// ResourceClaimTemplate: only that group can take them.
+fn dynamic_resources(items: &mut Vec<Value>) {
+    let annotations = [
+        ("capacity.cluster-autoscaler.kubernetes.io/cpu", "8"),
+        ("capacity.cluster-autoscaler.kubernetes.io/memory", "32Gi"),
+        ("capacity.cluster-autoscaler.kubernetes.io/gpu-count", "2"),
+        (
+            "capacity.cluster-autoscaler.kubernetes.io/dra-driver",
+            "gpu.nvidia.com",
+        ),
+    ];
+    items.push(machineset(
+        "dra-us-east-1b",
+        0,
+        20,
+        "us-east-1b",
+        "g5.2xlarge",
+        None,
+        &annotations,
+    ));
+    items.push(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.nvidia.com\""}}]}}),
+    );
+    items.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "one-gpu", "namespace": "pending"},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu",
+            "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}}}));
+    let claiming = items.iter_mut().filter(|i| {
+        i["kind"] == "Pod"
+            && i["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("pending-6-"))
+    });
+    for pod in claiming.take(20) {
+        pod["spec"]["resourceClaims"] =
+            json!([{"name": "gpu", "resourceClaimTemplateName": "one-gpu"}]);
+        pod["spec"]["containers"][0]["resources"]["claims"] = json!([{"name": "gpu"}]);
+    }
 }
 
 /// The zone in a worker's name (`w{type}-{zone}-{n}`).
