@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::real_support;
-use crate::tempdir_support::TempDir;
 
 use std::time::Duration;
 
@@ -128,14 +127,7 @@ fn a_pod_claiming_a_gpu_gets_a_node_of_the_gpu_group_and_runs_there() {
         (ready_nodes(cp) == 1).then_some(())
     });
     cp.apply(&class_and_template("one-gpu", 1));
-    let dir = TempDir::new("real-dra");
-    let kubeconfig = dir.path().join("dra.kubeconfig");
-    managed_kubeconfig(cp, &kubeconfig);
-    let toml = format!(
-        "{HUB_SECTION}\n[[clusters]]\nname = \"dra\"\nkubeconfig = \"{}\"\nuse_cluster_autoscaler = false\n",
-        kubeconfig.display()
-    );
-    let hub = HubProcess::start(dir.path(), "hub", &toml);
+    let (hub, _dir) = hub_for(cp, "");
     let before = node_names(cp);
     cp.apply(&with_claim("train", "one-gpu"));
     let node = eventually(LONG, "a Ready GPU node", || {

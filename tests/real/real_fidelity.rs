@@ -62,14 +62,10 @@ fn a_gpu_node_still_installing_its_driver_is_waited_for_not_copied_nor_doubled()
     let cps = up(&["gpu"], &["--provision-delay", "1s"]);
     let cp = &cps[0];
     cp.apply(&gpu_machine_set("gpu"));
-    let dir = TempDir::new("real-gpu");
-    let kubeconfig = dir.path().join("gpu.kubeconfig");
-    managed_kubeconfig(cp, &kubeconfig);
-    let toml = format!(
-        "{HUB_SECTION}\n[defaults]\nscale_down_unneeded_time = \"2s\"\nscale_down_delay_after_add = \"0s\"\n\n[[clusters]]\nname = \"gpu\"\nkubeconfig = \"{}\"\nuse_cluster_autoscaler = false\n",
-        kubeconfig.display()
+    let (hub, _dir) = hub_for(
+        cp,
+        "[defaults]\nscale_down_unneeded_time = \"2s\"\nscale_down_delay_after_add = \"0s\"\n",
     );
-    let hub = HubProcess::start(dir.path(), "hub", &toml);
     let id = "MachineSet.machine.openshift.io/openshift-machine-api/gpu";
     cp.apply(&trainer());
 
@@ -165,14 +161,10 @@ fn a_tenants_priority_config_map_steers_nothing() {
     cp.kubectl(&["create", "namespace", "team-a"]);
     cp.apply(&priority_config_map(NS, "cheap"));
     cp.apply(&priority_config_map("team-a", "dear"));
-    let dir = TempDir::new("real-priority");
-    let kubeconfig = dir.path().join("prio.kubeconfig");
-    managed_kubeconfig(cp, &kubeconfig);
-    let toml = format!(
-        "{HUB_SECTION}\n[defaults]\nexpanders = [\"priority\", \"least-waste\"]\n\n[[clusters]]\nname = \"prio\"\nkubeconfig = \"{}\"\nuse_cluster_autoscaler = false\n",
-        kubeconfig.display()
+    let (hub, _dir) = hub_for(
+        cp,
+        "[defaults]\nexpanders = [\"priority\", \"least-waste\"]\n",
     );
-    let hub = HubProcess::start(dir.path(), "hub", &toml);
     cp.apply(&deployment("web", 1, "2"));
     eventually(LONG, "the web pod running", || {
         (running_pods(cp, "web") == 1).then_some(())

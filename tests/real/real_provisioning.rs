@@ -81,14 +81,7 @@ fn one_group(name: &str) -> (Vec<ControlPlane>, HubProcess, TempDir) {
     eventually(LONG, "the first worker Ready", || {
         (ready_nodes(cp) == 1).then_some(())
     });
-    let dir = TempDir::new(&format!("real-{name}"));
-    let kubeconfig = dir.path().join(format!("{name}.kubeconfig"));
-    managed_kubeconfig(cp, &kubeconfig);
-    let toml = format!(
-        "{HUB_SECTION}\n[[clusters]]\nname = \"{name}\"\nkubeconfig = \"{}\"\nuse_cluster_autoscaler = false\n",
-        kubeconfig.display()
-    );
-    let hub = HubProcess::start(dir.path(), "hub", &toml);
+    let (hub, dir) = hub_for(cp, "");
     (cps, hub, dir)
 }
 

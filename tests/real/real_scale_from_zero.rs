@@ -37,14 +37,7 @@ fn a_group_at_zero_scales_from_its_infrastructure_templates_capacity() {
         r#"{"status":{"capacity":{"cpu":"8","memory":"32Gi","pods":"110"},"nodeInfo":{"architecture":"amd64","operatingSystem":"linux"}}}"#,
     ]);
 
-    let dir = TempDir::new("real-zero");
-    let kubeconfig = dir.path().join("zero.kubeconfig");
-    managed_kubeconfig(cp, &kubeconfig);
-    let toml = format!(
-        "{HUB_SECTION}\n[[clusters]]\nname = \"zero\"\nkubeconfig = \"{}\"\nuse_cluster_autoscaler = false\n",
-        kubeconfig.display()
-    );
-    let hub = HubProcess::start(dir.path(), "hub", &toml);
+    let (hub, _dir) = hub_for(cp, "");
     let id = "MachineDeployment.cluster.x-k8s.io/openshift-cluster-api/workers";
     eventually(LONG, "the group modelled on its template", || {
         let plan = hub.api("/api/v1/clusters/zero");

@@ -109,14 +109,7 @@ fn two_zones(name: &str, attach_limit: u32) -> (Vec<ControlPlane>, HubProcess, T
     });
     play_csi_node_plugin(cp, &first, attach_limit);
     cp.apply(STORAGE_CLASS);
-    let dir = TempDir::new(&format!("real-{name}"));
-    let kubeconfig = dir.path().join(format!("{name}.kubeconfig"));
-    managed_kubeconfig(cp, &kubeconfig);
-    let toml = format!(
-        "{HUB_SECTION}\n[[clusters]]\nname = \"{name}\"\nkubeconfig = \"{}\"\nuse_cluster_autoscaler = false\n",
-        kubeconfig.display()
-    );
-    let hub = HubProcess::start(dir.path(), "hub", &toml);
+    let (hub, dir) = hub_for(cp, "");
     (cps, hub, dir)
 }
 

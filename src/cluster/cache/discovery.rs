@@ -298,7 +298,14 @@ pub fn storage_warnings(kinds: &[Kind]) -> Vec<Warning> {
 /// A cluster that does not serve ProvisioningRequests (no CRD) has the feature off: said
 /// once, when the hub connects, never an error.
 pub fn provisioning_warning(kinds: &[Kind]) -> Option<Warning> {
-    let missing: Vec<String> = [Kind::ProvisioningRequest, Kind::PodTemplate]
+    let wanted = [Kind::ProvisioningRequest, Kind::PodTemplate];
+    not_served_warning(&wanted, kinds, Kind::ProvisioningRequest)
+}
+
+/// The kinds of `wanted` missing from `kinds`, named with what `feature`'s kind unread
+/// means, when any is.
+pub fn not_served_warning(wanted: &[Kind], kinds: &[Kind], feature: Kind) -> Option<Warning> {
+    let missing: Vec<String> = wanted
         .iter()
         .filter(|k| !kinds.contains(k))
         .map(|k| k.describe())
@@ -309,7 +316,7 @@ pub fn provisioning_warning(kinds: &[Kind]) -> Option<Warning> {
             format!(
                 "the cluster does not serve {}: {}",
                 join_names(&missing, "or"),
-                Kind::ProvisioningRequest.unread_means()
+                feature.unread_means()
             ),
         )
     })

@@ -18,8 +18,7 @@ use super::{Cache, Kind, Object, Update};
 use crate::model::dra::{
     self, DeviceClass, Dra, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
 };
-use crate::model::machine_kind::join_names;
-use crate::model::{FieldError, ObjectKey, Warning, WarningCode};
+use crate::model::{FieldError, ObjectKey, Warning};
 
 /// The DRA resources the cache wants of the group: (plural, kind, our kind).
 pub const RESOURCES: [(&str, &str, Kind); 4] = [
@@ -45,21 +44,7 @@ pub fn version(served: &[&str]) -> Option<String> {
 /// A cluster that does not serve the DRA kinds has the feature off: said once, when the hub
 /// connects, never an error.
 pub fn not_served_warning(kinds: &[Kind]) -> Option<Warning> {
-    let missing: Vec<String> = Kind::DRA
-        .iter()
-        .filter(|k| !kinds.contains(k))
-        .map(|k| k.describe())
-        .collect();
-    (!missing.is_empty()).then(|| {
-        Warning::general(
-            WarningCode::NotServed,
-            format!(
-                "the cluster does not serve {}: {}",
-                join_names(&missing, "or"),
-                Kind::ResourceClaim.unread_means()
-            ),
-        )
-    })
+    super::discovery::not_served_warning(&Kind::DRA, kinds, Kind::ResourceClaim)
 }
 
 /// Names the version a DRA object was read at on it: items of a list of a built-in kind

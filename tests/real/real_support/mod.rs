@@ -626,6 +626,22 @@ pub fn keep_one_pod_per_node(cp: &ControlPlane, app: &str) {
     }
 }
 
+/// The hub (`fleetscaler run`) autoscaling the one cluster `cp` with the managed-cluster
+/// RBAC's token, its ClusterAutoscaler ignored; `tables` (such as `[defaults]`) come before
+/// the cluster. The hub's files live in the returned directory.
+pub fn hub_for(cp: &ControlPlane, tables: &str) -> (HubProcess, crate::tempdir_support::TempDir) {
+    let name = &cp.name;
+    let dir = crate::tempdir_support::TempDir::new(&format!("real-{name}"));
+    let kubeconfig = dir.path().join(format!("{name}.kubeconfig"));
+    managed_kubeconfig(cp, &kubeconfig);
+    let toml = format!(
+        "{HUB_SECTION}\n{tables}\n[[clusters]]\nname = \"{name}\"\nkubeconfig = \"{}\"\nuse_cluster_autoscaler = false\n",
+        kubeconfig.display()
+    );
+    let hub = HubProcess::start(dir.path(), "hub", &toml);
+    (hub, dir)
+}
+
 /// `[hub]` of the tests' fleet.toml files: a pass every 2 s, and 200 ms after an event.
 pub const HUB_SECTION: &str =
     "[hub]\nscan_interval = \"2s\"\ndebounce = \"200ms\"\nrequest_timeout = \"5s\"\n";
