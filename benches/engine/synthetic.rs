@@ -130,7 +130,10 @@ pub fn build(shape: &Shape) -> ClusterSnapshot {
     running_pods(&mut items, &all_nodes, shape.running_pods);
     pending_pods(&mut items, shape.pending_pods);
     volumes(&mut items);
-    dynamic_resources(&mut items);
+    // ENGINE_BENCH_DRA=0 leaves the DRA pods out, to see what they cost.
+    if std::env::var("ENGINE_BENCH_DRA").as_deref() != Ok("0") {
+        dynamic_resources(&mut items);
+    }
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     let mut b = SnapshotBuilder::default();
     b.add_text(&list.to_string(), "synthetic")

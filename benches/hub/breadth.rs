@@ -48,8 +48,10 @@ pub async fn bench(full: bool) {
         .unwrap();
     let synced = synced(&hub.view, started).await;
     let sync_requests = requests_sent() - requests_before;
-    // Settle: the first passes after the sync, the status ConfigMaps written.
-    tokio::time::sleep(Duration::from_secs(if full { 20 } else { 3 })).await;
+    // Settle: the scale-ups the first passes made (the generated workloads start a little
+    // above the workers) take 30 s to become Ready nodes running their pods; until then
+    // the fleet is not idle.
+    tokio::time::sleep(Duration::from_secs(if full { 120 } else { 3 })).await;
     let reports = hub.view.reports();
     let pods: usize = reports.iter().map(|r| r.cache.pods).sum();
     let nodes: usize = reports.iter().map(|r| r.cache.nodes).sum();
