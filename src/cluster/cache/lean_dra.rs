@@ -12,6 +12,8 @@ use kube::api::{ApiResource, DynamicObject};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::lean_storage::WireKey;
+
 /// A `resource.k8s.io` object holding only what the projection reads.
 #[derive(Clone, Debug)]
 pub struct LeanDra(pub DynamicObject);
@@ -40,19 +42,10 @@ impl kube::Resource for LeanDra {
     }
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct WireMeta {
-    name: Option<String>,
-    namespace: Option<String>,
-    // The watch resumes from the last version seen.
-    resource_version: Option<String>,
-}
-
 #[derive(Deserialize)]
 struct WireDra {
     #[serde(default)]
-    metadata: WireMeta,
+    metadata: WireKey,
     spec: Option<Value>,
     status: Option<Value>,
 }
@@ -60,7 +53,6 @@ struct WireDra {
 impl<'de> Deserialize<'de> for LeanDra {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let w = WireDra::deserialize(d)?;
-        let m = w.metadata;
         let mut data = serde_json::Map::new();
         for (field, value) in [("spec", w.spec), ("status", w.status)] {
             if let Some(v) = value.filter(|v| !v.is_null()) {
@@ -69,12 +61,7 @@ impl<'de> Deserialize<'de> for LeanDra {
         }
         Ok(LeanDra(DynamicObject {
             types: None,
-            metadata: metav1::ObjectMeta {
-                name: m.name,
-                namespace: m.namespace,
-                resource_version: m.resource_version,
-                ..Default::default()
-            },
+            metadata: w.metadata.into_meta(),
             data: Value::Object(data),
         }))
     }

@@ -54,14 +54,25 @@ pub struct LeanVolume(pub corev1::PersistentVolume);
 lean_resource!(LeanClaim, corev1::PersistentVolumeClaim);
 lean_resource!(LeanVolume, corev1::PersistentVolume);
 
-/// A claim's key: its namespace and name.
+/// A namespaced object's key and version: all the metadata most lean kinds keep.
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
-struct WireClaimMeta {
+pub(super) struct WireKey {
     name: Option<String>,
     namespace: Option<String>,
     // The watch resumes from the last version seen.
     resource_version: Option<String>,
+}
+
+impl WireKey {
+    pub(super) fn into_meta(self) -> metav1::ObjectMeta {
+        metav1::ObjectMeta {
+            name: self.name,
+            namespace: self.namespace,
+            resource_version: self.resource_version,
+            ..Default::default()
+        }
+    }
 }
 
 /// A volume's name and its labels (the zone and region labels are read).
@@ -81,7 +92,7 @@ struct WirePhase {
 #[derive(Deserialize)]
 struct WireClaim {
     #[serde(default)]
-    metadata: WireClaimMeta,
+    metadata: WireKey,
     spec: Option<WireClaimSpec>,
     status: Option<WirePhase>,
 }
@@ -97,14 +108,8 @@ struct WireClaimSpec {
 impl<'de> Deserialize<'de> for LeanClaim {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let w = WireClaim::deserialize(d)?;
-        let m = w.metadata;
         Ok(LeanClaim(corev1::PersistentVolumeClaim {
-            metadata: metav1::ObjectMeta {
-                name: m.name,
-                namespace: m.namespace,
-                resource_version: m.resource_version,
-                ..Default::default()
-            },
+            metadata: w.metadata.into_meta(),
             spec: w.spec.map(|s| corev1::PersistentVolumeClaimSpec {
                 volume_name: s.volume_name,
                 storage_class_name: s.storage_class_name,
@@ -181,7 +186,7 @@ lean_resource!(LeanPodTemplate, corev1::PodTemplate);
 #[derive(Deserialize)]
 struct WirePodTemplate {
     #[serde(default)]
-    metadata: WireClaimMeta,
+    metadata: WireKey,
     template: Option<WireTemplateSpec>,
 }
 
@@ -199,14 +204,8 @@ struct WireTemplateMeta {
 impl<'de> Deserialize<'de> for LeanPodTemplate {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let w = WirePodTemplate::deserialize(d)?;
-        let m = w.metadata;
         Ok(LeanPodTemplate(corev1::PodTemplate {
-            metadata: metav1::ObjectMeta {
-                name: m.name,
-                namespace: m.namespace,
-                resource_version: m.resource_version,
-                ..Default::default()
-            },
+            metadata: w.metadata.into_meta(),
             template: w.template.map(|t| corev1::PodTemplateSpec {
                 metadata: t.metadata.map(|m| metav1::ObjectMeta {
                     labels: m.labels,

@@ -3,8 +3,8 @@
 //! node as kube-scheduler's default scoring does; a pod that fits nowhere gets
 //! `PodScheduled=False` with reason `Unschedulable` and a message counting why, which is
 //! what an autoscaler reacts to. A pod with resource claims also needs the devices
-//! (`allocate`, which allocates them as it binds). It is written apart from the engine on purpose: the
-//! engine's predicates are checked against it, not copied into it.
+//! (`allocate`, which allocates them as it binds). It is written apart from the engine on
+//! purpose: the engine's predicates are checked against it, not copied into it.
 
 use std::collections::{BTreeMap, HashMap};
 
