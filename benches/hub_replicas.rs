@@ -7,8 +7,10 @@
 //! Size with HUB_BENCH_REPLICAS, HUB_BENCH_CLUSTERS, HUB_BENCH_NODES_PER_GROUP,
 //! HUB_BENCH_PODS_PER_NODE, HUB_BENCH_ROUNDS and HUB_BENCH_RATE (default 3 replicas, 30
 //! clusters of 3×333 workers × 30 pods, 10 rounds, 5 pending pods a second across the
-//! fleet). Without `--bench` (as `cargo test --all-targets`
-//! runs it) a small fleet checks that the bench still works.
+//! fleet). `HUB_BENCH_SHAPE=breadth` shares the hub bench's wide fleet instead (1,000 small
+//! clusters, 3 rounds over a sample of 100) and ends with the breadth figures: sync, memory
+//! per cluster, idle CPU of all replicas, decision latency. Without `--bench` (as `cargo
+//! test --all-targets` runs it) a small fleet checks that the bench still works.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod hub_support;
@@ -21,7 +23,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hub_support::{Seen, create_round, describe, latencies_by_cluster, start_sim, watch_clusters};
+use hub_support::{Seen, create_round, describe, latencies_by_cluster, start_sim, watch_some};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
@@ -145,14 +147,75 @@ fn main() {
     hub_support::run(bench());
 }
 
+/// The fleet the replicas share: deep (`start_sim`'s groups of big clusters) or, with
+/// HUB_BENCH_SHAPE=breadth, a thousand small clusters as the hub bench's breadth shape.
+struct Shape {
+    breadth: bool,
+    clusters: usize,
+    rounds: usize,
+    /// Time for the first passes' scale-ups to land before anything is measured.
+    settle: Duration,
+}
+
+impl Shape {
+    fn from_env(full: bool) -> Shape {
+        let breadth = matches!(std::env::var("HUB_BENCH_SHAPE").as_deref(), Ok("breadth"));
+        let clusters = match (breadth, full) {
+            (true, true) => 1000,
+            (false, true) => 30,
+            _ => 3,
+        };
+        Shape {
+            breadth,
+            clusters: env("HUB_BENCH_CLUSTERS", clusters),
+            rounds: env(
+                "HUB_BENCH_ROUNDS",
+                if !full {
+                    2
+                } else if breadth {
+                    3
+                } else {
+                    10
+                },
+            ),
+            settle: Duration::from_secs(match (breadth, full) {
+                (true, true) => 120,
+                (false, true) => 25,
+                _ => 3,
+            }),
+        }
+    }
+
+    fn start_sim(&self, full: bool) -> hub_support::Sim {
+        if self.breadth {
+            let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", 40).to_string();
+            return hub_support::start_sim_with(
+                self.clusters,
+                &hub_support::breadth_args(&pods_per_node),
+            );
+        }
+        let per_group = env("HUB_BENCH_NODES_PER_GROUP", if full { 333 } else { 3 });
+        let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", if full { 30 } else { 10 });
+        start_sim(self.clusters, per_group, pods_per_node)
+    }
+
+    /// The clusters the rounds put pending pods in: all of a deep fleet, a sample of a wide
+    /// one (as the breadth shape's load).
+    fn loaded(&self) -> Vec<usize> {
+        if self.breadth {
+            hub_support::sample(self.clusters)
+        } else {
+            (1..=self.clusters).collect()
+        }
+    }
+}
+
 async fn bench() {
     let full = hub_support::full_run();
     let replicas = env("HUB_BENCH_REPLICAS", if full { 3 } else { 2 });
-    let clusters = env("HUB_BENCH_CLUSTERS", if full { 30 } else { 3 });
-    let per_group = env("HUB_BENCH_NODES_PER_GROUP", if full { 333 } else { 3 });
-    let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", if full { 30 } else { 10 });
-    let rounds = env("HUB_BENCH_ROUNDS", if full { 10 } else { 2 });
-    let sim = start_sim(clusters, per_group, pods_per_node);
+    let shape = Shape::from_env(full);
+    let (clusters, rounds) = (shape.clusters, shape.rounds);
+    let sim = shape.start_sim(full);
     let kubeconfig = kube::config::Kubeconfig::read_from(&sim.kubeconfig).unwrap();
     let management = hub_support::client(&kubeconfig, "sim-1").await;
     let namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NAMESPACE}}));
@@ -178,10 +241,11 @@ async fn bench() {
         cpu_seconds(Some(sim_pid)) - sim_cpu
     );
     // A few passes, so every replica's engine and status writer are counted too.
-    tokio::time::sleep(Duration::from_secs(if full { 25 } else { 3 })).await;
+    tokio::time::sleep(shape.settle).await;
+    let idle_cpu = idle(&hubs, if full { 30 } else { 3 }).await;
 
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let (clients, watches) = watch_clusters(&sim.kubeconfig, clusters, &seen).await;
+    let (clients, watches) = watch_some(&sim.kubeconfig, &shape.loaded(), &seen).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let before = owners(&leases, clusters).await;
     let cpu_before: Vec<f64> = hubs
@@ -190,7 +254,7 @@ async fn bench() {
         .collect();
     let rounds_started = Instant::now();
     let mut pass_ms: BTreeMap<(String, String), (String, f64)> = BTreeMap::new();
-    let round_gap = hub_support::round_gap(full, clusters);
+    let round_gap = hub_support::round_gap(full, clients.len());
     for round in 0..rounds {
         create_round(&clients, round, round_gap).await;
         sample_passes(&hubs, &mut pass_ms).await;
@@ -202,6 +266,7 @@ async fn bench() {
         println!("  (some clusters changed hands during the rounds: latencies by the owner after)");
     }
     let by_cluster = latencies_by_cluster(&seen.lock().unwrap());
+    let mut rss_all = 0.0;
     for (i, hub) in hubs.iter().enumerate() {
         let runs: BTreeSet<usize> = after
             .iter()
@@ -210,11 +275,14 @@ async fn bench() {
             .collect();
         let pods: u64 = hub.fleet().await.map_or(0, |f| cached_pods(&f));
         let (rss, peak) = process_mib(hub.child.id());
+        rss_all += rss;
         let cpu = cpu_seconds(Some(hub.child.id())) - cpu_before[i];
         println!(
-            "  {}: clusters run: {}, {pods} pods, RSS {rss:.0} MiB (peak {peak:.0} MiB), CPU during the rounds {:.0} % of one core",
+            "  {}: clusters run: {}, {pods} pods, RSS {rss:.0} MiB (peak {peak:.0} MiB, {:.0} KiB per cluster), CPU idle {:.1} %, during the rounds {:.0} % of one core",
             hub.identity,
             runs.len(),
+            rss * 1024.0 / runs.len().max(1) as f64,
+            idle_cpu[i],
             100.0 * cpu / wall
         );
         let mine: Vec<f64> = by_cluster
@@ -236,8 +304,20 @@ async fn bench() {
             .collect();
         println!("    {}", describe("per-cluster pass", passes));
     }
-    let all: Vec<f64> = by_cluster.iter().map(|(_, ms)| *ms).collect();
-    println!("  {}", describe("decision latency, all replicas", all));
+    let mut all: Vec<f64> = by_cluster.iter().map(|(_, ms)| *ms).collect();
+    println!(
+        "  {}",
+        describe("decision latency, all replicas", all.clone())
+    );
+    all.sort_by(f64::total_cmp);
+    println!(
+        "fleet over {replicas} replicas: {clusters} clusters, sync {:.1} s, memory {:.0} KiB per cluster, idle CPU {:.1} %, decision p50 {:.0} ms, p99 {:.0} ms",
+        synced.as_secs_f64(),
+        rss_all * 1024.0 / clusters as f64,
+        idle_cpu.iter().sum::<f64>(),
+        hub_support::percentile(&all, 0.5),
+        hub_support::percentile(&all, 0.99),
+    );
     let missed = rounds * clusters - by_cluster.len();
     if missed > 0 {
         println!("  ({missed} pods got no scale-up within the bench)");
@@ -288,6 +368,19 @@ async fn wait_synced(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+}
+
+/// Each replica's CPU, in % of one core, over `secs` with nothing happening in the fleet.
+async fn idle(hubs: &[Replica], secs: u64) -> Vec<f64> {
+    let before: Vec<f64> = hubs
+        .iter()
+        .map(|h| cpu_seconds(Some(h.child.id())))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    hubs.iter()
+        .zip(before)
+        .map(|(h, b)| 100.0 * (cpu_seconds(Some(h.child.id())) - b) / secs as f64)
+        .collect()
 }
 
 /// Each replica's latest pass of each cluster it runs, keyed so a pass is counted once.

@@ -25,19 +25,7 @@ const IDLE_WINDOW: Duration = Duration::from_secs(30);
 pub async fn bench(full: bool) {
     let clusters = env("HUB_BENCH_CLUSTERS", if full { 1000 } else { 6 });
     let pods_per_node = env("HUB_BENCH_PODS_PER_NODE", 40).to_string();
-    let sim = start_sim_with(
-        clusters,
-        &[
-            "--workers",
-            "2-10",
-            "--pods-per-node",
-            &pods_per_node,
-            "--flavor",
-            "mixed",
-            "--history-window",
-            "5000",
-        ],
-    );
+    let sim = start_sim_with(clusters, &hub_support::breadth_args(&pods_per_node));
     let before = rss_mib();
     let requests_before = requests_sent();
     let started = Instant::now();
@@ -152,17 +140,9 @@ fn waiting(view: &fleetscaler::hub::FleetView) -> String {
 async fn under_load(kubeconfig: &std::path::Path, clusters: usize, full: bool) -> (f64, f64) {
     let rate = env("HUB_BENCH_RATE", 5).max(1);
     let secs = env("HUB_BENCH_LOAD_SECS", if full { 60 } else { 6 });
-    let sample = sample(clusters);
+    let sample = hub_support::sample(clusters);
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let mut clients = Vec::new();
-    let mut watches = Vec::new();
-    for &i in &sample {
-        let client = hub_support::client(&kubeconfig, &format!("sim-{i}")).await;
-        let watch = hub_support::watch_cluster(client.clone(), i, seen.clone());
-        watches.push(tokio::spawn(watch));
-        clients.push(client);
-    }
+    let (clients, watches) = hub_support::watch_some(kubeconfig, &sample, &seen).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (cpu, requests, started) = (cpu_seconds(None), requests_sent(), Instant::now());
     let total = rate * secs;
@@ -212,12 +192,4 @@ async fn under_load(kubeconfig: &std::path::Path, clusters: usize, full: bool) -
         hub_support::percentile(&ms, 0.5),
         hub_support::percentile(&ms, 0.99),
     )
-}
-
-/// Up to 100 OpenShift (odd-numbered) clusters spread evenly over the fleet: the bench
-/// watches these for its pods and their MachineSets.
-fn sample(clusters: usize) -> Vec<usize> {
-    let odd: Vec<usize> = (1..=clusters).step_by(2).collect();
-    let step = odd.len().div_ceil(100).max(1);
-    odd.into_iter().step_by(step).collect()
 }

@@ -65,6 +65,29 @@ pub fn start_sim(clusters: usize, per_group: usize, pods_per_node: usize) -> Sim
     start_sim_with(clusters, &shape)
 }
 
+/// The breadth shape's clusters (`sim` arguments): 3 control-plane nodes and 2 to 10
+/// workers each, `pods_per_node` pods a worker, OpenShift and Cluster API mixed.
+pub fn breadth_args(pods_per_node: &str) -> [&str; 8] {
+    [
+        "--workers",
+        "2-10",
+        "--pods-per-node",
+        pods_per_node,
+        "--flavor",
+        "mixed",
+        "--history-window",
+        "5000",
+    ]
+}
+
+/// Up to 100 OpenShift (odd-numbered) clusters spread evenly over the fleet: the breadth
+/// shape's load goes to these.
+pub fn sample(clusters: usize) -> Vec<usize> {
+    let odd: Vec<usize> = (1..=clusters).step_by(2).collect();
+    let step = odd.len().div_ceil(100).max(1);
+    odd.into_iter().step_by(step).collect()
+}
+
 /// Starts `fleetscaler sim` with `clusters` clusters of the shape `args` give (workloads
 /// steady: their waves a day long) and waits until it serves.
 pub fn start_sim_with(clusters: usize, args: &[&str]) -> Sim {
@@ -214,10 +237,20 @@ pub async fn watch_clusters(
     clusters: usize,
     seen: &Arc<Mutex<Seen>>,
 ) -> (Vec<Client>, Vec<JoinHandle<()>>) {
+    let all: Vec<usize> = (1..=clusters).collect();
+    watch_some(kubeconfig, &all, seen).await
+}
+
+/// As `watch_clusters`, for the clusters numbered `which` (`sim-N`).
+pub async fn watch_some(
+    kubeconfig: &std::path::Path,
+    which: &[usize],
+    seen: &Arc<Mutex<Seen>>,
+) -> (Vec<Client>, Vec<JoinHandle<()>>) {
     let kubeconfig = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
     let mut clients = Vec::new();
     let mut watches = Vec::new();
-    for i in 1..=clusters {
+    for &i in which {
         let client = client(&kubeconfig, &format!("sim-{i}")).await;
         watches.push(tokio::spawn(watch_cluster(client.clone(), i, seen.clone())));
         clients.push(client);

@@ -12,9 +12,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 use crate::config::membership::Discovered;
 
-/// How long a watch may stay silent before the connection is considered dead. Watches ask
-/// the server to end them after 290 s and bookmarks arrive well within that.
-const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a connection may stay silent before it is considered dead. Watches ask the
+/// server to end them within 600 s (`listwatch`), and over HTTP/2 pings every 30 s keep a
+/// live connection from ever being this quiet.
+const WATCH_READ_TIMEOUT: Duration = Duration::from_secs(630);
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {

@@ -23,6 +23,9 @@ use tower::{BoxError, ServiceBuilder};
 const PING_EVERY: Duration = Duration::from_secs(30);
 const PING_ANSWER: Duration = Duration::from_secs(10);
 
+/// TLS sessions a client remembers for resumption: one API server, a few tickets.
+const TLS_SESSIONS: usize = 4;
+
 /// Requests sent by every cluster client of this process, for the benches' requests per
 /// second.
 static REQUESTS_SENT: AtomicU64 = AtomicU64::new(0);
@@ -64,7 +67,10 @@ type Https = hyper_rustls::HttpsConnector<HttpConnector>;
 fn connector(config: &kube::Config) -> kube::Result<TimeoutConnector<Https>> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
-    let tls = config.rustls_client_config()?;
+    let mut tls = config.rustls_client_config()?;
+    // rustls keeps room for 256 servers' session tickets by default, made at once (some
+    // 15 KiB a client); a cluster's client talks to one API server.
+    tls.resumption = rustls::client::Resumption::in_memory_sessions(TLS_SESSIONS);
     let builder = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(tls)
         .https_or_http();

@@ -108,7 +108,7 @@ pub struct ClusterReport {
     pub plan: Option<Arc<Plan>>,
     /// The effective settings of the last pass, each with its source.
     #[serde(skip)]
-    pub settings: Option<Arc<serde_json::Value>>,
+    pub settings: Option<Arc<crate::cluster::layering::EffectiveSettings>>,
     /// Running totals for `/metrics`.
     #[serde(skip)]
     pub counters: Counters,

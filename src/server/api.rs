@@ -46,7 +46,7 @@ struct ClusterBody<'a> {
     /// The pending pods of the last pass, each with its outcome and reasons.
     pending: Vec<&'a PodExplanation>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    settings: Option<&'a serde_json::Value>,
+    settings: Option<serde_json::Value>,
 }
 
 /// GET and HEAD only: the hub serves nothing else (hyper leaves the body out of a HEAD).
@@ -175,7 +175,7 @@ fn cluster_body(r: &ClusterReport, shown: usize) -> ClusterBody<'_> {
             .flat_map(|p| p.pending_pods.iter())
             .take(shown)
             .collect(),
-        settings: r.settings.as_deref(),
+        settings: r.settings.as_ref().map(|e| e.with_sources()),
     }
 }
 

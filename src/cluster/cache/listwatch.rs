@@ -23,14 +23,15 @@ use crate::cluster::error::{CallError, call};
 
 /// Objects per page of a list: a cluster's 30,000 pods never arrive as one response.
 const PAGE: u32 = 500;
-/// Room for this many changes is kept between pages; more is given back.
-const KEPT_READY: usize = 8;
-/// The server ends a watch after this long (a little jitter keeps a fleet's watches from
-/// restarting in step); it is resumed from the last resourceVersion at once.
-const WATCH_SECONDS: u32 = 290;
+/// The server ends a watch after between this long and twice it, drawn per watch as
+/// client-go's reflector does (`minWatchTimeout` × (1 + rand)): a fleet's watches do not
+/// restart in step, and a thousand idle clusters' thirty watches restart some 65 times a
+/// second rather than 100 with a fixed 290 s. Each is resumed from its last resourceVersion
+/// at once.
+const WATCH_SECONDS: u32 = 300;
 /// A watch stream silent this long is given up: past the server's own end of it (with the
 /// most jitter), with a margin.
-const SILENT_WATCH: Duration = Duration::from_secs(WATCH_SECONDS as u64 + 10 + 30);
+const SILENT_WATCH: Duration = Duration::from_secs(2 * WATCH_SECONDS as u64 + 30);
 /// First wait before a failed call is tried again; doubles up to `MAX_RETRY`.
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(30);
@@ -109,9 +110,10 @@ where
             if let Some(change) = lw.ready.pop_front() {
                 return Some((change, lw));
             }
-            // A page of 500 whole objects (a Pod is over a kilobyte before its heap) must
-            // not stay reserved for the watch's lifetime, per kind and cluster.
-            if lw.ready.capacity() > KEPT_READY {
+            // Nothing stays reserved between changes: a page of 500 whole objects (a Pod is
+            // over a kilobyte before its heap), or even room for a few, kept by each of
+            // thirty watches of a thousand clusters, would be most of the hub's memory.
+            if lw.ready.capacity() > 0 {
                 lw.ready = VecDeque::new();
             }
             lw.step().await;
@@ -129,8 +131,11 @@ where
             tokio::time::sleep(crate::cluster::error::jittered(wait)).await;
         }
         match std::mem::replace(&mut self.phase, Phase::List(None)) {
-            Phase::List(token) => self.list(token).await,
-            Phase::Watch(version) => self.start_watch(version).await,
+            // Boxed: a call's future (kube's request, its deadline) is large, and inline it
+            // would size this future, held by every watch for its whole life, while the
+            // watch spends nearly all of it waiting on its stream.
+            Phase::List(token) => Box::pin(self.list(token)).await,
+            Phase::Watch(version) => Box::pin(self.start_watch(version)).await,
             Phase::Watching {
                 version,
                 mut events,
@@ -190,7 +195,7 @@ where
         let watch = call(
             || "watch".into(),
             self.deadline,
-            self.api.watch(&params, &version),
+            super::watch_lines::watch(&self.api, &params, &version),
         );
         match watch.await {
             Ok(events) => {
@@ -306,8 +311,12 @@ fn is_gone(e: &CallError) -> bool {
     matches!(e, CallError::Api { source: kube::Error::Api(s), .. } if s.code == 410)
 }
 
-/// A few seconds, so that watches started together do not all end together.
+/// Up to another `WATCH_SECONDS`, so that watches started together do not all end together.
 fn jitter_seconds() -> u32 {
-    let spread = crate::cluster::error::jittered(Duration::from_secs(5));
-    u32::try_from(spread.as_secs()).unwrap_or(0).min(10)
+    // `jittered` draws between half and one and a half of its duration: shifted to 0..d.
+    let d = Duration::from_secs(u64::from(WATCH_SECONDS));
+    let spread = crate::cluster::error::jittered(d).saturating_sub(d / 2);
+    u32::try_from(spread.as_secs())
+        .unwrap_or(0)
+        .min(WATCH_SECONDS)
 }

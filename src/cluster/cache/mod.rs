@@ -21,6 +21,7 @@ mod storage;
 mod table;
 pub mod update;
 pub mod watch;
+mod watch_lines;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Duration;

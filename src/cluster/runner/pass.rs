@@ -11,7 +11,7 @@ use tracing::{Instrument, Span};
 
 use super::Runner;
 use crate::cluster::events::events_for;
-use crate::cluster::layering;
+use crate::cluster::layering::{self, EffectiveSettings};
 use crate::cluster::outcome::{Action, Entry, Outcome};
 use crate::cluster::report::{PassSummary, Phase};
 use crate::engine::FleetPolicy;
@@ -74,10 +74,12 @@ impl Runner {
         let changes = self.cache.changes();
         let snapshot = self.cache.snapshot();
         let effective = snapshot_span.in_scope(|| layering::for_cluster(&spec, snapshot, None));
-        let with_sources = Arc::new(effective.with_sources());
+        // Kept as it is and shown with its sources only when asked (`/api`): the JSON form
+        // is some ten times its size, per cluster.
+        let effective = Arc::new(effective);
         record_snapshot(&snapshot_span, snapshot);
         drop(snapshot_span);
-        let settings = effective.settings;
+        let settings = effective.settings.clone();
         let engine_started = Instant::now();
         let inputs = super::idle::Inputs {
             cache: changes,
@@ -146,7 +148,7 @@ impl Runner {
             summary,
             latencies,
         };
-        self.publish_pass(Arc::new(plan), with_sources, done, now);
+        self.publish_pass(Arc::new(plan), effective.clone(), done, now);
     }
 
     /// Points the template reader at what the node groups reference now, and hands what it
@@ -214,7 +216,7 @@ impl Runner {
     fn publish_pass(
         &mut self,
         plan: Arc<Plan>,
-        settings: Arc<serde_json::Value>,
+        settings: Arc<EffectiveSettings>,
         done: Done<'_>,
         now: Timestamp,
     ) {
