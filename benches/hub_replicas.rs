@@ -318,7 +318,7 @@ async fn bench() {
         hub_support::percentile(&all, 0.5),
         hub_support::percentile(&all, 0.99),
     );
-    let missed = rounds * clusters - by_cluster.len();
+    let missed = rounds * clients.len() - by_cluster.len();
     if missed > 0 {
         println!("  ({missed} pods got no scale-up within the bench)");
     }

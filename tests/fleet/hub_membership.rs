@@ -170,7 +170,12 @@ async fn a_labelled_secret_brings_a_cluster_in_and_out() {
     let report = running_report(&view, "sim-2").await;
     more_passes(&view, "sim-2", 2).await;
     assert_eq!(report.source, "Secret fleet/sim-2-kubeconfig");
-    let settings = view.report("sim-2").unwrap().settings.unwrap().with_sources();
+    let settings = view
+        .report("sim-2")
+        .unwrap()
+        .settings
+        .unwrap()
+        .with_sources();
     assert_eq!(
         settings["max_nodes_total"],
         json!({"value": 7, "source": "clusterOverrides"}),
