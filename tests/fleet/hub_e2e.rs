@@ -30,6 +30,17 @@ fn done(report: &ClusterReport, pick: impl Fn(&Action) -> bool) -> usize {
         .count()
 }
 
+/// Waits until sim-1's report holds at least `at_least` actions `pick` chooses, done.
+async fn reported(hub: &Hub, what: &str, pick: impl Fn(&Action) -> bool, at_least: usize) {
+    let view = hub.view();
+    eventually(LONG, what, || {
+        let report = view.report("sim-1");
+        let n = report.as_ref().map_or(0, |r| done(r, &pick));
+        async move { (n >= at_least).then_some(()) }
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pending_pods_get_nodes_and_idle_nodes_go() {
     let fleet = quiet_fleet(1, Flavor::OpenShift).await;
@@ -48,12 +59,15 @@ async fn pending_pods_get_nodes_and_idle_nodes_go() {
     .await;
     assert!(sum_replicas(&worker_groups(sim)) >= before + 2);
     assert_within_bounds(sim);
-    let report = hub.view().report("sim-1").unwrap();
-    assert!(
-        done(&report, |a| matches!(a, Action::ScaleUp { .. })) >= 1,
-        "{:?}",
-        report.recent
-    );
+    // The pods can run before the hub has published the pass that wrote the scale-up: its
+    // report is waited for, not read once.
+    reported(
+        &hub,
+        "a scale-up done",
+        |a| matches!(a, Action::ScaleUp { .. }),
+        1,
+    )
+    .await;
 
     // The load leaves: the extra nodes are drained and removed after the unneeded time.
     delete_pods(sim, "web").await;
@@ -65,12 +79,8 @@ async fn pending_pods_get_nodes_and_idle_nodes_go() {
     .await;
     assert!(tainted_nodes(sim).is_empty());
     assert!(marked_machines(sim).is_empty());
-    let report = hub.view().report("sim-1").unwrap();
-    assert!(
-        done(&report, |a| matches!(a, Action::RemoveNode { .. })) >= 2,
-        "{:?}",
-        report.recent
-    );
+    let removed = |a: &Action| matches!(a, Action::RemoveNode { .. });
+    reported(&hub, "two node removals done", removed, 2).await;
     hub.stop().await;
     fleet.shutdown().await;
 }

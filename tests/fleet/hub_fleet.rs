@@ -105,7 +105,14 @@ async fn two_replicas_never_both_act_and_the_standby_takes_over() {
     // Every replica added is one the leader reports adding: the standby wrote none.
     let added = sum_replicas(&worker_groups(sim)) - before;
     assert!(added >= 1);
-    assert_eq!(added, raised_by(&a.view()), "{:?}", worker_groups(sim));
+    // The simulated fleet can run the pods before the leader has published the pass that
+    // wrote the scale-up: wait for its report rather than read it once.
+    let a_view = a.view();
+    eventually(LONG, "the leader reporting every replica added", || {
+        let raised = raised_by(&a_view);
+        async move { (raised == added).then_some(()) }
+    })
+    .await;
     assert_eq!(scale_ups_done(&b_view), 0, "the standby wrote nothing");
     assert_within_bounds(sim);
 
@@ -118,7 +125,11 @@ async fn two_replicas_never_both_act_and_the_standby_takes_over() {
         async move { (n == 4).then_some(()) }
     })
     .await;
-    assert!(scale_ups_done(&b_view) >= 1);
+    eventually(LONG, "the new leader reporting its scale-up", || {
+        let done = scale_ups_done(&b_view);
+        async move { (done >= 1).then_some(()) }
+    })
+    .await;
     b.stop().await;
     fleet.shutdown().await;
 }
