@@ -7,8 +7,9 @@
 //! and requests per second sent to the API servers.
 //!
 //! Size with HUB_BENCH_CLUSTERS (default 1,000; 6 in the quick run), HUB_BENCH_PODS_PER_NODE
-//! (default 40), HUB_BENCH_RATE
-//! (pending pods a second across the fleet, default 5) and HUB_BENCH_LOAD_SECS (default 60).
+//! (default 40), HUB_BENCH_SETTLE_SECS (the wait before the idle window, default 120),
+//! HUB_BENCH_RATE (pending pods a second across the fleet, default 5) and
+//! HUB_BENCH_LOAD_SECS (default 60).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,7 +40,8 @@ pub async fn bench(full: bool) {
     // Settle: the scale-ups the first passes made (the generated workloads start a little
     // above the workers) take 30 s to become Ready nodes running their pods; until then
     // the fleet is not idle.
-    tokio::time::sleep(Duration::from_secs(if full { 120 } else { 3 })).await;
+    let settle = env("HUB_BENCH_SETTLE_SECS", if full { 120 } else { 3 });
+    tokio::time::sleep(Duration::from_secs(settle as u64)).await;
     let reports = hub.view.reports();
     let pods: usize = reports.iter().map(|r| r.cache.pods).sum();
     let nodes: usize = reports.iter().map(|r| r.cache.nodes).sum();
