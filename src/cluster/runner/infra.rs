@@ -64,7 +64,8 @@ struct Read {
     templates: BTreeMap<InfraRef, InfrastructureTemplate>,
     /// Templates that could not be read, with why.
     problems: Vec<String>,
-    /// Bumped by every read, so the runner copies only what changed.
+    /// Bumped by every read that changed what was read, so the runner copies (and passes
+    /// on) only what changed.
     generation: u64,
 }
 
@@ -97,12 +98,17 @@ impl InfraTemplates {
                 let refs = wanted_rx.borrow_and_update().clone();
                 if !refs.is_empty() {
                     let (templates, problems) = reader.read_all(&refs).await;
+                    let problems: Vec<String> = problems.iter().map(ToString::to_string).collect();
                     let mut r = lock(&shared);
-                    r.templates = templates;
-                    r.problems = problems.iter().map(ToString::to_string).collect();
-                    r.generation += 1;
-                    drop(r);
-                    told.notify_one();
+                    // A refresh that read what was there already is no news: telling the
+                    // runner would cost an idle cluster a pass every refresh.
+                    if r.generation == 0 || r.templates != templates || r.problems != problems {
+                        r.templates = templates;
+                        r.problems = problems;
+                        r.generation += 1;
+                        drop(r);
+                        told.notify_one();
+                    }
                 }
                 // A new reference is read at once; the rest wait for the refresh.
                 let changed = tokio::time::timeout(REFRESH, wanted_rx.changed()).await;
