@@ -9,7 +9,8 @@
 //! clusters of 3×333 workers × 30 pods, 10 rounds, 5 pending pods a second across the
 //! fleet). `HUB_BENCH_SHAPE=breadth` shares the hub bench's wide fleet instead (1,000 small
 //! clusters, 3 rounds over a sample of 100) and ends with the breadth figures: sync, memory
-//! per cluster, idle CPU of all replicas, decision latency. Without `--bench` (as `cargo
+//! per cluster, idle CPU of all replicas, decision latency; HUB_BENCH_SETTLE_SECS sets the
+//! wait before the idle window. Without `--bench` (as `cargo
 //! test --all-targets` runs it) a small fleet checks that the bench still works.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -178,11 +179,14 @@ impl Shape {
                     10
                 },
             ),
-            settle: Duration::from_secs(match (breadth, full) {
-                (true, true) => 120,
-                (false, true) => 25,
-                _ => 3,
-            }),
+            settle: Duration::from_secs(env(
+                "HUB_BENCH_SETTLE_SECS",
+                match (breadth, full) {
+                    (true, true) => 120,
+                    (false, true) => 25,
+                    _ => 3,
+                },
+            ) as u64),
         }
     }
 

@@ -79,7 +79,7 @@ impl Runner {
         let effective = Arc::new(effective);
         record_snapshot(&snapshot_span, snapshot);
         drop(snapshot_span);
-        let settings = effective.settings.clone();
+        let settings = &effective.settings;
         let engine_started = Instant::now();
         let inputs = super::idle::Inputs {
             cache: changes,
@@ -87,7 +87,7 @@ impl Runner {
             spec: spec.clone(),
             policy: policy.clone(),
         };
-        let mut plan = run_engine(snapshot, &mut self.state, &settings, &policy, now);
+        let mut plan = run_engine(snapshot, &mut self.state, settings, &policy, now);
         let unsettled = super::idle::unsettled(&plan, settings.scale_down_enabled);
         self.idle.passed(inputs, (started, now), unsettled.as_ref());
         let engine_ms = engine_started.elapsed().as_secs_f64() * 1e3;
@@ -108,11 +108,11 @@ impl Runner {
         share_capacity_failures(&self.ctx, &plan, &span, now);
         link_fleet_backoffs(&span, &plan);
         let mut execution = executor
-            .execute(&plan, snapshot, &settings, &self.in_flight)
+            .execute(&plan, snapshot, settings, &self.in_flight)
             .await;
         let written_at = Instant::now();
         execution.entries.extend(held);
-        feed_back(&mut self.state, &execution.entries, &settings, now);
+        feed_back(&mut self.state, &execution.entries, settings, now);
         before.restore_unless_done(&mut self.state, &execution.entries);
         // Status first: events about the ConfigMap need its uid.
         if let Err(e) = self.status.write(&plan, now).await {
