@@ -11,6 +11,7 @@
 //! HUB_BENCH_RATE (pending pods a second across the fleet, default 5) and
 //! HUB_BENCH_LOAD_SECS (default 60).
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -96,24 +97,62 @@ fn passes(view: &fleetscaler::hub::FleetView) -> (u64, u64) {
     })
 }
 
+/// Passes run over the fleet, by why they ran.
+fn causes(view: &fleetscaler::hub::FleetView) -> BTreeMap<&'static str, u64> {
+    let mut by = BTreeMap::new();
+    for r in view.reports() {
+        for (cause, n) in &r.counters.passes_by_cause {
+            *by.entry(*cause).or_default() += n;
+        }
+    }
+    by
+}
+
 /// The hub's CPU, in % of one core, over `window` with nothing happening in the fleet.
 async fn idle(view: &fleetscaler::hub::FleetView, window: Duration) -> f64 {
     let (cpu, requests, passes_before) = (cpu_seconds(None), requests_sent(), passes(view));
+    let causes_before = causes(view);
+    let began = jiff::Timestamp::now();
     tokio::time::sleep(window).await;
     let secs = window.as_secs_f64();
     let used = 100.0 * (cpu_seconds(None) - cpu) / secs;
     let after = passes(view);
+    let why: Vec<String> = causes(view)
+        .into_iter()
+        .map(|(cause, n)| (cause, n - causes_before.get(cause).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(cause, n)| format!("{cause} {n}"))
+        .collect();
     println!(
-        "  idle for {secs:.0} s: CPU {used:.1} % of one core, {:.1} requests/s, {} passes run, {} skipped as idle",
+        "  idle for {secs:.0} s: CPU {used:.1} % of one core, {:.1} requests/s, {} passes run ({}), {} skipped as idle",
         (requests_sent() - requests) as f64 / secs,
         after.0 - passes_before.0,
+        why.join(", "),
         after.1 - passes_before.1
     );
     println!(
         "  clusters not settled, by what their last pass waits on: {}",
         waiting(view)
     );
+    println!(
+        "  the last pass in the window of each cluster that ran one, by cause: {}",
+        last_causes(view, began)
+    );
     used
+}
+
+/// The causes of the clusters' last passes since `since`, most common first.
+fn last_causes(view: &fleetscaler::hub::FleetView, since: jiff::Timestamp) -> String {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for r in view.reports() {
+        if let Some(p) = r.last_pass.filter(|p| p.at >= since) {
+            *by.entry(p.cause).or_default() += 1;
+        }
+    }
+    let mut by: Vec<(String, usize)> = by.into_iter().collect();
+    by.sort_by_key(|b| std::cmp::Reverse(b.1));
+    let shown: Vec<String> = by.iter().map(|(why, n)| format!("{n} ×{why}")).collect();
+    shown.join(", ")
 }
 
 /// What the clusters' last passes wait on (counts in the reasons made `N`), most common

@@ -110,6 +110,8 @@ pub struct Counters {
     pub last_activity: BTreeMap<&'static str, Timestamp>,
     /// Passes not run because nothing changed since a pass that left the cluster settled.
     pub idle_skips: u64,
+    /// Passes run, by why they ran (`runner::idle::Cause`).
+    pub passes_by_cause: BTreeMap<&'static str, u64>,
 }
 
 impl Default for Counters {
@@ -128,6 +130,7 @@ impl Default for Counters {
             pass_queue: Histogram::new(&DURATION_BUCKETS),
             last_activity: BTreeMap::new(),
             idle_skips: 0,
+            passes_by_cause: BTreeMap::new(),
         }
     }
 }
@@ -160,6 +163,10 @@ impl Counters {
                 }
             }
         }
+    }
+
+    pub fn record_pass_cause(&mut self, cause: &'static str) {
+        *self.passes_by_cause.entry(cause).or_default() += 1;
     }
 
     pub fn record_error(&mut self, category: Category) {

@@ -169,6 +169,9 @@ pub struct PassSummary {
     /// cluster is settled and scans skip passes until something changes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub waits_on: Option<String>,
+    /// Why the pass ran rather than being skipped as idle: `changed: <kinds>`, `due`,
+    /// `refresh`, ... (`idle::Cause`).
+    pub cause: String,
 }
 
 #[derive(Clone, Debug, Serialize)]

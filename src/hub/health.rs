@@ -298,6 +298,7 @@ mod tests {
             scale_downs: 0,
             skipped: None,
             waits_on: None,
+            cause: "first".into(),
         });
         r
     }

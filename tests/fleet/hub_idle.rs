@@ -70,16 +70,23 @@ async fn an_idle_cluster_is_looked_at_without_passes_until_something_changes() {
         async move { seen }
     })
     .await;
+    let woken = hub.view().report("sim-1").and_then(|r| r.last_pass);
+    let cause = woken.map(|p| p.cause).unwrap_or_default();
+    assert!(cause.starts_with("changed: ") && cause.contains("pods"), "{cause}");
     eventually(LONG, "passes again while a pod waits", || {
         let seen = passes(&hub, "sim-1").filter(|(at, _)| *at > woken_at);
         async move { seen }
     })
     .await;
-    let waits_on = hub
-        .view()
-        .report("sim-1")
-        .and_then(|r| r.last_pass?.waits_on);
-    assert_eq!(waits_on.as_deref(), Some("1 pending pod(s)"));
+    let last = hub.view().report("sim-1").and_then(|r| r.last_pass);
+    let last = last.expect("a pass ran");
+    assert_eq!(last.waits_on.as_deref(), Some("1 pending pod(s)"));
+    assert_eq!(last.cause, "unsettled", "a waiting pod passes every scan");
+    let metrics = fleetscaler::telemetry::metrics::text(&hub.view().metrics());
+    for cause in ["first", "changed", "unsettled"] {
+        let sample = format!("fleetscaler_passes_total{{cluster=\"sim-1\",cause=\"{cause}\"}}");
+        assert!(metrics.contains(&sample), "{sample} in {metrics}");
+    }
     hub.stop().await;
     fleet.shutdown().await;
 }

@@ -121,6 +121,9 @@ pub struct Cache {
     /// Changes of what a pass reads, counted: an idle cluster's runner skips a pass whose
     /// count is that of the last one (`runner::idle`).
     changes: u64,
+    /// The kinds of the changes counted since the last `take_changed_kinds` (a pass says
+    /// what woke it): at most one entry per watched kind.
+    changed_kinds: BTreeSet<Kind>,
     /// Set by a projection equal to the one it replaces (a node's heartbeat, a pod's probe):
     /// not a change.
     unchanged: bool,
@@ -191,6 +194,7 @@ impl Cache {
         };
         if counts && !std::mem::take(&mut self.unchanged) {
             self.changes += 1;
+            self.changed_kinds.insert(kind);
         }
         wake && self.is_synced()
     }
@@ -199,6 +203,13 @@ impl Cache {
     /// or a relist) the cache has taken: equal counts, equal inputs to a pass.
     pub fn changes(&self) -> u64 {
         self.changes
+    }
+
+    /// The kinds that changed since the last call, named as the API does ("pods, nodes").
+    pub fn take_changed_kinds(&mut self) -> String {
+        let kinds = std::mem::take(&mut self.changed_kinds);
+        let names: Vec<String> = kinds.into_iter().map(Kind::describe).collect();
+        names.join(", ")
     }
 
     /// The watch of `kind` is failing (since its last success).

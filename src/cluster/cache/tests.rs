@@ -110,6 +110,7 @@ async fn changes_count_what_a_pass_reads_and_nothing_else() {
     c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now);
     let seen = c.changes();
     assert_eq!(seen, base + 2, "the same node again is no change");
+    c.take_changed_kinds();
     c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now);
     c.apply(update(Kind::Node, Change::Resumed), now);
     assert_eq!(
@@ -117,10 +118,14 @@ async fn changes_count_what_a_pass_reads_and_nothing_else() {
         seen,
         "the same pod, a watch resumed: no change"
     );
+    assert_eq!(c.take_changed_kinds(), "", "nothing changed");
     c.apply(update(Kind::Pod, Change::Apply(pod("p", "2", false))), now);
     c.apply(update(MS, Change::Apply(machineset("w", 2))), now);
     c.apply(update(Kind::Pod, Change::Delete(pod("p", "2", false))), now);
     assert_eq!(c.changes(), seen + 3);
+    let kinds = c.take_changed_kinds();
+    assert!(kinds.contains("pods") && kinds.contains("machinesets"), "{kinds}");
+    assert_eq!(c.take_changed_kinds(), "", "taken");
 }
 
 #[tokio::test]

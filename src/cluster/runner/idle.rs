@@ -53,13 +53,72 @@ pub(super) struct Idle {
     stands_until: Option<Instant>,
 }
 
-impl Idle {
-    /// Whether the pass due at `now` would decide the same as the last: skip it.
-    pub(super) fn skip(&self, inputs: &Inputs, now: Instant) -> bool {
-        match (&self.last, self.stands_until) {
-            (Some((last, at)), Some(until)) => last == inputs && now < until && now < *at + REFRESH,
-            _ => false,
+/// Why a pass runs rather than being skipped as idle (`Idle::cause`), counted per cluster
+/// (`fleetscaler_passes_total{cause}`): on an idle fleet, what keeps passes running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// No full pass yet, or the last look found the cache untrusted.
+    First,
+    /// The last plan waits on something undated (a pending pod, a node coming).
+    Unsettled,
+    /// A cached object changed.
+    Changed,
+    /// The runner learned something a pass reads (a removal ended, a template read).
+    Learned,
+    /// fleet.toml's settings for the cluster changed.
+    Settings,
+    /// The fleet's policy for the cluster changed (a hold, a shared backoff).
+    Policy,
+    /// A timer the last plan dated is due (an unneeded node's, a cooldown's end).
+    Due,
+    /// `REFRESH` after the last full pass.
+    Refresh,
+    /// The cache cannot be trusted: the pass only says why it does not act.
+    Untrusted,
+}
+
+impl Cause {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Cause::First => "first",
+            Cause::Unsettled => "unsettled",
+            Cause::Changed => "changed",
+            Cause::Learned => "learned",
+            Cause::Settings => "settings",
+            Cause::Policy => "policy",
+            Cause::Due => "due",
+            Cause::Refresh => "refresh",
+            Cause::Untrusted => "untrusted",
         }
+    }
+}
+
+impl Idle {
+    /// Why the pass due at `now` must run; `None` when it would decide as the last one did
+    /// and is skipped.
+    pub(super) fn cause(&self, inputs: &Inputs, now: Instant) -> Option<Cause> {
+        let Some((last, at)) = &self.last else {
+            return Some(Cause::First);
+        };
+        let Some(until) = self.stands_until else {
+            return Some(Cause::Unsettled);
+        };
+        let cause = if last.cache != inputs.cache {
+            Cause::Changed
+        } else if last.learned != inputs.learned {
+            Cause::Learned
+        } else if last.spec != inputs.spec {
+            Cause::Settings
+        } else if last.policy != inputs.policy {
+            Cause::Policy
+        } else if now >= *at + REFRESH {
+            Cause::Refresh
+        } else if now >= until {
+            Cause::Due
+        } else {
+            return None;
+        };
+        Some(cause)
     }
 
     /// A full pass ran on `inputs` at `now` (`clock` on the wall), and `unsettled` says
@@ -271,32 +330,34 @@ mod tests {
     fn a_pass_is_skipped_only_on_the_same_inputs_of_a_settled_cluster() {
         let t0 = Instant::now();
         let mut idle = Idle::default();
-        assert!(!idle.skip(&inputs(1), t0), "the first pass always runs");
+        let later = t0 + Duration::from_secs(10);
+        assert_eq!(idle.cause(&inputs(1), t0), Some(Cause::First));
         idle.passed(inputs(1), (t0, clock()), None);
-        assert!(idle.skip(&inputs(1), t0 + Duration::from_secs(10)));
-        assert!(
-            !idle.skip(&inputs(2), t0 + Duration::from_secs(10)),
-            "a change"
-        );
+        assert_eq!(idle.cause(&inputs(1), later), None, "skipped");
+        assert_eq!(idle.cause(&inputs(2), later), Some(Cause::Changed));
         let mut other = inputs(1);
         other.learned = 1;
-        assert!(!idle.skip(&other, t0), "a removal ended");
+        assert_eq!(idle.cause(&other, t0), Some(Cause::Learned));
         other = inputs(1);
         Arc::make_mut(&mut other.spec).dry_run = true;
-        assert!(!idle.skip(&other, t0), "new settings");
-        assert!(!idle.skip(&inputs(1), t0 + REFRESH), "the periodic refresh");
+        assert_eq!(idle.cause(&other, t0), Some(Cause::Settings));
+        other = inputs(1);
+        other.policy.scale_down_hold = Some("a fleet-wide hold".into());
+        assert_eq!(idle.cause(&other, t0), Some(Cause::Policy));
+        assert_eq!(idle.cause(&inputs(1), t0 + REFRESH), Some(Cause::Refresh));
         let pending = Unsettled {
             why: "1 pending pod(s)".into(),
             due: None,
         };
         idle.passed(inputs(1), (t0, clock()), Some(&pending));
-        assert!(
-            !idle.skip(&inputs(1), t0 + Duration::from_secs(10)),
-            "unsettled"
-        );
+        assert_eq!(idle.cause(&inputs(1), later), Some(Cause::Unsettled));
         idle.passed(inputs(1), (t0, clock()), None);
         idle.forget();
-        assert!(!idle.skip(&inputs(1), t0), "after a skipped pass");
+        assert_eq!(
+            idle.cause(&inputs(1), t0),
+            Some(Cause::First),
+            "after a skipped pass"
+        );
     }
 
     #[test]
@@ -308,18 +369,21 @@ mod tests {
             due: Some("2026-11-27T10:02:00Z".parse().unwrap()),
         };
         idle.passed(inputs(1), (t0, clock()), Some(&timing));
-        assert!(idle.skip(&inputs(1), t0 + Duration::from_secs(119)));
-        assert!(!idle.skip(&inputs(1), t0 + Duration::from_secs(120)), "due");
-        assert!(
-            !idle.skip(&inputs(2), t0 + Duration::from_secs(1)),
-            "a change"
+        assert_eq!(idle.cause(&inputs(1), t0 + Duration::from_secs(119)), None);
+        assert_eq!(
+            idle.cause(&inputs(1), t0 + Duration::from_secs(120)),
+            Some(Cause::Due)
+        );
+        assert_eq!(
+            idle.cause(&inputs(2), t0 + Duration::from_secs(1)),
+            Some(Cause::Changed)
         );
         let overdue = Unsettled {
             due: Some("2026-11-27T09:59:00Z".parse().unwrap()),
             ..timing
         };
         idle.passed(inputs(1), (t0, clock()), Some(&overdue));
-        assert!(!idle.skip(&inputs(1), t0), "already due");
+        assert_eq!(idle.cause(&inputs(1), t0), Some(Cause::Due), "already due");
     }
 
     /// A cooldown after a scale-up is dated by the plan; a fleet's hold is an input.

@@ -344,13 +344,13 @@ impl Runner {
                         _ = cancel.cancelled() => return Ok(()),
                         _ = self.reconcile_if_due() => {}
                     }
-                    if self.idle_skip() {
+                    let Some(cause) = self.pass_cause() else {
                         schedule.passed(Instant::now());
                         continue;
-                    }
+                    };
                     tokio::select! {
                         _ = cancel.cancelled() => return Ok(()),
-                        _ = self.pass() => {}
+                        _ = self.pass(cause) => {}
                     }
                     schedule.passed(Instant::now());
                 }
@@ -368,23 +368,24 @@ impl Runner {
         }
     }
 
-    /// Skips a pass that would decide as the last one did (`idle`), on a cache the liveness
-    /// probe and the watches vouch for; the look is recorded as the main loop's activity.
-    fn idle_skip(&mut self) -> bool {
+    /// Why the pass due now runs, or `None` to skip a pass that would decide as the last one
+    /// did (`idle`) on a cache the liveness probe and the watches vouch for; a skipped look
+    /// is recorded as the main loop's activity.
+    fn pass_cause(&mut self) -> Option<idle::Cause> {
         let at = Instant::now();
         if self.untrusted_now(at).is_some() {
-            return false;
+            return Some(idle::Cause::Untrusted);
         }
         let now = Timestamp::now();
-        if !self.idle.skip(&self.inputs(now), at) {
-            return false;
+        if let Some(cause) = self.idle.cause(&self.inputs(now), at) {
+            return Some(cause);
         }
         self.ctx.publish(|r| {
             r.counters.idle_skips += 1;
             r.counters.last_activity.insert("main", now);
             r.looked_at = Some(now);
         });
-        true
+        None
     }
 
     /// Holds a batch that came due while its burst is still arriving (within its maximum),

@@ -10,6 +10,7 @@ use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
 use super::Runner;
+use super::idle::Cause;
 use crate::cluster::events::events_for;
 use crate::cluster::layering::{self, EffectiveSettings};
 use crate::cluster::outcome::{Action, Entry, Outcome};
@@ -26,13 +27,14 @@ use crate::telemetry::{TRACES, int, otel};
 impl Runner {
     /// One pass, in its span: the trace of a pass has the engine's phases and every write
     /// under it (docs/tracing.md).
-    pub(super) async fn pass(&mut self) {
+    pub(super) async fn pass(&mut self, cause: Cause) {
         let span = tracing::info_span!(target: TRACES, "pass",
             k8s.cluster.name = %self.ctx.name,
             fleetscaler.dry_run = Empty,
             fleetscaler.pods.pending = Empty,
             fleetscaler.scale_ups = Empty,
             fleetscaler.scale_downs = Empty,
+            fleetscaler.pass.cause = Empty,
             fleetscaler.pass.skipped_reason = Empty,
             fleetscaler.actions.failed = Empty,
             fleetscaler.fleet_backoffs = Empty,
@@ -41,17 +43,19 @@ impl Runner {
             otel.status_code = Empty,
             otel.status_description = Empty,
         );
-        self.pass_in(span.clone()).instrument(span).await;
+        self.pass_in(span.clone(), cause).instrument(span).await;
     }
 
-    async fn pass_in(&mut self, span: Span) {
+    async fn pass_in(&mut self, span: Span, cause: Cause) {
         let started = Instant::now();
         let now = Timestamp::now();
         let spec = self.spec.borrow_and_update().clone();
         span.record("fleetscaler.dry_run", spec.dry_run);
+        let woken_by = self.woken_by(cause);
+        span.record("fleetscaler.pass.cause", woken_by.as_str());
         if let Some(why) = self.untrusted_now(started) {
             span.record("fleetscaler.pass.skipped_reason", why.as_str());
-            self.skip_pass(why, now);
+            self.skip_pass(why, now, woken_by);
             return;
         }
         self.follow_dry_run(spec.dry_run);
@@ -140,6 +144,7 @@ impl Runner {
             scale_downs: plan.scale_down.len(),
             skipped: None,
             waits_on: unsettled.map(|u| u.why),
+            cause: woken_by,
         };
         record_outcome(&span, &plan, &execution.entries);
         log_entries(&self.ctx.name, &execution.entries);
@@ -184,7 +189,18 @@ impl Runner {
         latencies
     }
 
-    fn skip_pass(&mut self, why: String, now: Timestamp) {
+    /// The cause of a pass as the report and its trace say it: the kinds that changed for
+    /// a change (their record is cleared by every pass).
+    fn woken_by(&mut self, cause: Cause) -> String {
+        let kinds = self.cache.take_changed_kinds();
+        self.ctx.publish(|r| r.counters.record_pass_cause(cause.as_str()));
+        match cause {
+            Cause::Changed => format!("changed: {kinds}"),
+            other => other.as_str().to_string(),
+        }
+    }
+
+    fn skip_pass(&mut self, why: String, now: Timestamp, cause: String) {
         self.idle.forget();
         tracing::warn!(k8s.cluster.name = %self.ctx.name, "pass skipped: {why}");
         self.ctx.publish(|r| {
@@ -198,6 +214,7 @@ impl Runner {
                 scale_downs: 0,
                 skipped: Some(why.clone()),
                 waits_on: None,
+                cause,
             });
             r.looked_at = Some(now);
             r.set_phase(Phase::Running, Some(why), now);

@@ -143,6 +143,18 @@ fn fleet(e: &mut MetricsBuilder, reports: &[ClusterReport], health: &FleetHealth
             r.counters.idle_skips as f64,
         );
     }
+    e.family(
+        "fleetscaler_passes_total",
+        Type::Counter,
+        "Passes run, by why they ran rather than being skipped as idle: first, unsettled (the \
+         last plan waits on something undated), changed (a cached object), learned, \
+         settings, policy, due (a dated timer), refresh (the periodic full pass), untrusted.",
+    );
+    for r in reports {
+        for (cause, n) in &r.counters.passes_by_cause {
+            e.sample(&[("cluster", r.name.as_str()), ("cause", cause)], *n as f64);
+        }
+    }
     per_cluster_histogram(
         e,
         reports,
