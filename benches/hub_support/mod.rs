@@ -66,9 +66,13 @@ pub fn start_sim(clusters: usize, per_group: usize, pods_per_node: usize) -> Sim
 }
 
 /// The breadth shape's clusters (`sim` arguments): 3 control-plane nodes and 2 to 10
-/// workers each, `pods_per_node` pods a worker, OpenShift and Cluster API mixed.
-pub fn breadth_args(pods_per_node: &str) -> [&str; 8] {
+/// workers each, `pods_per_node` pods a worker, OpenShift and Cluster API mixed, their
+/// workloads held still (a day-long wave over 1,000 clusters still resizes some
+/// deployment several times a second: not an idle fleet).
+pub fn breadth_args(pods_per_node: &str) -> [&str; 10] {
     [
+        "--wave-period-secs",
+        "0",
         "--workers",
         "2-10",
         "--pods-per-node",
@@ -89,14 +93,20 @@ pub fn sample(clusters: usize) -> Vec<usize> {
 }
 
 /// Starts `fleetscaler sim` with `clusters` clusters of the shape `args` give (workloads
-/// steady: their waves a day long) and waits until it serves.
+/// steady: their waves a day long, unless `args` say otherwise) and waits until it serves.
 pub fn start_sim_with(clusters: usize, args: &[&str]) -> Sim {
     let kubeconfig = std::env::temp_dir().join(format!(
         "fleetscaler-hub-bench-{}.kubeconfig",
         std::process::id()
     ));
+    let waves: &[&str] = if args.contains(&"--wave-period-secs") {
+        &[]
+    } else {
+        &["--wave-period-secs", "86400"]
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
-        .args(["sim", "--timing", "demo", "--wave-period-secs", "86400"])
+        .args(["sim", "--timing", "demo"])
+        .args(waves)
         .args(["--clusters", &clusters.to_string()])
         .args(args)
         .arg("--kubeconfig-out")

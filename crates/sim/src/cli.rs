@@ -81,7 +81,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub no_machine_controller: bool,
     /// Period of the replica waves of the generated deployments, in seconds (default: the
-    /// timing's, 600 s for the demo).
+    /// timing's, 600 s for the demo); 0 holds every deployment at its base size.
     #[arg(long)]
     pub wave_period_secs: Option<u64>,
     /// Change events kept per cluster for watches; older resourceVersions get 410 Gone.
@@ -131,7 +131,7 @@ impl SimArgs {
                     TimingArg::Fast => Timing::fast(),
                 };
                 if let Some(secs) = self.wave_period_secs {
-                    timing.wave_period = std::time::Duration::from_secs(secs.max(1));
+                    timing.wave_period = std::time::Duration::from_secs(secs);
                 }
                 timing
             },

@@ -63,7 +63,7 @@ pub struct Timing {
     pub pod_start: Duration,
     /// Pod marked for deletion until the kubelet removes it (whatever its grace period).
     pub pod_termination: Duration,
-    /// Period of the replica waves of the generated deployments.
+    /// Period of the replica waves of the generated deployments; zero holds each at its base.
     pub wave_period: Duration,
     /// Interval between watch bookmarks.
     pub bookmark_interval: Duration,

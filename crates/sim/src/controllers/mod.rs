@@ -116,9 +116,10 @@ mod tests {
     use crate::machine_api::MachineApi;
     use crate::settings::{Flavor, Shape, Timing};
     use crate::shape;
+    use std::time::Duration;
 
-    #[tokio::test]
-    async fn a_quiet_cluster_goes_quiet() {
+    /// A cluster settled after its delays ran out, and whether it writes again `later`.
+    fn writes_after_settling(wave_period: Duration, later: Duration) -> bool {
         let mut state = State::new(100_000, 3);
         let shape = Shape {
             nodes_per_group: 20,
@@ -127,7 +128,7 @@ mod tests {
         };
         let built = shape::build(&mut state, "sim-1", Flavor::OpenShift, &shape).unwrap();
         let timing = Timing {
-            wave_period: std::time::Duration::from_secs(86_400),
+            wave_period,
             ..Timing::fast()
         };
         let cluster = Cluster::new(
@@ -146,15 +147,31 @@ mod tests {
             ))),
             Some(workloads),
         );
-        // Let every delay run out, then expect nothing more to be written.
+        // Let every delay run out, then see whether anything more is written.
         for i in 0..50 {
             ctl.step(&mut state, &cluster, now + timing.machine_provision * i);
         }
         let rv = state.store.rv();
         let revision = ctl.index.revision;
-        ctl.step(&mut state, &cluster, now + timing.machine_provision * 60);
-        assert_eq!(state.store.rv(), rv, "a quiet cluster kept writing");
-        assert_eq!(ctl.index.revision, revision);
+        ctl.step(&mut state, &cluster, now + later);
+        let wrote = state.store.rv() != rv;
+        assert_eq!(wrote, ctl.index.revision != revision);
+        wrote
+    }
+
+    #[tokio::test]
+    async fn a_quiet_cluster_goes_quiet() {
+        let day = Duration::from_secs(86_400);
+        assert!(!writes_after_settling(day, Duration::from_secs(3)));
+    }
+
+    /// Waves move the workloads (a quarter of a day-long wave in, every deployment is at its
+    /// peak); a zero period holds them at their base for ever: an idle fleet.
+    #[tokio::test]
+    async fn a_zero_wave_period_holds_the_workloads_still() {
+        let (day, quarter) = (Duration::from_secs(86_400), Duration::from_secs(21_600));
+        assert!(writes_after_settling(day, quarter), "the wave moved nothing");
+        assert!(!writes_after_settling(Duration::ZERO, quarter));
     }
 
     #[tokio::test]

@@ -47,8 +47,12 @@ impl Workloads {
 
     /// One pass: replica counts to their wave, daemon pods to the nodes.
     pub fn step(&mut self, state: &mut State, index: &Index, wave_period: Duration, now: Instant) {
-        let phase = now.saturating_duration_since(self.started).as_secs_f64()
-            / wave_period.as_secs_f64().max(1e-3);
+        // A zero period holds every ReplicaSet at its base: a fleet that stays idle.
+        let phase = if wave_period.is_zero() {
+            0.0
+        } else {
+            now.saturating_duration_since(self.started).as_secs_f64() / wave_period.as_secs_f64()
+        };
         let live = |uid: &str| index.live_by_owner.get(uid).copied().unwrap_or(0);
         let stamp = now_rfc3339();
         let mut surplus: HashMap<&str, usize> = HashMap::new();
