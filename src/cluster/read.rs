@@ -30,7 +30,7 @@ pub async fn look(
         .map_err(|e| format!("cannot discover what the cluster serves: {e}"))?;
     let mut warnings = served.warnings.clone();
     let mut cache = Cache::new(&served.kinds);
-    let mut updates = watch::updates(client, &served, request_timeout);
+    let mut updates = watch::updates(client, &served, request_timeout, Default::default());
     while !cache.is_synced() {
         let left = limit.saturating_sub(started.elapsed());
         let update = match tokio::time::timeout(left, updates.next()).await {

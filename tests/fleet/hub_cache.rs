@@ -63,8 +63,12 @@ async fn lists_what_each_flavour_serves_and_follows_changes() {
             assert!(served.kinds.contains(&kind), "{kind:?} not watched");
         }
         let mut cache = Cache::new(&served.kinds);
-        let mut updates = watch::updates(&kube, &served, Duration::from_secs(5));
+        let heard = fleetscaler::cluster::cache::heard::Heard::new();
+        let before = heard.last();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let mut updates = watch::updates(&kube, &served, Duration::from_secs(5), heard.clone());
         sync(&mut cache, &mut updates).await;
+        assert!(heard.last() > before, "the lists' answers are heard");
         assert!(
             cache.problems().next().is_none(),
             "{:?}",
@@ -162,7 +166,7 @@ async fn a_failed_watch_resumes_without_listing_again() {
         .await
         .unwrap();
     let mut cache = Cache::new(&served.kinds);
-    let mut updates = watch::updates(&kube, &served, Duration::from_secs(5));
+    let mut updates = watch::updates(&kube, &served, Duration::from_secs(5), Default::default());
     sync(&mut cache, &mut updates).await;
 
     sim.cluster.requests.enable();

@@ -72,7 +72,10 @@ async fn an_idle_cluster_is_looked_at_without_passes_until_something_changes() {
     .await;
     let woken = hub.view().report("sim-1").and_then(|r| r.last_pass);
     let cause = woken.map(|p| p.cause).unwrap_or_default();
-    assert!(cause.starts_with("changed: ") && cause.contains("pods"), "{cause}");
+    assert!(
+        cause.starts_with("changed: ") && cause.contains("pods"),
+        "{cause}"
+    );
     eventually(LONG, "passes again while a pod waits", || {
         let seen = passes(&hub, "sim-1").filter(|(at, _)| *at > woken_at);
         async move { seen }

@@ -18,6 +18,7 @@ use kube::{Api, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 
+use super::heard::Heard;
 use super::update::WatchError;
 use crate::cluster::error::{CallError, call};
 
@@ -37,6 +38,14 @@ const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(30);
 /// A watch that ends sooner than this was cut, not timed out.
 const SHORTEST_WATCH: Duration = Duration::from_secs(5);
+
+/// How a kind's list and watch reads: the deadline of a list page and of the API server
+/// accepting a watch, and where each answer is stamped.
+#[derive(Clone, Debug)]
+pub struct Reads {
+    pub deadline: Duration,
+    pub heard: Heard,
+}
 
 /// One step of a kind's list and watch.
 #[derive(Debug)]
@@ -73,8 +82,7 @@ enum Phase<K> {
 struct ListWatch<K: Clone + DeserializeOwned + Debug + 'static> {
     api: Api<K>,
     fields: Option<String>,
-    /// Deadline of a list page, and of the API server accepting a watch.
-    deadline: Duration,
+    reads: Reads,
     phase: Phase<K>,
     /// Changes ready to hand out, in order.
     ready: VecDeque<Event<K>>,
@@ -90,7 +98,7 @@ struct ListWatch<K: Clone + DeserializeOwned + Debug + 'static> {
 pub fn list_watch<K>(
     api: Api<K>,
     fields: Option<String>,
-    deadline: Duration,
+    reads: Reads,
 ) -> BoxStream<'static, Event<K>>
 where
     K: kube::Resource + Clone + DeserializeOwned + Debug + Send + 'static,
@@ -98,7 +106,7 @@ where
     let start = ListWatch {
         api,
         fields,
-        deadline,
+        reads,
         phase: Phase::List(None),
         ready: VecDeque::new(),
         retry: None,
@@ -163,8 +171,15 @@ where
             params = params.continue_token(t);
         }
         let first = token.is_none();
-        match call(|| "list".into(), self.deadline, self.api.list(&params)).await {
+        match call(
+            || "list".into(),
+            self.reads.deadline,
+            self.api.list(&params),
+        )
+        .await
+        {
             Ok(list) => {
+                self.reads.heard.stamp();
                 if first {
                     self.ready.push_back(Event::Init);
                 }
@@ -194,11 +209,12 @@ where
         }
         let watch = call(
             || "watch".into(),
-            self.deadline,
+            self.reads.deadline,
             super::watch_lines::watch(&self.api, &params, &version),
         );
         match watch.await {
             Ok(events) => {
+                self.reads.heard.stamp();
                 if self.failed {
                     self.ready.push_back(Event::Resumed);
                 }
@@ -220,6 +236,9 @@ where
         open: (BoxStream<'static, kube::Result<WatchEvent<K>>>, Instant),
         next: Option<kube::Result<WatchEvent<K>>>,
     ) {
+        if let Some(Ok(_)) = &next {
+            self.reads.heard.stamp();
+        }
         let mut seen = |o: &K| {
             if let Some(v) = o.resource_version() {
                 version = v;

@@ -10,6 +10,7 @@
 mod controllers;
 pub mod discovery;
 pub mod dra;
+pub mod heard;
 pub mod lean;
 pub mod lean_controller;
 pub mod lean_dra;

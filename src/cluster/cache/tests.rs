@@ -124,7 +124,10 @@ async fn changes_count_what_a_pass_reads_and_nothing_else() {
     c.apply(update(Kind::Pod, Change::Delete(pod("p", "2", false))), now);
     assert_eq!(c.changes(), seen + 3);
     let kinds = c.take_changed_kinds();
-    assert!(kinds.contains("pods") && kinds.contains("machinesets"), "{kinds}");
+    assert!(
+        kinds.contains("pods") && kinds.contains("machinesets"),
+        "{kinds}"
+    );
     assert_eq!(c.take_changed_kinds(), "", "taken");
 }
 

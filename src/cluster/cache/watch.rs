@@ -18,11 +18,12 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::discovery::Served;
+use super::heard::Heard;
 use super::lean::LeanPod;
 use super::lean_controller::LeanController;
 use super::lean_dra::LeanDra;
 use super::lean_storage::{LeanClaim, LeanPodTemplate, LeanVolume};
-use super::listwatch::list_watch;
+use super::listwatch::{Reads, list_watch};
 use super::update::{Kind, Object, Update};
 use crate::model::controller::ControllerKind;
 use crate::model::snapshot::PRIORITY_EXPANDER_CONFIGMAP;
@@ -56,9 +57,9 @@ impl Updates {
 }
 
 /// One list and watch per served kind, merged. `deadline` bounds each list page and each
-/// watch request's acceptance.
-pub fn updates(client: &Client, served: &Served, deadline: Duration) -> Updates {
-    let mut all = streams(client, served, deadline);
+/// watch request's acceptance; every answer of the API server is stamped on `heard`.
+pub fn updates(client: &Client, served: &Served, deadline: Duration, heard: Heard) -> Updates {
+    let mut all = streams(client, served, &Reads { deadline, heard });
     let (send, received) = mpsc::channel(BUFFER);
     let task = tokio::spawn(async move {
         while let Some(update) = all.next().await {
@@ -70,13 +71,8 @@ pub fn updates(client: &Client, served: &Served, deadline: Duration) -> Updates 
     Updates { received, task }
 }
 
-fn streams(
-    client: &Client,
-    served: &Served,
-    deadline: Duration,
-) -> SelectAll<BoxStream<'static, Update>> {
+fn streams(client: &Client, served: &Served, d: &Reads) -> SelectAll<BoxStream<'static, Update>> {
     let mut all = SelectAll::new();
-    let d = deadline;
     for kind in &served.kinds {
         let stream = match kind {
             Kind::Node => {
@@ -143,7 +139,7 @@ fn streams(
 fn controller(
     client: &Client,
     kind: ControllerKind,
-    d: Duration,
+    d: &Reads,
 ) -> Option<BoxStream<'static, Update>> {
     let k = Kind::Controller(kind);
     Some(match kind {
@@ -171,7 +167,7 @@ fn controller(
 
 /// A storage kind's list and watch. Claims and volumes, which a cluster has as many of as
 /// stateful pods, are decoded lean (`lean_storage`); classes and CSINodes are few and small.
-fn storage(client: &Client, kind: Kind, d: Duration) -> Option<BoxStream<'static, Update>> {
+fn storage(client: &Client, kind: Kind, d: &Reads) -> Option<BoxStream<'static, Update>> {
     Some(match kind {
         Kind::PersistentVolumeClaim => typed::<LeanClaim>(client, kind, None, d, |o| {
             Object::PersistentVolumeClaim(Box::new(o.0))
@@ -193,29 +189,24 @@ fn typed<K>(
     client: &Client,
     kind: Kind,
     fields: Option<String>,
-    deadline: Duration,
+    reads: &Reads,
     object: fn(K) -> Object,
 ) -> BoxStream<'static, Update>
 where
     K: kube::Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
 {
     let api: Api<K> = Api::all(client.clone());
-    list_watch(api, fields, deadline)
+    list_watch(api, fields, reads.clone())
         .map(move |event| Update::from_event(kind, event, object))
         .boxed()
 }
 
 /// A DRA kind's list and watch at the version discovery chose, decoded lean
 /// (`lean_dra`), each object stamped with that version for the conversion to v1.
-fn dra(
-    client: &Client,
-    kind: Kind,
-    ar: &ApiResource,
-    deadline: Duration,
-) -> BoxStream<'static, Update> {
+fn dra(client: &Client, kind: Kind, ar: &ApiResource, reads: &Reads) -> BoxStream<'static, Update> {
     let api: Api<LeanDra> = Api::all_with(client.clone(), ar);
     let api_version = ar.api_version.clone();
-    list_watch(api, None, deadline)
+    list_watch(api, None, reads.clone())
         .map(move |event| {
             let update = Update::from_event(kind, event, |o| Object::Dynamic(Box::new(o.0)));
             super::dra::stamp(update, &api_version)
@@ -227,10 +218,10 @@ fn dynamic(
     client: &Client,
     kind: Kind,
     ar: &ApiResource,
-    deadline: Duration,
+    reads: &Reads,
 ) -> BoxStream<'static, Update> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
-    list_watch(api, None, deadline)
+    list_watch(api, None, reads.clone())
         .map(move |event| Update::from_event(kind, event, |o| Object::Dynamic(Box::new(o))))
         .boxed()
 }

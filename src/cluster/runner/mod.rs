@@ -215,8 +215,10 @@ pub async fn run(
         RecorderSettings::new(ctx.timing.write_timeout, &ctx.instance),
     );
     let remembered = ctx.memory.take();
+    let heard = super::cache::heard::Heard::new();
     let liveness = liveness::Liveness::start(
         ctx.client.clone(),
+        heard.clone(),
         ctx.timing.scan_interval.min(Duration::from_secs(10)),
         ctx.timing.request_timeout,
     );
@@ -226,7 +228,7 @@ pub async fn run(
         infra,
         infra_problems: Vec::new(),
         cache: Cache::new(&served.kinds),
-        updates: watches::updates(&ctx.client, &served, ctx.timing.request_timeout),
+        updates: watches::updates(&ctx.client, &served, ctx.timing.request_timeout, heard),
         machine_apis: served.machine_apis,
         discovery_warnings: served.warnings,
         ctx,

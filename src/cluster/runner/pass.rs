@@ -193,7 +193,8 @@ impl Runner {
     /// a change (their record is cleared by every pass).
     fn woken_by(&mut self, cause: Cause) -> String {
         let kinds = self.cache.take_changed_kinds();
-        self.ctx.publish(|r| r.counters.record_pass_cause(cause.as_str()));
+        self.ctx
+            .publish(|r| r.counters.record_pass_cause(cause.as_str()));
         match cause {
             Cause::Changed => format!("changed: {kinds}"),
             other => other.as_str().to_string(),

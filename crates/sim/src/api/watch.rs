@@ -23,7 +23,7 @@ use super::resources::Resource;
 use super::selector::{FieldSelector, LabelSelector, labels_of};
 use super::status::ApiError;
 use crate::cluster::Cluster;
-use crate::faults::Faults;
+use crate::faults::{Faults, Outage};
 use crate::store::{EventType, Stored};
 
 /// The body of a watch response: one chunk per batch of events.
@@ -142,11 +142,22 @@ pub fn start(
 impl Watcher {
     async fn next(&mut self) -> Option<Bytes> {
         loop {
+            let (drop_watches, hung) = {
+                let f = self.faults.borrow_and_update();
+                (f.drop_watches, f.outage == Some(Outage::Hang))
+            };
+            if self.done || drop_watches {
+                return None;
+            }
+            // A hung API server sends nothing, bookmarks included, on the watches it holds.
+            if hung {
+                if self.faults.changed().await.is_err() {
+                    return None;
+                }
+                continue;
+            }
             if let Some(chunk) = self.pending.pop_front() {
                 return Some(chunk);
-            }
-            if self.done || self.faults.borrow_and_update().drop_watches {
-                return None;
             }
             self.versions.borrow_and_update();
             match self.drain() {

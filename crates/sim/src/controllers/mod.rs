@@ -170,7 +170,10 @@ mod tests {
     #[tokio::test]
     async fn a_zero_wave_period_holds_the_workloads_still() {
         let (day, quarter) = (Duration::from_secs(86_400), Duration::from_secs(21_600));
-        assert!(writes_after_settling(day, quarter), "the wave moved nothing");
+        assert!(
+            writes_after_settling(day, quarter),
+            "the wave moved nothing"
+        );
         assert!(!writes_after_settling(Duration::ZERO, quarter));
     }
 
