@@ -10,6 +10,9 @@
 //! small fleet checks that the bench still works. HUB_BENCH_TRACES=1 turns traces on (every
 //! pass, to an OTLP/HTTP sink in this process), to compare pass times with them off.
 //!
+//! A full run pins the hub to core 0 and the simulated fleet to the others (`HUB_BENCH_PIN=0`
+//! shares the cores as before), so that the hub's own limit is what is measured.
+//!
 //! HUB_BENCH_SHAPE=breadth measures a wide fleet of small clusters instead (`breadth.rs`);
 //! the quick run (`cargo test`) runs a small one of each shape.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -54,6 +57,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let full = hub_support::full_run();
+    hub_support::pin(full);
     match std::env::var("HUB_BENCH_SHAPE").as_deref() {
         Ok("breadth") => hub_support::run(breadth::bench(full)),
         Ok("depth") => hub_support::run(bench(full)),

@@ -104,7 +104,15 @@ pub fn start_sim_with(clusters: usize, args: &[&str]) -> Sim {
     } else {
         &["--wave-period-secs", "86400"]
     };
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
+    let mut command = match SIM_CORES.get() {
+        Some(cores) => {
+            let mut taskset = Command::new("taskset");
+            taskset.args(["-c", cores, env!("CARGO_BIN_EXE_fleetscaler")]);
+            taskset
+        }
+        None => Command::new(env!("CARGO_BIN_EXE_fleetscaler")),
+    };
+    let mut child = command
         .args(["sim", "--timing", "demo"])
         .args(waves)
         .args(["--clusters", &clusters.to_string()])
@@ -228,6 +236,35 @@ pub fn run(bench: impl std::future::Future<Output = ()>) {
     runtime.block_on(bench);
     // Tasks still running must not hold the process up once the figures are out.
     runtime.shutdown_timeout(Duration::from_secs(5));
+}
+
+/// The cores the simulated fleet is pinned to, once `pin` has pinned this process.
+static SIM_CORES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Pins this process (the hub, and the bench's own watches) to core 0 and the simulated
+/// fleet it starts to the other cores, so that each one's limit is its own rather than the
+/// other's load: on by default for a full run on a machine of two cores or more,
+/// `HUB_BENCH_PIN=0` turns it off. Called before the runtime starts (its threads inherit
+/// the affinity; the hub's pass pool and runtime size themselves to the one core).
+pub fn pin(full: bool) {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if crate::support::env("HUB_BENCH_PIN", usize::from(full)) != 1 || cores < 2 {
+        return;
+    }
+    let pid = std::process::id().to_string();
+    let pinned = Command::new("taskset")
+        .args(["-a", "-p", "-c", "0", &pid])
+        .stdout(Stdio::null())
+        .status()
+        .expect("taskset (util-linux) pins the bench");
+    assert!(pinned.success(), "taskset could not pin the bench: {pinned}");
+    let sim = if cores == 2 {
+        "1".to_string()
+    } else {
+        format!("1-{}", cores - 1)
+    };
+    println!("pinned: the hub to core 0, the simulated fleet to core(s) {sim} (HUB_BENCH_PIN=0: not)");
+    let _ = SIM_CORES.set(sim);
 }
 
 /// Whether `cargo bench` started it; else (`cargo test --all-targets`) a small fleet checks
