@@ -257,13 +257,18 @@ pub fn pin(full: bool) {
         .stdout(Stdio::null())
         .status()
         .expect("taskset (util-linux) pins the bench");
-    assert!(pinned.success(), "taskset could not pin the bench: {pinned}");
+    assert!(
+        pinned.success(),
+        "taskset could not pin the bench: {pinned}"
+    );
     let sim = if cores == 2 {
         "1".to_string()
     } else {
         format!("1-{}", cores - 1)
     };
-    println!("pinned: the hub to core 0, the simulated fleet to core(s) {sim} (HUB_BENCH_PIN=0: not)");
+    println!(
+        "pinned: the hub to core 0, the simulated fleet to core(s) {sim} (HUB_BENCH_PIN=0: not)"
+    );
     let _ = SIM_CORES.set(sim);
 }
 
