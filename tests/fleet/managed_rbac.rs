@@ -28,6 +28,12 @@ const LONG: Duration = Duration::from_secs(60);
 /// Permissions the YAML grants that this scenario cannot reach, and why the hub needs them.
 const NOT_EXERCISED: &[(&str, &str)] = &[
     (
+        "get /version",
+        "the liveness probe, sent only when a cluster's watches heard nothing for a scan \
+         interval (runner/liveness.rs); the simulated watches' bookmarks and events leave no \
+         such gap here, and hub_e2e's hung API server is found by it",
+    ),
+    (
         "list apps/daemonsets",
         "DaemonSet pods are part of a node group's template; every real cluster serves apps/v1 \
          DaemonSets, the simulated ones do not (docs/sim.md)",

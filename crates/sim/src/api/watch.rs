@@ -146,11 +146,8 @@ impl Watcher {
                 let f = self.faults.borrow_and_update();
                 (f.drop_watches, f.outage == Some(Outage::Hang))
             };
-            if self.done || drop_watches {
-                return None;
-            }
             // A hung API server sends nothing, bookmarks included, on the watches it holds.
-            if hung {
+            if hung && !drop_watches {
                 if self.faults.changed().await.is_err() {
                     return None;
                 }
@@ -158,6 +155,9 @@ impl Watcher {
             }
             if let Some(chunk) = self.pending.pop_front() {
                 return Some(chunk);
+            }
+            if self.done || drop_watches {
+                return None;
             }
             self.versions.borrow_and_update();
             match self.drain() {
