@@ -92,37 +92,21 @@ fn passes(view: &fleetscaler::hub::FleetView) -> (u64, u64) {
     })
 }
 
-/// Passes run over the fleet, by why they ran.
-fn causes(view: &fleetscaler::hub::FleetView) -> BTreeMap<&'static str, u64> {
-    let mut by = BTreeMap::new();
-    for r in view.reports() {
-        for (cause, n) in &r.counters.passes_by_cause {
-            *by.entry(*cause).or_default() += n;
-        }
-    }
-    by
-}
-
 /// The hub's CPU, in % of one core, over `window` with nothing happening in the fleet.
 async fn idle(view: &fleetscaler::hub::FleetView, window: Duration) -> f64 {
     let (cpu, requests, passes_before) = (cpu_seconds(None), requests_sent(), passes(view));
-    let causes_before = causes(view);
+    let causes_before = hub_support::causes(view);
     let began = jiff::Timestamp::now();
     tokio::time::sleep(window).await;
     let secs = window.as_secs_f64();
     let used = 100.0 * (cpu_seconds(None) - cpu) / secs;
     let after = passes(view);
-    let why: Vec<String> = causes(view)
-        .into_iter()
-        .map(|(cause, n)| (cause, n - causes_before.get(cause).copied().unwrap_or(0)))
-        .filter(|(_, n)| *n > 0)
-        .map(|(cause, n)| format!("{cause} {n}"))
-        .collect();
+    let why = hub_support::causes_since(view, &causes_before);
     println!(
         "  idle for {secs:.0} s: CPU {used:.1} % of one core, {:.1} requests/s, {} passes run ({}), {} skipped as idle",
         (requests_sent() - requests) as f64 / secs,
         after.0 - passes_before.0,
-        why.join(", "),
+        why,
         after.1 - passes_before.1
     );
     println!(

@@ -152,6 +152,7 @@ async fn bench(full: bool) {
         cpu_seconds(None),
         cpu_seconds(Some(sim_pid)),
     );
+    let causes_before = hub_support::causes(&hub.view);
     let round_gap = hub_support::round_gap(full, clusters);
     for round in 0..rounds {
         create_round(&clients, round, round_gap).await;
@@ -170,6 +171,10 @@ async fn bench(full: bool) {
         "  CPU during the rounds ({wall:.0} s): the hub and the bench's watches {:.0} %, the simulated fleet {:.0} % (of one core)",
         100.0 * (cpu_seconds(None) - rounds_started.1) / wall,
         100.0 * (cpu_seconds(Some(sim_pid)) - rounds_started.2) / wall
+    );
+    println!(
+        "  passes run during the rounds, by cause: {}",
+        hub_support::causes_since(&hub.view, &causes_before)
     );
     let latencies = latencies(&seen.lock().unwrap());
     println!(

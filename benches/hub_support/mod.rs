@@ -355,3 +355,28 @@ pub async fn create_round(clients: &[Client], round: usize, gap: Duration) {
         tokio::time::sleep(gap / clients.len() as u32).await;
     }
 }
+
+/// Passes run over the fleet, by why they ran (`fleetscaler_passes_total{cause}`).
+pub fn causes(view: &fleetscaler::hub::FleetView) -> BTreeMap<&'static str, u64> {
+    let mut by = BTreeMap::new();
+    for r in view.reports() {
+        for (cause, n) in &r.counters.passes_by_cause {
+            *by.entry(*cause).or_default() += n;
+        }
+    }
+    by
+}
+
+/// The passes run since `before` (a `causes` reading), by cause: `refresh 12, changed 3`.
+pub fn causes_since(
+    view: &fleetscaler::hub::FleetView,
+    before: &BTreeMap<&'static str, u64>,
+) -> String {
+    let why: Vec<String> = causes(view)
+        .into_iter()
+        .map(|(cause, n)| (cause, n - before.get(cause).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .map(|(cause, n)| format!("{cause} {n}"))
+        .collect();
+    why.join(", ")
+}

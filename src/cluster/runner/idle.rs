@@ -100,9 +100,8 @@ impl Idle {
         let Some((last, at)) = &self.last else {
             return Some(Cause::First);
         };
-        let Some(until) = self.stands_until else {
-            return Some(Cause::Unsettled);
-        };
+        // What changed is named before what waits: a busy cluster's passes are told apart
+        // from its scans.
         let cause = if last.cache != inputs.cache {
             Cause::Changed
         } else if last.learned != inputs.learned {
@@ -111,12 +110,16 @@ impl Idle {
             Cause::Settings
         } else if last.policy != inputs.policy {
             Cause::Policy
-        } else if now >= *at + REFRESH {
-            Cause::Refresh
-        } else if now >= until {
-            Cause::Due
+        } else if let Some(until) = self.stands_until {
+            if now >= *at + REFRESH {
+                Cause::Refresh
+            } else if now >= until {
+                Cause::Due
+            } else {
+                return None;
+            }
         } else {
-            return None;
+            Cause::Unsettled
         };
         Some(cause)
     }
@@ -351,6 +354,11 @@ mod tests {
         };
         idle.passed(inputs(1), (t0, clock()), Some(&pending));
         assert_eq!(idle.cause(&inputs(1), later), Some(Cause::Unsettled));
+        assert_eq!(
+            idle.cause(&inputs(2), later),
+            Some(Cause::Changed),
+            "a change is named before what waits"
+        );
         idle.passed(inputs(1), (t0, clock()), None);
         idle.forget();
         assert_eq!(
