@@ -122,27 +122,27 @@ async fn idle(view: &fleetscaler::hub::FleetView, window: Duration) -> f64 {
 
 /// The causes of the clusters' last passes since `since`, most common first.
 fn last_causes(view: &fleetscaler::hub::FleetView, since: jiff::Timestamp) -> String {
-    let mut by: BTreeMap<String, usize> = BTreeMap::new();
-    for r in view.reports() {
-        if let Some(p) = r.last_pass.filter(|p| p.at >= since) {
-            *by.entry(p.cause).or_default() += 1;
-        }
-    }
-    let mut by: Vec<(String, usize)> = by.into_iter().collect();
-    by.sort_by_key(|b| std::cmp::Reverse(b.1));
-    let shown: Vec<String> = by.iter().map(|(why, n)| format!("{n} ×{why}")).collect();
-    shown.join(", ")
+    tally(
+        view.reports()
+            .into_iter()
+            .filter_map(|r| r.last_pass.filter(|p| p.at >= since).map(|p| p.cause)),
+    )
 }
 
 /// What the clusters' last passes wait on (counts in the reasons made `N`), most common
 /// first.
 fn waiting(view: &fleetscaler::hub::FleetView) -> String {
-    let mut by: std::collections::BTreeMap<String, usize> = Default::default();
-    for r in view.reports() {
-        if let Some(why) = r.last_pass.and_then(|p| p.waits_on) {
-            let shape: String = why.chars().filter(|c| !c.is_ascii_digit()).collect();
-            *by.entry(shape).or_default() += 1;
-        }
+    tally(view.reports().into_iter().filter_map(|r| {
+        let why = r.last_pass?.waits_on?;
+        Some(why.chars().filter(|c| !c.is_ascii_digit()).collect())
+    }))
+}
+
+/// `N ×what` for each distinct `what`, most common first; `none` when there is nothing.
+fn tally(items: impl Iterator<Item = String>) -> String {
+    let mut by: BTreeMap<String, usize> = BTreeMap::new();
+    for item in items {
+        *by.entry(item).or_default() += 1;
     }
     let mut by: Vec<(String, usize)> = by.into_iter().collect();
     by.sort_by_key(|b| std::cmp::Reverse(b.1));

@@ -55,7 +55,7 @@ impl Runner {
         span.record("fleetscaler.pass.cause", woken_by.as_str());
         if let Some(why) = self.untrusted_now(started) {
             span.record("fleetscaler.pass.skipped_reason", why.as_str());
-            self.skip_pass(why, now, woken_by);
+            self.skip_pass(why, now, (cause, woken_by));
             return;
         }
         self.follow_dry_run(spec.dry_run);
@@ -149,6 +149,7 @@ impl Runner {
         record_outcome(&span, &plan, &execution.entries);
         log_entries(&self.ctx.name, &execution.entries);
         let done = Done {
+            cause,
             entries: &execution.entries,
             summary,
             latencies,
@@ -193,18 +194,17 @@ impl Runner {
     /// a change (their record is cleared by every pass).
     fn woken_by(&mut self, cause: Cause) -> String {
         let kinds = self.cache.take_changed_kinds();
-        self.ctx
-            .publish(|r| r.counters.record_pass_cause(cause.as_str()));
         match cause {
             Cause::Changed => format!("changed: {kinds}"),
             other => other.as_str().to_string(),
         }
     }
 
-    fn skip_pass(&mut self, why: String, now: Timestamp, cause: String) {
+    fn skip_pass(&mut self, why: String, now: Timestamp, (cause, woken_by): (Cause, String)) {
         self.idle.forget();
         tracing::warn!(k8s.cluster.name = %self.ctx.name, "pass skipped: {why}");
         self.ctx.publish(|r| {
+            r.counters.record_pass_cause(cause.as_str());
             r.record_error(why.clone(), now);
             r.last_pass = Some(PassSummary {
                 at: now,
@@ -215,7 +215,7 @@ impl Runner {
                 scale_downs: 0,
                 skipped: Some(why.clone()),
                 waits_on: None,
-                cause,
+                cause: woken_by,
             });
             r.looked_at = Some(now);
             r.set_phase(Phase::Running, Some(why), now);
@@ -246,6 +246,7 @@ impl Runner {
             r.record_entries(done.entries, now);
             r.cache = stats;
             let c = &mut r.counters;
+            c.record_pass_cause(done.cause.as_str());
             c.observe_duration("main", done.summary.took_ms / 1e3);
             c.observe_duration("autoscaling", done.summary.engine_ms / 1e3);
             c.pass_queue.observe(done.summary.queued_ms / 1e3);
@@ -262,6 +263,8 @@ impl Runner {
 
 /// What a pass did, for its report.
 struct Done<'a> {
+    /// Why the pass ran (counted with the other figures of the pass).
+    cause: Cause,
     entries: &'a [Entry],
     summary: PassSummary,
     /// Seconds from pods seen unschedulable to their scale-up written.
