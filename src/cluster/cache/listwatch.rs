@@ -24,15 +24,25 @@ use crate::cluster::error::{CallError, call};
 
 /// Objects per page of a list: a cluster's 30,000 pods never arrive as one response.
 const PAGE: u32 = 500;
-/// The server ends a watch after between this long and twice it, drawn per watch as
-/// client-go's reflector does (`minWatchTimeout` × (1 + rand)): a fleet's watches do not
-/// restart in step, and a thousand idle clusters' thirty watches restart some 65 times a
-/// second rather than 100 with a fixed 290 s. Each is resumed from its last resourceVersion
-/// at once.
-const WATCH_SECONDS: u32 = 300;
-/// A watch stream silent this long is given up: past the server's own end of it (with the
-/// most jitter), with a margin.
-const SILENT_WATCH: Duration = Duration::from_secs(2 * WATCH_SECONDS as u64 + 30);
+/// The server ends a watch after between this long and twice it, drawn per watch: the API
+/// server's own default for a watch that names no timeout (`--min-request-timeout`, 1800 s,
+/// × (1 + rand)). client-go's reflector asks for 5–10 minutes, which a fleet pays for: a
+/// thousand idle clusters' thirty watches would restart some 65 times a second, where these
+/// restart about 11. A dead stream is not left that long: see `SILENT_WATCH`.
+const WATCH_SECONDS: u32 = 1800;
+/// The API server sends each watch a bookmark about once a minute (its cacher's
+/// `bookmarkFrequency`), so a stream silent for three of them and a margin is dead (HTTP/2
+/// pings vouch for the connection, not for each stream on it): it is resumed from its last
+/// resourceVersion. A server that sends no bookmarks costs a quiet kind a resumption this
+/// often, not a stale cache.
+const SILENT_WATCH: Duration = Duration::from_secs(200);
+/// The first watch after a list ends after between this long and twice it. A cluster's
+/// watches start together, after its first lists, and the API server bookmarks each a minute
+/// after it started, and every minute on: in step, they would leave the cluster silent for
+/// most of each minute, and the liveness probe would fill that silence with requests. The
+/// watches that resume from these short ones start at scattered moments, and their bookmarks
+/// arrive spread across the minute.
+const FIRST_WATCH_SECONDS: u32 = 60;
 /// First wait before a failed call is tried again; doubles up to `MAX_RETRY`.
 const FIRST_RETRY: Duration = Duration::from_millis(500);
 const MAX_RETRY: Duration = Duration::from_secs(30);
@@ -92,6 +102,8 @@ struct ListWatch<K: Clone + DeserializeOwned + Debug + 'static> {
     wait: bool,
     /// A call failed since the watch last worked: its return is news.
     failed: bool,
+    /// The next watch is the first after a list (`FIRST_WATCH_SECONDS`).
+    after_list: bool,
 }
 
 /// The changes of one kind, for as long as the stream is polled.
@@ -112,6 +124,7 @@ where
         retry: None,
         wait: false,
         failed: false,
+        after_list: false,
     };
     futures::stream::unfold(start, |mut lw| async move {
         loop {
@@ -149,8 +162,7 @@ where
                 mut events,
                 since,
             } => {
-                // The server ends a watch within WATCH_SECONDS: one silent past that is
-                // dead (HTTP/2 pings vouch for the connection, not for each stream on it).
+                // Bookmarks prove a quiet stream alive; one without them is dead.
                 match tokio::time::timeout(SILENT_WATCH, events.next()).await {
                     Ok(next) => self.watched(version, (events, since), next),
                     Err(_) => {
@@ -191,6 +203,7 @@ where
                         self.ready.push_back(Event::InitDone);
                         let version = list.metadata.resource_version.unwrap_or_default();
                         self.phase = Phase::Watch(version);
+                        self.after_list = true;
                         self.succeeded();
                         self.retry = None;
                     }
@@ -203,7 +216,12 @@ where
     }
 
     async fn start_watch(&mut self, version: String) {
-        let mut params = WatchParams::default().timeout(WATCH_SECONDS + jitter_seconds());
+        let length = if self.after_list {
+            FIRST_WATCH_SECONDS
+        } else {
+            WATCH_SECONDS
+        };
+        let mut params = WatchParams::default().timeout(length + jitter_seconds(length));
         if let Some(fields) = &self.fields {
             params = params.fields(fields);
         }
@@ -215,6 +233,7 @@ where
         match watch.await {
             Ok(events) => {
                 self.reads.heard.stamp();
+                self.after_list = false;
                 if self.failed {
                     self.ready.push_back(Event::Resumed);
                 }
@@ -330,12 +349,109 @@ fn is_gone(e: &CallError) -> bool {
     matches!(e, CallError::Api { source: kube::Error::Api(s), .. } if s.code == 410)
 }
 
-/// Up to another `WATCH_SECONDS`, so that watches started together do not all end together.
-fn jitter_seconds() -> u32 {
+/// Up to another `length` seconds, so that watches started together do not all end together.
+fn jitter_seconds(length: u32) -> u32 {
     // `jittered` draws between half and one and a half of its duration: shifted to 0..d.
-    let d = Duration::from_secs(u64::from(WATCH_SECONDS));
+    let d = Duration::from_secs(u64::from(length));
     let spread = crate::cluster::error::jittered(d).saturating_sub(d / 2);
-    u32::try_from(spread.as_secs())
-        .unwrap_or(0)
-        .min(WATCH_SECONDS)
+    u32::try_from(spread.as_secs()).unwrap_or(0).min(length)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+    use http_body_util::combinators::BoxBody;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    /// How the fake API server answers a watch.
+    #[derive(Clone, Copy)]
+    enum Watches {
+        /// The server ends it at once.
+        End,
+        /// Accepted, then nothing ever again (a dead stream).
+        Silent,
+    }
+
+    /// A client whose lists are empty and whose watches answer as `watches` says; the
+    /// `timeoutSeconds` of every watch asked for, in order.
+    fn fake_server(watches: Watches) -> (kube::Client, Arc<Mutex<Vec<u32>>>) {
+        let asked = Arc::new(Mutex::new(Vec::new()));
+        let seen = asked.clone();
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let query = req.uri().query().unwrap_or_default().to_string();
+            let timeout = query
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("timeoutSeconds="))
+                .and_then(|t| t.parse::<u32>().ok());
+            let body: BoxBody<Bytes, Infallible> = match (timeout, watches) {
+                (None, _) => {
+                    let list = r#"{"apiVersion":"v1","kind":"ConfigMapList","metadata":{"resourceVersion":"5"},"items":[]}"#;
+                    http_body_util::Full::new(Bytes::from_static(list.as_bytes())).boxed()
+                }
+                (Some(_), Watches::End) => http_body_util::Empty::new().boxed(),
+                (Some(_), Watches::Silent) => {
+                    BodyExt::boxed(http_body_util::StreamBody::new(futures::stream::pending::<
+                        Result<hyper::body::Frame<Bytes>, Infallible>,
+                    >()))
+                }
+            };
+            if let (Some(t), Ok(mut asked)) = (timeout, seen.lock()) {
+                asked.push(t);
+            }
+            async move { Ok::<_, Infallible>(http::Response::new(body)) }
+        });
+        (kube::Client::new(service, "default"), asked)
+    }
+
+    fn reads() -> Reads {
+        Reads {
+            deadline: Duration::from_secs(10),
+            heard: Heard::new(),
+        }
+    }
+
+    /// The first watch after a list is short (its cluster's watches fall out of step), the
+    /// ones resumed after it last as long as the API server's default.
+    #[tokio::test(start_paused = true)]
+    async fn the_first_watch_after_a_list_is_short_and_the_next_long() {
+        let (client, asked) = fake_server(Watches::End);
+        let mut events = list_watch(Api::<ConfigMap>::all(client), None, reads());
+        let task = tokio::spawn(async move { while events.next().await.is_some() {} });
+        while asked.lock().map_or(0, |a| a.len()) < 3 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        task.abort();
+        let asked = asked.lock().map(|a| a.clone()).unwrap_or_default();
+        assert!((60..=120).contains(&asked[0]), "first watch: {asked:?}");
+        for later in &asked[1..] {
+            assert!((1800..=3600).contains(later), "later watches: {asked:?}");
+        }
+    }
+
+    /// A stream with no event or bookmark for three of the server's bookmark intervals is
+    /// dead: it is reported and resumed, not trusted for the watch's whole length.
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_without_bookmarks_is_given_up() {
+        let (client, asked) = fake_server(Watches::Silent);
+        let mut events = list_watch(Api::<ConfigMap>::all(client), None, reads());
+        let start = Instant::now();
+        assert!(matches!(events.next().await, Some(Event::Init)));
+        assert!(matches!(events.next().await, Some(Event::InitDone)));
+        let Some(Event::Error(e)) = events.next().await else {
+            panic!("a silent watch must be reported");
+        };
+        assert!(e.to_string().contains("nothing for 200s"), "{e}");
+        assert_eq!(start.elapsed().as_secs(), SILENT_WATCH.as_secs());
+        assert!(matches!(events.next().await, Some(Event::Resumed)));
+        assert_eq!(
+            asked.lock().map(|a| a.len()).unwrap_or(0),
+            2,
+            "resumed once"
+        );
+    }
 }

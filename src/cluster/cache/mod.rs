@@ -130,6 +130,9 @@ pub struct Cache {
     unchanged: bool,
     /// When each pod was first seen unschedulable, for the scale-up latency metric.
     pending_since: HashMap<ObjectKey, Instant>,
+    /// Pods turned unschedulable, counted: a pass that answers new ones goes first
+    /// (`pool::Urgency`).
+    turned_pending: u64,
 }
 
 impl Cache {
@@ -204,6 +207,12 @@ impl Cache {
     /// or a relist) the cache has taken: equal counts, equal inputs to a pass.
     pub fn changes(&self) -> u64 {
         self.changes
+    }
+
+    /// How many times a pod turned unschedulable: a count that grew since a pass read the
+    /// cache means pending pods that pass has not answered.
+    pub fn turned_pending(&self) -> u64 {
+        self.turned_pending
     }
 
     /// The kinds that changed since the last call, named as the API does ("pods, nodes").

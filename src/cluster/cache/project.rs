@@ -46,6 +46,7 @@ impl Cache {
                     self.pending_since.remove(&key);
                 } else if wake {
                     self.pending_since.entry(key).or_insert(now);
+                    self.turned_pending += 1;
                 }
                 problem.map_or(Ok(wake), Err)
             }

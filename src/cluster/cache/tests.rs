@@ -87,9 +87,11 @@ async fn wakes_on_a_pod_turning_unschedulable_and_a_node_turning_ready_only() {
     let mut c = synced_cache();
     let now = Instant::now();
     assert!(!c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now));
+    assert_eq!(c.turned_pending(), 0);
     assert!(c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", true))), now));
     // Still unschedulable: the runner already knows.
     assert!(!c.apply(update(Kind::Pod, Change::Apply(pod("p", "2", true))), now));
+    assert_eq!(c.turned_pending(), 1, "one pod turned pending, once");
     assert!(c.apply(update(Kind::Node, Change::Apply(node("a", false))), now));
     assert!(!c.apply(update(Kind::Node, Change::Apply(node("a", false))), now));
     assert!(c.apply(update(Kind::Node, Change::Apply(node("a", true))), now));

@@ -245,6 +245,7 @@ pub async fn run(
         reconciled: None,
         idle: idle::Idle::default(),
         learned: 0,
+        pending_answered: 0,
     };
     runner.initializing().await;
     if !runner.sync(&cancel).await? {
@@ -289,6 +290,8 @@ struct Runner {
     /// Counts what the runner learned between passes that a pass reads (a removal ended,
     /// infrastructure templates read): part of a pass's inputs.
     learned: u64,
+    /// `Cache::turned_pending` when the last pass read the cache.
+    pending_answered: u64,
 }
 
 /// However the runner ends (an error, cancellation, a panic unwinding through it), the

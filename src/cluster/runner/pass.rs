@@ -14,6 +14,7 @@ use super::idle::Cause;
 use crate::cluster::events::events_for;
 use crate::cluster::layering::{self, EffectiveSettings};
 use crate::cluster::outcome::{Action, Entry, Outcome};
+use crate::cluster::pool::{Turn, Urgency};
 use crate::cluster::report::{PassSummary, Phase};
 use crate::engine::FleetPolicy;
 use crate::engine::plan::{Outcome as PodOutcome, Plan};
@@ -67,7 +68,7 @@ impl Runner {
             .collect();
         let executor = self.executor(spec.dry_run);
         // The fleet's passes take turns on the cores; the snapshot is read once it is ours.
-        let turn = self.ctx.pool.turn().await;
+        let turn = self.wait_turn().await;
         span.record(
             "fleetscaler.pass.queued_ms",
             turn.waited.as_secs_f64() * 1e3,
@@ -76,6 +77,7 @@ impl Runner {
         let policy = self.ctx.fleet.policy(self.ctx.name.as_str(), now);
         let snapshot_span = snapshot_span();
         let changes = self.cache.changes();
+        self.pending_answered = self.cache.turned_pending();
         let snapshot = self.cache.snapshot();
         let effective = snapshot_span.in_scope(|| layering::for_cluster(&spec, snapshot, None));
         // Kept as it is and shown with its sources only when asked (`/api`): the JSON form
@@ -188,6 +190,32 @@ impl Runner {
         self.cache
             .keep_pending_since(plan.pending_pods.iter().map(|p| &p.pod));
         latencies
+    }
+
+    /// Waits for this pass's turn on the fleet's cores. A pass that answers pods turned
+    /// unschedulable since the last one goes first; one that waits for anything else keeps
+    /// reading the watches meanwhile, and moves ahead as soon as such a pod arrives (the
+    /// pass, reading the cache once its turn comes, will answer it).
+    async fn wait_turn(&mut self) -> Turn {
+        let asked = Instant::now();
+        loop {
+            let urgency = if self.cache.turned_pending() != self.pending_answered {
+                Urgency::NewPending
+            } else {
+                Urgency::Other
+            };
+            let pool = self.ctx.pool.clone();
+            tokio::select! {
+                mut turn = pool.turn(urgency) => {
+                    turn.waited = asked.elapsed();
+                    return turn;
+                }
+                Some(update) = self.updates.next(), if urgency == Urgency::Other => {
+                    self.log_watch_failure(&update);
+                    self.cache.apply(update, Instant::now());
+                }
+            }
+        }
     }
 
     /// The cause of a pass as the report and its trace say it: the kinds that changed for

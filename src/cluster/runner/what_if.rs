@@ -7,6 +7,7 @@ use tokio::sync::{OwnedMutexGuard, mpsc};
 use tokio::time::Instant;
 
 use super::Runner;
+use crate::cluster::pool::Urgency;
 use crate::cluster::what_if::{Ask, ClusterAnswer, evaluate};
 use crate::telemetry::TRACES;
 
@@ -30,7 +31,8 @@ impl Runner {
         let answer = match self.untrusted_now(Instant::now()) {
             Some(why) => ClusterAnswer::failed(&name, format!("not evaluated: {why}")),
             None => {
-                let _turn = self.ctx.pool.turn().await;
+                // A question asked, not a pod waiting: behind passes for pending pods.
+                let _turn = self.ctx.pool.turn(Urgency::Other).await;
                 let spec = self.spec.borrow().clone();
                 let policy = self.ctx.fleet.policy(&name, now);
                 let span = tracing::info_span!(target: TRACES, "what-if", k8s.cluster.name = %name);

@@ -33,8 +33,12 @@ pub type WatchStream = BoxStream<'static, Bytes>;
 /// for long.
 const BATCH: usize = 1000;
 
-/// Watches wanting no timeout get the API server's upper bound.
+/// Watches wanting no timeout get the API server's lower bound of its default (30 to 60
+/// minutes, `--min-request-timeout` × (1 + rand)).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1800);
+/// The API server honours whatever timeout a watch asks for; this only keeps a huge one
+/// from overflowing the deadline.
+const LONGEST_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 
 struct Watcher {
     cluster: Arc<Cluster>,
@@ -112,7 +116,7 @@ pub fn start(
     }
     // Clamped: a client's huge timeoutSeconds must not overflow the deadline.
     let timeout = query.timeout_seconds.map_or(DEFAULT_TIMEOUT, |s| {
-        Duration::from_secs(s.min(DEFAULT_TIMEOUT.as_secs()))
+        Duration::from_secs(s.min(LONGEST_TIMEOUT.as_secs()))
     });
     let interval = cluster.timing.bookmark_interval;
     let watcher = Watcher {
