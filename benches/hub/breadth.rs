@@ -11,10 +11,12 @@
 //! HUB_BENCH_IDLE_SECS (the idle window, default 300), HUB_BENCH_RATE (pending pods a second
 //! across the fleet, default 5) and HUB_BENCH_LOAD_SECS (default 60).
 //!
-//! The defaults measure the steady state a hub holds for days: by 11 minutes the first
-//! scale-ups' cooldowns (10 minutes) have ended and every watch has ended and resumed at
-//! least once (they last 5 to 10 minutes), which spreads a cluster's bookmarks over the
-//! minute; a 5-minute window holds one periodic full pass of every cluster.
+//! The defaults measure the idle fleet a hub holds for days, but for the ends of its long
+//! watches: by 11 minutes the first scale-ups' cooldowns (10 minutes) have ended and every
+//! watch has resumed once (the first after a list lasts 1 to 2 minutes), which spreads a
+//! cluster's bookmarks over the minute; a 5-minute window holds one periodic full pass of
+//! every cluster. The watches after those last 30 to 60 minutes: a window that holds their
+//! ends too needs HUB_BENCH_SETTLE_SECS=3900.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

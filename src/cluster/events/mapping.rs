@@ -16,6 +16,8 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use foldhash::fast::RandomState as Hasher;
+
 use super::pod_reasons::not_triggered;
 use super::{EventSpec, EventType, ObjectRef};
 use crate::cluster::outcome::{Action, Entry, MachineDeletionKind, Outcome};
@@ -497,8 +499,10 @@ fn resolve_pods(
     if wanted.is_empty() {
         return Vec::new();
     }
-    let ids: HashSet<&PodId> = wanted.iter().map(|w| &w.0).collect();
-    let uids: HashMap<&PodId, Arc<str>> = snapshot
+    // Every pod of the cluster is looked up (30,000 of a large one, every pass): foldhash,
+    // several times faster than the default SipHash on these short keys.
+    let ids: HashSet<&PodId, Hasher> = wanted.iter().map(|w| &w.0).collect();
+    let uids: HashMap<&PodId, Arc<str>, Hasher> = snapshot
         .pods
         .iter()
         .filter(|p| ids.contains(&p.id) && !p.uid.is_empty())

@@ -194,27 +194,38 @@ impl Runner {
 
     /// Waits for this pass's turn on the fleet's cores. A pass that answers pods turned
     /// unschedulable since the last one goes first; one that waits for anything else keeps
-    /// reading the watches meanwhile, and moves ahead as soon as such a pod arrives (the
-    /// pass, reading the cache once its turn comes, will answer it).
+    /// reading the watches meanwhile (keeping its place in the queue), and moves ahead as
+    /// soon as such a pod arrives (the pass, reading the cache once its turn comes, will
+    /// answer it).
     async fn wait_turn(&mut self) -> Turn {
         let asked = Instant::now();
+        let pool = self.ctx.pool.clone();
+        let mut urgency = self.urgency();
+        let mut turn = Box::pin(pool.turn(urgency));
         loop {
-            let urgency = if self.cache.turned_pending() != self.pending_answered {
-                Urgency::NewPending
-            } else {
-                Urgency::Other
-            };
-            let pool = self.ctx.pool.clone();
             tokio::select! {
-                mut turn = pool.turn(urgency) => {
-                    turn.waited = asked.elapsed();
-                    return turn;
+                mut given = &mut turn => {
+                    given.waited = asked.elapsed();
+                    return given;
                 }
                 Some(update) = self.updates.next(), if urgency == Urgency::Other => {
                     self.log_watch_failure(&update);
                     self.cache.apply(update, Instant::now());
+                    if self.urgency() == Urgency::NewPending {
+                        urgency = Urgency::NewPending;
+                        turn = Box::pin(pool.turn(urgency));
+                    }
                 }
             }
+        }
+    }
+
+    /// Whether the cache holds pods turned unschedulable since the last pass read it.
+    fn urgency(&self) -> Urgency {
+        if self.cache.turned_pending() != self.pending_answered {
+            Urgency::NewPending
+        } else {
+            Urgency::Other
         }
     }
 
