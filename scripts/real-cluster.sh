@@ -7,7 +7,7 @@
 #                                                  --upstream: also cluster-autoscaler
 #   scripts/real-cluster.sh up DIR [--name NAME] [--provision-delay D] [--no-machines]
 #                                                  [--no-cluster-api] [--no-watch-cache]
-#                                                  [--owner PID]
+#                                                  [--large] [--owner PID]
 #                                                  start one control plane; returns once it is
 #                                                  ready; writes DIR/kubeconfig (context NAME)
 #   scripts/real-cluster.sh down DIR               stop exactly the processes `up` started
@@ -360,6 +360,24 @@ start_apiserver() {
         --audit-log-format json $(cat "$dir/run/apiserver.flags")
 }
 
+# Client rate limits of the controller-manager and the scheduler: their defaults (20 and 50
+# requests a second) unless `up --large`, where tens of thousands of pods are to be made and
+# bound in minutes rather than half an hour.
+client_flags() {
+    large_flag "$1" --kube-api-qps 1000 --kube-api-burst 2000
+}
+
+# The rest of the arguments, under `up --large` only. There the node lifecycle controller
+# also waits 5 minutes, not 50 s, for a lease: kwok renews a thousand of them late while
+# tens of thousands of pods are being made, and the nodes it would mark NotReady meanwhile
+# leave their pods NotReady for good (kwok does not make them Ready again).
+large_flag() {
+    local dir=$1
+    shift
+    [ "$(cat "$dir/run/large" 2>/dev/null)" = 1 ] || return 0
+    echo "$@"
+}
+
 # The audit log (DIR/logs/audit.log) says who wrote what, and what a service account was
 # refused: every request of a service account, every other write but the heartbeats.
 audit_policy() {
@@ -386,9 +404,10 @@ start_controllers() {
         --secure-port 0 --leader-elect=false --profiling=false \
         --controllers '*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-node-route-controller' \
         --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
-        --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key"
+        --cluster-signing-cert-file "$pki/ca.crt" --cluster-signing-key-file "$pki/ca.key" \
+        $(client_flags "$dir") $(large_flag "$dir" --node-monitor-grace-period 5m)
     start "$dir" kube-scheduler "$bin/kube-scheduler" --kubeconfig "$kc" \
-        --secure-port 0 --leader-elect=false --profiling=false
+        --secure-port 0 --leader-elect=false --profiling=false $(client_flags "$dir")
     start "$dir" kwok "$bin/kwok" --kubeconfig "$kc" --config "$dir/kwok.yaml" \
         --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
         --node-lease-duration-seconds 40 --cidr 10.64.0.0/12 --server-address ""
@@ -460,7 +479,7 @@ apply_crds() {
 }
 
 cmd_up() {
-    local dir="" name=testbed delay=2s machines=1 capi=1 owner="" apiserver_flags=""
+    local dir="" name=testbed delay=2s machines=1 capi=1 owner="" apiserver_flags="" large=0
     while [ $# -gt 0 ]; do
         case $1 in
         --name) name=$2; shift 2 ;;
@@ -472,6 +491,10 @@ cmd_up() {
         # (the watch cache would replay its state as ADDED events instead, until it has
         # dropped events of its own).
         --no-watch-cache) apiserver_flags+=" --watch-cache=false"; shift ;;
+        # Upstream's scale (the versus-upstream bench's VERSUS_SCALE mode: 1,000 nodes, 30,000
+        # pods): the controller-manager's and the scheduler's client rate limits raised, and
+        # the controller-manager's node grace period (see large_flag).
+        --large) large=1; shift ;;
         --owner) owner=$2; shift 2 ;;
         -*) die "unknown option $1" ;;
         *) [ -z "$dir" ] || die "one DIR only"; dir=$1; shift ;;
@@ -487,6 +510,7 @@ cmd_up() {
     mkdir -p "$dir/run" "$dir/logs"
     echo "$bin" >"$dir/run/bin"
     echo "$apiserver_flags" >"$dir/run/apiserver.flags"
+    echo "$large" >"$dir/run/large"
     local start_time=$SECONDS
     certs "$dir/pki"
     free_port >"$dir/run/etcd.port"

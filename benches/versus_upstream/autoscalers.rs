@@ -40,16 +40,49 @@ pub struct Running {
     children: Vec<Child>,
 }
 
-/// Starts `who` for the clusters whose admin kubeconfigs are `kubeconfigs`, logging
-/// into `dir`.
+/// Starts `who` for the clusters whose admin kubeconfigs are `kubeconfigs` (context
+/// `vs-<i>`), logging into `dir`.
 pub fn start(who: Contender, bin_dir: &Path, kubeconfigs: &[PathBuf], dir: &Path) -> Running {
+    let clusters: Vec<Cluster> = kubeconfigs
+        .iter()
+        .enumerate()
+        .map(|(i, kc)| Cluster {
+            kubeconfig: kc.clone(),
+            context: format!("vs-{i}"),
+        })
+        .collect();
+    start_with(who, bin_dir, &clusters, dir, false)
+}
+
+/// One cluster as a contender reaches it.
+pub struct Cluster {
+    pub kubeconfig: PathBuf,
+    pub context: String,
+}
+
+/// As [`start`], for `clusters`; `balance`: both split a scale-up among node groups alike
+/// but for their zone (`--balance-similar-node-groups`).
+pub fn start_with(
+    who: Contender,
+    bin_dir: &Path,
+    clusters: &[Cluster],
+    dir: &Path,
+    balance: bool,
+) -> Running {
     let children = match who {
-        Contender::Upstream => kubeconfigs
+        Contender::Upstream => clusters
             .iter()
             .enumerate()
-            .map(|(i, kc)| upstream(bin_dir, kc, &dir.join(format!("ca-{i}.log"))))
+            .map(|(i, c)| {
+                upstream(
+                    bin_dir,
+                    &c.kubeconfig,
+                    &dir.join(format!("ca-{i}.log")),
+                    balance,
+                )
+            })
             .collect(),
-        Contender::Fleetscaler => vec![hub(kubeconfigs, dir)],
+        Contender::Fleetscaler => vec![hub(clusters, dir, balance)],
     };
     Running { children }
 }
@@ -60,8 +93,12 @@ fn free_port() -> u16 {
     listener.local_addr().unwrap().port()
 }
 
-fn upstream(bin_dir: &Path, kubeconfig: &Path, log: &Path) -> Child {
-    Command::new(bin_dir.join("cluster-autoscaler"))
+fn upstream(bin_dir: &Path, kubeconfig: &Path, log: &Path, balance: bool) -> Child {
+    let mut command = Command::new(bin_dir.join("cluster-autoscaler"));
+    if balance {
+        command.arg("--balance-similar-node-groups");
+    }
+    command
         .env("CAPI_GROUP", "machine.openshift.io")
         // Each on a port of its own (the default, :8085, is one for all).
         .arg(format!("--address=127.0.0.1:{}", free_port()))
@@ -88,7 +125,7 @@ fn upstream(bin_dir: &Path, kubeconfig: &Path, log: &Path) -> Child {
         .unwrap()
 }
 
-fn hub(kubeconfigs: &[PathBuf], dir: &Path) -> Child {
+fn hub(clusters: &[Cluster], dir: &Path, balance: bool) -> Child {
     let mut toml = format!(
         "[hub]\nscan_interval = \"{SCAN_INTERVAL}\"\n\n[defaults]\n\
          expanders = [\"least-waste\"]\nskip_nodes_with_local_storage = false\n\
@@ -97,11 +134,15 @@ fn hub(kubeconfigs: &[PathBuf], dir: &Path) -> Child {
          scale_down_unneeded_time = \"{UNNEEDED_TIME}\"\n\
          scale_down_delay_after_add = \"{DELAY_AFTER_ADD}\"\n"
     );
-    for (i, kc) in kubeconfigs.iter().enumerate() {
+    if balance {
+        toml.push_str("balance_similar_node_groups = true\n");
+    }
+    for (i, c) in clusters.iter().enumerate() {
         toml.push_str(&format!(
-            "\n[[clusters]]\nname = \"c{i}\"\ncontext = \"vs-{i}\"\nkubeconfig = \"{}\"\n\
+            "\n[[clusters]]\nname = \"c{i}\"\ncontext = \"{}\"\nkubeconfig = \"{}\"\n\
              use_cluster_autoscaler = false\n",
-            kc.display()
+            c.context,
+            c.kubeconfig.display()
         ));
     }
     let config = dir.join("fleet.toml");

@@ -13,7 +13,8 @@
 //! first patch; memory: peak RSS of all of upstream's processes against the hub's), and a
 //! decision agrees when both add the same nodes to the same groups of one cluster.
 //!
-//! Without `--bench` (as `cargo test --all-targets` runs it), N = 1 only.
+//! Without `--bench` (as `cargo test --all-targets` runs it), N = 1 only, then a small run
+//! of the scale mode. `VERSUS_SCALE=1` runs the scale mode alone (scale.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 #[path = "../../tests/real/real_support/mod.rs"]
@@ -23,6 +24,8 @@ mod tempdir_support;
 
 mod autoscalers;
 mod observe;
+mod scale;
+mod scale_bed;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -307,6 +310,16 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(bench());
+    let full = std::env::args().any(|a| a == "--bench");
+    runtime.block_on(async {
+        if std::env::var_os("VERSUS_SCALE").is_some_and(|v| v == "1") {
+            scale::bench(full).await;
+        } else {
+            bench().await;
+            if !full {
+                scale::bench(false).await;
+            }
+        }
+    });
     runtime.shutdown_timeout(Duration::from_secs(5));
 }

@@ -394,6 +394,61 @@ pub fn openshift_machine_set(
     max: u32,
     cpu: u32,
 ) -> String {
+    let shape = MachineSetShape {
+        replicas,
+        min,
+        max,
+        cpu,
+        ..MachineSetShape::default()
+    };
+    openshift_machine_set_shaped(cluster, name, &shape)
+}
+
+/// What a test or bench chooses of an OpenShift MachineSet.
+pub struct MachineSetShape<'a> {
+    pub replicas: u32,
+    pub min: u32,
+    pub max: u32,
+    pub cpu: u32,
+    pub max_pods: u32,
+    /// `placement.availabilityZone`, which the test-bed cloud gives the nodes as their zone.
+    pub zone: &'a str,
+    pub instance_type: &'a str,
+    /// YAML lines (each starting with a newline) added to the nodes' labels, and to the
+    /// machines' `spec` (taints).
+    pub node_labels: &'a str,
+    pub taints: &'a str,
+}
+
+impl Default for MachineSetShape<'_> {
+    fn default() -> Self {
+        MachineSetShape {
+            replicas: 1,
+            min: 1,
+            max: 10,
+            cpu: 4,
+            max_pods: 110,
+            zone: "us-east-1a",
+            instance_type: "m6i.xlarge",
+            node_labels: "",
+            taints: "",
+        }
+    }
+}
+
+/// An OpenShift MachineSet of `shape`.
+pub fn openshift_machine_set_shaped(cluster: &str, name: &str, shape: &MachineSetShape) -> String {
+    let MachineSetShape {
+        replicas,
+        min,
+        max,
+        cpu,
+        max_pods,
+        zone,
+        instance_type,
+        node_labels,
+        taints,
+    } = shape;
     format!(
         r#"apiVersion: machine.openshift.io/v1beta1
 kind: MachineSet
@@ -407,7 +462,7 @@ metadata:
     machine.openshift.io/cluster-api-autoscaler-node-group-max-size: "{max}"
     capacity.cluster-autoscaler.kubernetes.io/cpu: "{cpu}"
     capacity.cluster-autoscaler.kubernetes.io/memory: "{mem}Gi"
-    capacity.cluster-autoscaler.kubernetes.io/maxPods: "110"
+    capacity.cluster-autoscaler.kubernetes.io/maxPods: "{max_pods}"
 spec:
   replicas: {replicas}
   selector:
@@ -422,14 +477,14 @@ spec:
     spec:
       metadata:
         labels:
-          node-role.kubernetes.io/worker: ""
+          node-role.kubernetes.io/worker: ""{node_labels}{taints}
       providerSpec:
         value:
           apiVersion: machine.openshift.io/v1beta1
           kind: AWSMachineProviderConfig
-          instanceType: m6i.xlarge
+          instanceType: {instance_type}
           placement:
-            availabilityZone: us-east-1a
+            availabilityZone: {zone}
             region: us-east-1
 "#,
         mem = cpu * 4
@@ -645,3 +700,58 @@ pub fn hub_for(cp: &ControlPlane, tables: &str) -> (HubProcess, crate::tempdir_s
 /// `[hub]` of the tests' fleet.toml files: a pass every 2 s, and 200 ms after an event.
 pub const HUB_SECTION: &str =
     "[hub]\nscan_interval = \"2s\"\ndebounce = \"200ms\"\nrequest_timeout = \"5s\"\n";
+
+/// A ServiceAccount `namespace/name` bound to the ClusterRole `role`, and at `path` a
+/// kubeconfig (context = the control plane's name) that reaches the cluster with its token:
+/// a client whose every request the audit log records (the admin's reads are not).
+pub fn service_account_kubeconfig(
+    cp: &ControlPlane,
+    namespace: &str,
+    name: &str,
+    role: &str,
+    path: &Path,
+) {
+    cp.apply(&format!(
+        r#"apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {name}, namespace: {namespace}}}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {{name: {namespace}-{name}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {role}}}
+subjects: [{{kind: ServiceAccount, name: {name}, namespace: {namespace}}}]
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {name}-token
+  namespace: {namespace}
+  annotations: {{kubernetes.io/service-account.name: {name}}}
+type: kubernetes.io/service-account-token
+"#
+    ));
+    let token = eventually(
+        Duration::from_secs(30),
+        "the ServiceAccount's token",
+        || {
+            let secret = cp.get(&["secret", "-n", namespace, &format!("{name}-token")]);
+            secret["data"]["token"].as_str().map(str::to_string)
+        },
+    );
+    let token = String::from_utf8(base64_decode(&token)).unwrap();
+    let view =
+        |path: &str| cp.kubectl(&["config", "view", "--raw", "-o", &format!("jsonpath={path}")]);
+    let server = view("{.clusters[0].cluster.server}");
+    let ca = view("{.clusters[0].cluster.certificate-authority-data}");
+    let cluster = &cp.name;
+    std::fs::write(
+        path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: {cluster}\n  cluster:\n    server: {server}\n    \
+             certificate-authority-data: {ca}\nusers:\n- name: {name}\n  user:\n    token: {token}\n\
+             contexts:\n- name: {cluster}\n  context: {{cluster: {cluster}, user: {name}}}\ncurrent-context: {cluster}\n"
+        ),
+    )
+    .unwrap();
+}
