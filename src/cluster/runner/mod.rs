@@ -320,9 +320,8 @@ impl Runner {
                 Some(ask) = what_if::next(&mut asks) => self.answer_what_if(ask).await,
                 update = self.updates.next() => {
                     let update = update.ok_or(RunnerError::WatchesEnded)?;
-                    self.log_watch_failure(&update);
                     let now = Instant::now();
-                    if self.cache.apply(update, now) {
+                    if self.apply_update(update, now) {
                         schedule.woken(now);
                     }
                 }
@@ -419,6 +418,13 @@ impl Runner {
     fn untrusted_now(&self, now: Instant) -> Option<String> {
         let t = &self.ctx.timing;
         self.untrusted(now, t.stale_after(), t.silent_after())
+    }
+
+    /// Takes one watch update into the cache (saying so once when its watch starts
+    /// failing); true when it should wake the runner.
+    fn apply_update(&mut self, update: Update, now: Instant) -> bool {
+        self.log_watch_failure(&update);
+        self.cache.apply(update, now)
     }
 
     /// Says so once when a watch starts failing (it starts over on its own; the cache goes

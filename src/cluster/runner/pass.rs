@@ -209,8 +209,7 @@ impl Runner {
                     return given;
                 }
                 Some(update) = self.updates.next(), if urgency == Urgency::Other => {
-                    self.log_watch_failure(&update);
-                    self.cache.apply(update, Instant::now());
+                    self.apply_update(update, Instant::now());
                     if self.urgency() == Urgency::NewPending {
                         urgency = Urgency::NewPending;
                         turn = Box::pin(pool.turn(urgency));

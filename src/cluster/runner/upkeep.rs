@@ -69,13 +69,12 @@ impl Runner {
                 }
                 update = self.updates.next() => update.ok_or(RunnerError::WatchesEnded)?,
             };
-            self.log_watch_failure(&update);
             let refused = match &update.change {
                 Change::Error(e) if e.forbidden => Some((update.kind, e.message.clone())),
                 _ => None,
             };
             let failed = matches!(update.change, Change::Error(_));
-            self.cache.apply(update, Instant::now());
+            self.apply_update(update, Instant::now());
             if let Some((kind, message)) = refused {
                 self.give_up_on(kind, &message);
             }
