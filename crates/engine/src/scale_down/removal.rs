@@ -60,7 +60,7 @@ impl<'a> Removal<'a> {
         for (i, pods) in pods_on.iter().enumerate() {
             let Some(n) = sim_of[i] else { continue };
             for p in pods.iter().filter(|p| !p.is_expendable(cutoff)) {
-                sim.place(&sim.shape(p), n);
+                sim.place_pod(p, n);
             }
         }
         let nodes = sim.nodes().len();
@@ -91,7 +91,7 @@ impl<'a> Removal<'a> {
             else {
                 continue;
             };
-            self.sim.place(&self.sim.shape(pod), n);
+            self.sim.place_pod(pod, n);
             self.receivers[n].get_or_insert_with(|| expected_here(pod));
         }
     }

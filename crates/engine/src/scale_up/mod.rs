@@ -198,7 +198,7 @@ impl<'a> Pass<'a> {
         });
         for pod in running {
             if let Some(&node) = pod.node_name.as_deref().and_then(|n| by_name.get(n)) {
-                sim.place(&sim.shape(pod), node);
+                sim.place_pod(pod, node);
             }
         }
         let mut pass = Pass {

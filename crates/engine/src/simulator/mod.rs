@@ -8,6 +8,7 @@
 
 pub mod dra;
 pub mod dra_cel;
+mod placed;
 mod predicates;
 mod topology;
 pub mod volumes;
@@ -26,6 +27,7 @@ use super::dra_template::TemplateDevices;
 use super::reason::Unfit;
 use super::template::TemplateNode;
 use dra::{DraIndex, DraNeeds};
+use placed::Placed;
 use topology::Topology;
 use volumes::{VolumeIndex, VolumeNeeds};
 
@@ -158,10 +160,11 @@ pub struct Mark {
 
 pub struct Simulator {
     nodes: Vec<SimNode>,
-    /// Every placement (+1) and removal (-1), in order; the topology index counts the net.
-    log: Vec<(PodShape, usize, i32)>,
+    /// Every placement (+1) and removal (-1) of a shape, in order; the topology index
+    /// counts the net.
+    log: Vec<(u32, usize, i32)>,
     /// The pods on each node now, for building new topology counters.
-    pods_on: Vec<Vec<PodShape>>,
+    placed: Placed,
     topology: Topology,
     volumes: VolumeIndex,
     dra: DraIndex,
@@ -205,7 +208,7 @@ impl Simulator {
         Simulator {
             nodes: Vec::new(),
             log: Vec::new(),
-            pods_on: Vec::new(),
+            placed: Placed::default(),
             topology: Topology::new(namespaces),
             volumes: VolumeIndex::default(),
             dra: DraIndex::default(),
@@ -227,8 +230,8 @@ impl Simulator {
     }
 
     /// The pods on a node now (real and simulated).
-    pub fn pods_on(&self, idx: usize) -> &[PodShape] {
-        &self.pods_on[idx]
+    pub fn pods_on(&self, idx: usize) -> impl ExactSizeIterator<Item = &PodShape> {
+        self.placed.on(idx)
     }
 
     pub fn add_node(&mut self, mut node: SimNode) -> usize {
@@ -239,23 +242,40 @@ impl Simulator {
         }
         self.topology.add_node(&node);
         self.nodes.push(node);
-        self.pods_on.push(Vec::new());
+        self.placed.add_node();
         self.nodes.len() - 1
     }
 
     /// Places a pod without checking it fits (existing pods, or after a successful check).
     pub fn place(&mut self, pod: &PodShape, node: usize) {
-        self.apply(pod, node, 1);
-        self.log.push((pod.clone(), node, 1));
+        let id = self.placed.intern(pod);
+        self.apply(id, node, 1);
+        self.log.push((id, node, 1));
+    }
+
+    /// Places a pod of the cluster, as [`Simulator::place`] with its [`Simulator::shape`],
+    /// without building the shape when one like it is placed already.
+    pub fn place_pod(&mut self, pod: &Pod, node: usize) {
+        let id = match self.placed.known_plain(pod) {
+            Some(id) => id,
+            None => {
+                let shape = self.shape(pod);
+                self.placed.intern(&shape)
+            }
+        };
+        self.apply(id, node, 1);
+        self.log.push((id, node, 1));
     }
 
     /// Takes a pod off its node (a scale-down moving it elsewhere). Reverted like a placement.
     pub fn remove_pod(&mut self, pod: &PodShape, node: usize) {
-        self.apply(pod, node, -1);
-        self.log.push((pod.clone(), node, -1));
+        let id = self.placed.intern(pod);
+        self.apply(id, node, -1);
+        self.log.push((id, node, -1));
     }
 
-    fn apply(&mut self, pod: &PodShape, node: usize, delta: i32) {
+    fn apply(&mut self, id: u32, node: usize, delta: i32) {
+        let pod = self.placed.shape(id);
         let n = &mut self.nodes[node];
         if let Some(v) = &pod.volumes {
             v.attach(&mut n.attached, i64::from(delta));
@@ -268,7 +288,6 @@ impl Simulator {
             n.requested.add(&pod.spec.requests);
             n.pods += 1;
             n.host_ports.extend(pod.spec.host_ports.iter().cloned());
-            self.pods_on[node].push(pod.clone());
         } else {
             n.requested.sub(&pod.spec.requests);
             n.pods -= 1;
@@ -277,14 +296,13 @@ impl Simulator {
                     n.host_ports.swap_remove(i);
                 }
             }
-            let on = &mut self.pods_on[node];
-            let same =
-                |p: &PodShape| Arc::ptr_eq(&p.spec, &pod.spec) && p.labels.ptr_eq(&pod.labels);
-            if let Some(i) = on.iter().rposition(same) {
-                on.swap_remove(i);
-            }
         }
         self.topology.place(pod, &self.nodes[node], node, delta);
+        if delta > 0 {
+            self.placed.add(node, id);
+        } else {
+            self.placed.remove(node, id);
+        }
     }
 
     pub fn mark(&self) -> Mark {
@@ -297,14 +315,14 @@ impl Simulator {
     /// Undoes every placement, removal and node added since `mark`, newest first.
     pub fn revert(&mut self, mark: Mark) {
         while self.log.len() > mark.placed {
-            let Some((pod, node, delta)) = self.log.pop() else {
+            let Some((id, node, delta)) = self.log.pop() else {
                 break;
             };
-            self.apply(&pod, node, -delta);
+            self.apply(id, node, -delta);
         }
         while self.nodes.len() > mark.nodes {
             let Some(node) = self.nodes.pop() else { break };
-            self.pods_on.pop();
+            self.placed.remove_last_node();
             self.topology.remove_last_node(&node);
         }
     }
@@ -331,7 +349,7 @@ impl Simulator {
             pod,
             node,
             &self.nodes,
-            &self.pods_on,
+            &self.placed,
             &mut self.topology,
             explain,
         )

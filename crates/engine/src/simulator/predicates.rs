@@ -2,6 +2,7 @@
 //! resources, node selection, taints, host ports, then the topology predicates (inter-pod
 //! affinity, anti-affinity both ways, topology spread) read from the topology index.
 
+use super::placed::Placed;
 use super::topology::Topology;
 use super::{PodShape, SimNode};
 use crate::reason::{ReasonCode, Unfit};
@@ -88,7 +89,7 @@ pub(super) fn check_topology(
     pod: &PodShape,
     node_idx: usize,
     nodes: &[SimNode],
-    pods_on: &[Vec<PodShape>],
+    pods_on: &Placed,
     topology: &mut Topology,
     explain: bool,
 ) -> Result<(), Unfit> {

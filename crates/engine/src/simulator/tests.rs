@@ -304,7 +304,7 @@ fn removing_a_pod_frees_its_space_ports_and_topology_and_reverts() {
         Ok(()),
         "cpu, port and anti-affinity all freed"
     );
-    assert!(sim.pods_on(0).is_empty());
+    assert_eq!(sim.pods_on(0).len(), 0);
     sim.place(&running, 1);
     assert_eq!(
         code(sim.check(&web2, 1)),
@@ -312,7 +312,7 @@ fn removing_a_pod_frees_its_space_ports_and_topology_and_reverts() {
     );
     sim.revert(mark);
     assert_eq!(sim.pods_on(0).len(), 1);
-    assert!(sim.pods_on(1).is_empty());
+    assert_eq!(sim.pods_on(1).len(), 0);
     assert_eq!(
         code(sim.check(&web2, 0)),
         Some(ReasonCode::InsufficientResources)

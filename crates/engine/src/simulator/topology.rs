@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use super::placed::Placed;
 use super::{PodShape, SimNode};
 use fleetscaler_model::labels::Labels;
 use fleetscaler_model::pod::PodSpec;
@@ -121,7 +122,7 @@ impl Topology {
 
     /// Resolves the counters of a shape, creating any that do not exist yet from the current
     /// placements.
-    pub fn resolve(&mut self, pod: &PodShape, nodes: &[SimNode], pods_on: &[Vec<PodShape>]) {
+    pub fn resolve(&mut self, pod: &PodShape, nodes: &[SimNode], pods_on: &Placed) {
         let key = shape_key(pod);
         if !self.shapes.contains_key(&key) {
             let key = key.clone();
@@ -150,12 +151,7 @@ impl Topology {
         st.anti_seen = anti_len;
     }
 
-    fn counter_for(
-        &mut self,
-        term: &AffinityTerm,
-        nodes: &[SimNode],
-        pods_on: &[Vec<PodShape>],
-    ) -> usize {
+    fn counter_for(&mut self, term: &AffinityTerm, nodes: &[SimNode], pods_on: &Placed) -> usize {
         if let Some(&i) = self.counter_index.get(term) {
             return i;
         }
@@ -164,9 +160,9 @@ impl Topology {
             counts: HashMap::new(),
             total: 0,
         };
-        for (node, pods) in pods_on.iter().enumerate() {
-            for _ in pods.iter().filter(|p| self.term_matches(term, p)) {
-                if let Some(v) = nodes[node].label(&term.topology_key) {
+        for (i, node) in nodes.iter().enumerate() {
+            for _ in pods_on.on(i).filter(|p| self.term_matches(term, p)) {
+                if let Some(v) = node.label(&term.topology_key) {
                     counter.total += 1;
                     *counter.counts.entry(v.clone()).or_default() += 1;
                 }
@@ -184,7 +180,7 @@ impl Topology {
         key: &ShapeKey,
         index: usize,
         nodes: &[SimNode],
-        pods_on: &[Vec<PodShape>],
+        pods_on: &Placed,
     ) -> usize {
         if let Some(&i) = self.spread_index.get(&(key.clone(), index)) {
             return i;
@@ -201,9 +197,9 @@ impl Topology {
         for node in nodes {
             counter.add_node(node);
         }
-        for (n, pods) in pods_on.iter().enumerate() {
-            for p in pods {
-                counter.place(p, &nodes[n], n, 1);
+        for (n, node) in nodes.iter().enumerate() {
+            for p in pods_on.on(n) {
+                counter.place(p, node, n, 1);
             }
         }
         self.spreads.push(counter);
