@@ -99,9 +99,17 @@ pub fn run_once_with(
     let requests = provisioning::classify(snapshot, &state.provisioning, now);
     warnings.extend(requests.warnings.iter().cloned());
     let mut provisioning_requests = Vec::new();
+    // One simulation of the cluster for the whole pass: scale-up leaves it as it found it.
+    let mut sim = scale_up::base(&input);
     let scale_up = trace::scale_up(|| {
-        let (out, decided) =
-            provisioning::scale_up(&input, &requests, &mut state.provisioning, &mut rng, now);
+        let (out, decided) = provisioning::scale_up(
+            &input,
+            &requests,
+            &mut state.provisioning,
+            &mut sim,
+            &mut rng,
+            now,
+        );
         provisioning_requests = decided;
         out
     });
@@ -118,7 +126,7 @@ pub fn run_once_with(
             .filter_map(|(i, node)| Some((requests.booked.get(*i)?, node.clone()))),
     );
     let scale_down = trace::scale_down(|| {
-        scale_down::plan(&scale_down::ScaleDownInput {
+        let input = scale_down::ScaleDownInput {
             snapshot,
             groups: &groups,
             cluster: &cluster,
@@ -127,7 +135,8 @@ pub fn run_once_with(
             now,
             scales_up: !scale_up.actions.is_empty(),
             expected,
-        })
+        };
+        scale_down::plan_on(&input, &mut sim)
     });
     let mut scale_down = scale_down;
     let held = hold_scale_down(&mut scale_down, policy);

@@ -11,12 +11,14 @@ use fleetscaler_model::provisioning::BEST_EFFORT_ATOMIC;
 use super::{Classified, ProvisioningMemory, RequestDecision, Served, candidate_decision};
 use crate::expander::SeededRng;
 use crate::scale_up::{self, Extra, RequestRun, ScaleUpInput, ScaleUpOutput};
+use crate::simulator::Simulator;
 
 /// The scale-up pass with what requests ask of it, and the requests' decisions.
 pub fn scale_up<'a>(
     input: &'a ScaleUpInput<'a>,
     classified: &'a Classified<'a>,
     memory: &mut ProvisioningMemory,
+    sim: &mut Simulator,
     rng: &mut SeededRng,
     now: Timestamp,
 ) -> (ScaleUpOutput, Vec<RequestDecision>) {
@@ -31,7 +33,7 @@ pub fn scale_up<'a>(
         yield_to: if first { name.clone() } else { None },
         request: None,
     };
-    let mut out = scale_up::plan_with(input, &extra, rng);
+    let mut out = scale_up::plan_with(input, &extra, sim, rng);
     let mut decisions = classified.decisions.clone();
     let Some(c) = candidate else {
         if out.waiting {
@@ -52,7 +54,7 @@ pub fn scale_up<'a>(
                 scale_up: &*c.request.class == BEST_EFFORT_ATOMIC,
             }),
         };
-        let ran = scale_up::plan_with(input, &run, rng);
+        let ran = scale_up::plan_with(input, &run, sim, rng);
         if let Some(outcome) = ran.request {
             let node_group = ran.actions.first().map(|a| a.node_group.clone());
             if outcome.scaled {

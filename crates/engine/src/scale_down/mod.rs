@@ -20,6 +20,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use crate::simulator::Simulator;
+
 pub use self::drain::DrainCheck;
 use super::cluster_state::ClusterState;
 use super::limits::SkippedByLimit;
@@ -59,6 +61,17 @@ pub struct ScaleDownOutput {
 }
 
 pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
+    let mut sim = Simulator::base(
+        input.snapshot,
+        &input.cluster.readiness,
+        input.settings.pod_priority_threshold,
+    );
+    plan_on(input, &mut sim)
+}
+
+/// The scale-down of a pass, on the pass's base simulation (`Simulator::base`), which it
+/// leaves changed.
+pub fn plan_on(input: &ScaleDownInput, sim: &mut Simulator) -> ScaleDownOutput {
     if !input.settings.scale_down_enabled {
         return paused_only("scale-down is disabled (scale_down_enabled = false)".into());
     }
@@ -84,7 +97,7 @@ pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
             .then(a.utilization.total_cmp(&b.utilization))
             .then(a.node.cmp(&b.node))
     });
-    let mut removal = removal::Removal::new(input, &pods_on);
+    let mut removal = removal::Removal::new(input, &pods_on, sim);
     let mut unneeded = Vec::new();
     for c in candidates {
         let node = &input.snapshot.nodes[c.node];

@@ -13,11 +13,12 @@ use super::eligibility::Candidate;
 use crate::cluster_state::NodeReadiness;
 use crate::plan::{NotRemovable, PodMove};
 use crate::reason::ReasonCode;
-use crate::simulator::{PodShape, SimNode, SimNodeKind, Simulator};
+use crate::simulator::{PodShape, SimNodeKind, Simulator};
 use fleetscaler_model::pod::Pod;
 
-pub(super) struct Removal<'a> {
-    sim: Simulator,
+pub(super) struct Removal<'a, 's> {
+    /// The pass's base simulation: successes are kept in it, failures reverted.
+    sim: &'s mut Simulator,
     /// Snapshot node → simulator node.
     sim_of: Vec<Option<usize>>,
     /// Simulator nodes no pod may move to: removed nodes, and the candidate being tried.
@@ -41,28 +42,12 @@ pub(super) struct Removable {
     pub at_risk: Option<String>,
 }
 
-impl<'a> Removal<'a> {
-    pub fn new(input: &'a ScaleDownInput, pods_on: &[Vec<&Pod>]) -> Self {
+impl<'a, 's> Removal<'a, 's> {
+    /// `sim`: the pass's base simulation (`Simulator::base`).
+    pub fn new(input: &'a ScaleDownInput, pods_on: &[Vec<&Pod>], sim: &'s mut Simulator) -> Self {
         let s = input.snapshot;
-        let mut sim = Simulator::for_snapshot(s);
-        let mut sim_of = vec![None; s.nodes.len()];
-        for (i, node) in s.nodes.iter().enumerate() {
-            if matches!(
-                input.cluster.readiness[i],
-                NodeReadiness::Ready | NodeReadiness::Unready
-            ) {
-                sim_of[i] = Some(sim.add_node(SimNode::existing(i, node)));
-            }
-        }
+        let sim_of = sim.existing_index(s.nodes.len());
         let rules = DrainRules::new(s, input.settings, input.now);
-        // Every pod holds its space except those below the priority cutoff (preemptible).
-        let cutoff = input.settings.pod_priority_threshold;
-        for (i, pods) in pods_on.iter().enumerate() {
-            let Some(n) = sim_of[i] else { continue };
-            for p in pods.iter().filter(|p| !p.is_expendable(cutoff)) {
-                sim.place_pod(p, n);
-            }
-        }
         let nodes = sim.nodes().len();
         let mut removal = Removal {
             sim,

@@ -4,7 +4,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::options::FitMatrix;
 use super::{Pass, Pending, ScaleOption};
 use crate::balance::{self, SplitGroup};
 use crate::estimator::{self, Candidate};
@@ -12,7 +11,7 @@ use crate::limits::NodeUsage;
 use crate::plan::{Outcome, ScaleUpAction};
 use crate::simulator::{SimNode, SimNodeKind};
 
-impl<'a> Pass<'a> {
+impl<'a> Pass<'a, '_> {
     /// Places what fits on the new nodes already committed in this pass (a later round can
     /// make room: topology spread counts change as other zones grow). Returns pod indices.
     pub(super) fn join_committed(&mut self, remaining: &[Pending<'a>]) -> Vec<usize> {
@@ -43,7 +42,7 @@ impl<'a> Pass<'a> {
             return Vec::new();
         };
         let committed = self.committed.clone();
-        let (placed, _) = estimator::pack_onto(&mut self.sim, &committed, &template, &candidates);
+        let (placed, _) = estimator::pack_onto(self.sim, &committed, &template, &candidates);
         for &(i, node) in &placed {
             if let SimNodeKind::New(g) = self.sim.node(node).kind {
                 self.add_to_action(g, &remaining[i]);
@@ -71,7 +70,6 @@ impl<'a> Pass<'a> {
         &mut self,
         option: &ScaleOption,
         remaining: &[Pending<'a>],
-        fit: &FitMatrix,
         how: &str,
     ) -> Vec<usize> {
         let gi = option.group;
@@ -85,10 +83,8 @@ impl<'a> Pass<'a> {
                 shape: &remaining[i].shape,
             })
             .collect();
-        let classes: Vec<usize> = candidates.iter().map(|c| c.class).collect();
-        let open = self.open_groups();
-        let peers = self.balance_peers(gi, &classes, fit, &open);
-        let split = self.split(gi, &peers, option.estimate.node_count);
+        let peers = &option.peers;
+        let split = self.split(gi, peers, option.estimate.node_count);
         let Ok(template) = self.input.templates[gi].clone() else {
             return Vec::new();
         };
@@ -107,7 +103,7 @@ impl<'a> Pass<'a> {
             }
         }
         self.committed.extend(&nodes);
-        let (placed, _) = estimator::pack_onto(&mut self.sim, &nodes, &template, &candidates);
+        let (placed, _) = estimator::pack_onto(self.sim, &nodes, &template, &candidates);
         let landed: Vec<(usize, usize)> = placed
             .iter()
             .map(|&(i, node)| match self.sim.node(node).kind {
@@ -203,7 +199,7 @@ pub(super) struct Decision {
     pub similar: usize,
 }
 
-impl Pass<'_> {
+impl Pass<'_, '_> {
     /// `2 new node(s) for 4 pending pod(s): chosen from 3 options: ...; capped by ...`.
     fn action_reason(
         &self,

@@ -10,7 +10,7 @@ use crate::simulator::PodShape;
 use fleetscaler_model::ScalableKind;
 use fleetscaler_model::pod::{Pod, Unsimulated};
 
-impl<'a> Pass<'a> {
+impl<'a> Pass<'a, '_> {
     /// `none of the 12 existing and upcoming nodes fits: 10 InsufficientResources (e.g. cpu
     /// requested 2, only 1 free), 2 UntoleratedTaint (e.g. ...)`. Checks were run without
     /// messages; one node per code is checked again to give an example.

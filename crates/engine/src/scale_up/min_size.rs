@@ -7,7 +7,7 @@ use crate::limits::NodeUsage;
 use crate::plan::ScaleUpAction;
 use fleetscaler_model::{Warning, WarningCode};
 
-impl Pass<'_> {
+impl Pass<'_, '_> {
     pub(super) fn enforce_min_sizes(&mut self) {
         if !self.input.settings.enforce_node_group_min_size {
             return;

@@ -28,7 +28,7 @@ use super::nodegroups::NodeGroups;
 use super::plan::{Outcome, PodExplanation, ScaleUpAction};
 use super::reason::{Reason, ReasonCode, Unfit};
 use super::settings::Settings;
-use super::simulator::{PodShape, SimNode, SimNodeKind, Simulator};
+use super::simulator::{Mark, PodShape, SimNode, SimNodeKind, Simulator};
 use super::template::TemplateNode;
 use commit::retain_unplaced;
 use fleetscaler_model::ClusterSnapshot;
@@ -92,16 +92,21 @@ struct Pending<'a> {
 /// One group's scale-up option, evaluated and reverted.
 struct ScaleOption {
     group: usize,
+    /// The similar groups its nodes are split over when balancing: those fitting every
+    /// pod class that fits this group (upstream's `ComputeSimilarNodeGroups`).
+    peers: Vec<usize>,
     estimate: Estimate,
     /// What stopped the estimate adding more nodes, when something did.
     cap_reason: Option<Unfit>,
 }
 
 /// The state of one scale-up pass.
-struct Pass<'a> {
+struct Pass<'a, 's> {
     input: &'a ScaleUpInput<'a>,
     extra: &'a Extra<'a>,
-    sim: Simulator,
+    /// The pass's base simulation; this pass's changes are above `start`.
+    sim: &'s mut Simulator,
+    start: Mark,
     limits: Limits,
     targets: Vec<u64>,
     added: u64,
@@ -123,17 +128,29 @@ struct Pass<'a> {
 }
 
 pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
-    plan_with(input, &Extra::default(), rng)
+    let mut sim = base(input);
+    plan_with(input, &Extra::default(), &mut sim, rng)
+}
+
+/// The base simulation of a pass (see [`Simulator::base`]).
+pub fn base(input: &ScaleUpInput) -> Simulator {
+    Simulator::base(
+        input.snapshot,
+        &input.cluster.readiness,
+        input.settings.pod_priority_threshold,
+    )
 }
 
 /// The pass with what ProvisioningRequests ask of it (upstream's wrapper orchestrator
-/// runs either the pending pods or one request's pods through the same orchestrator).
+/// runs either the pending pods or one request's pods through the same orchestrator),
+/// on the pass's base simulation (from [`base`]), left as it was found.
 pub fn plan_with<'a>(
     input: &'a ScaleUpInput<'a>,
     extra: &'a Extra<'a>,
+    sim: &mut Simulator,
     rng: &mut SeededRng,
 ) -> ScaleUpOutput {
-    let mut pass = Pass::new(input, extra);
+    let mut pass = Pass::new(input, extra, sim);
     let pending = pass.classify();
     let remaining = pass.filter_out_schedulable(pending);
     let remaining = pass.hold_young_pods(remaining);
@@ -157,6 +174,7 @@ pub fn plan_with<'a>(
         pass.warnings
             .push(Warning::general(WarningCode::ScaleUp, problem.clone()));
     }
+    pass.sim.revert(pass.start);
     pass.explanations.sort_by(|a, b| a.pod.cmp(&b.pod));
     pass.actions.sort_by(|a, b| a.node_group.cmp(&b.node_group));
     ScaleUpOutput {
@@ -172,39 +190,22 @@ pub fn plan_with<'a>(
     }
 }
 
-impl<'a> Pass<'a> {
-    fn new(input: &'a ScaleUpInput<'a>, extra: &'a Extra<'a>) -> Self {
-        let s = input.snapshot;
-        let mut sim = Simulator::for_snapshot(s);
+impl<'a, 's> Pass<'a, 's> {
+    fn new(input: &'a ScaleUpInput<'a>, extra: &'a Extra<'a>, sim: &'s mut Simulator) -> Self {
         let mut limits = Limits::new(input.settings);
-        let mut by_name: HashMap<&str, usize> = HashMap::new();
-        // Nodes being removed are gone; nodes not started yet are counted as their group's
-        // upcoming template copies instead (so they are neither missed nor counted twice).
-        // Limits count every node not being removed. The simulation leaves out nodes not
-        // started yet too: their group's upcoming template copies stand in for them.
-        for (i, node) in s.nodes.iter().enumerate() {
-            match input.cluster.readiness[i] {
-                NodeReadiness::Deleting => {}
-                NodeReadiness::NotStarted => limits.add(&input.cluster.usage[i], 1),
-                NodeReadiness::Ready | NodeReadiness::Unready => {
-                    by_name.insert(&node.name, sim.add_node(SimNode::existing(i, node)));
-                    limits.add(&input.cluster.usage[i], 1);
-                }
+        // Limits count every node not being removed; not-started nodes are in them as the
+        // real nodes they are, and out of the simulation (see `Simulator::base`).
+        for (i, readiness) in input.cluster.readiness.iter().enumerate() {
+            if *readiness != NodeReadiness::Deleting {
+                limits.add(&input.cluster.usage[i], 1);
             }
         }
-        // Pods below the cutoff do not hold space: pending pods may preempt them.
-        let running = s.pods.iter().filter(|p| {
-            !p.is_terminal() && !p.is_expendable(input.settings.pod_priority_threshold)
-        });
-        for pod in running {
-            if let Some(&node) = pod.node_name.as_deref().and_then(|n| by_name.get(n)) {
-                sim.place_pod(pod, node);
-            }
-        }
+        let start = sim.mark();
         let mut pass = Pass {
             input,
             extra,
             sim,
+            start,
             limits,
             targets: input.cluster.groups.iter().map(|g| g.target).collect(),
             added: 0,
@@ -411,7 +412,7 @@ impl<'a> Pass<'a> {
                 break;
             }
             let (chosen, how) = self.choose(&options, &remaining, rng);
-            let placed = self.commit(&options[chosen], &remaining, &fit, &how);
+            let placed = self.commit(&options[chosen], &remaining, &how);
             if placed.is_empty() {
                 self.warnings.push(Warning::about(
                     WarningCode::ScaleUp,

@@ -27,7 +27,7 @@ impl FitMatrix {
     }
 }
 
-impl<'a> Pass<'a> {
+impl<'a> Pass<'a, '_> {
     /// Why a group cannot grow by even one node right now, if it cannot.
     pub(super) fn group_block(&self, gi: usize) -> Option<Unfit> {
         let g = &self.input.groups.groups[gi];
@@ -216,6 +216,7 @@ impl<'a> Pass<'a> {
         let estimate = self.evaluate(gi, &candidates, cap)?;
         Some(ScaleOption {
             group: gi,
+            peers,
             cap_reason: estimate.capped.then_some(why),
             estimate,
         })
@@ -231,7 +232,7 @@ impl<'a> Pass<'a> {
         let template = self.input.templates[gi].as_ref().ok()?;
         let name = self.group_name(gi).to_string();
         let mark = self.sim.mark();
-        let estimate = estimator::estimate(&mut self.sim, gi, &name, template, candidates, cap);
+        let estimate = estimator::estimate(self.sim, gi, &name, template, candidates, cap);
         self.sim.revert(mark);
         (!estimate.placed.is_empty()).then_some(estimate)
     }

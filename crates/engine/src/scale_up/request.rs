@@ -35,7 +35,7 @@ pub struct RequestOutcome {
     pub reasons: Vec<Reason>,
 }
 
-impl<'a> Pass<'a> {
+impl<'a> Pass<'a, '_> {
     /// Pods consuming a request that no existing or upcoming node fits: the request is to
     /// give them room, so they trigger nothing themselves (upstream filters them after its
     /// filter-out-schedulable, and tells each pod so in an event).
@@ -154,7 +154,7 @@ impl<'a> Pass<'a> {
             return false;
         }
         let (chosen, how) = self.choose(&whole, remaining, rng);
-        let placed = self.commit(&whole[chosen], remaining, &fit, &how);
+        let placed = self.commit(&whole[chosen], remaining, &how);
         if placed.len() < remaining.len() {
             self.actions.clear();
             reasons.push(Reason::new(

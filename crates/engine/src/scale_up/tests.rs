@@ -411,6 +411,50 @@ fn balancing_evens_out_similar_groups_seed_example() {
     );
 }
 
+/// Upstream's `ComputeSimilarNodeGroups`: a similar group is balanced with only if it can
+/// schedule every pod group the chosen group can, whether or not the chosen option places
+/// them all ("similar node groups can schedule different/no pods"). Here the cap of one node
+/// a pass leaves the zone-a pod out of zone a's option (two 2-CPU pods fill the node first),
+/// yet zone b, which could not take it, is not balanced with: zone a gets the node.
+#[test]
+fn balancing_needs_every_pod_the_chosen_group_can_take() {
+    let (mut s, mut settings) = zone_groups([2, 1, 1], true);
+    settings.max_nodes_per_scaleup = 1;
+    settings.expanders = vec![ExpanderKind::Priority];
+    settings.priorities = Some([(10, vec![".*workers-a".to_string()])].into());
+    let mut pending: Vec<_> = (0..2)
+        .map(|i| pod(&format!("web-{i}")).cpu("2").unschedulable().json())
+        .collect();
+    pending.push(
+        pod("only-a")
+            .cpu("1")
+            .node_selector("topology.kubernetes.io/zone", "a")
+            .unschedulable()
+            .json(),
+    );
+    s.pods.extend(snapshot(pending).pods);
+    let p = plan(&s, &settings);
+    let ups: Vec<(String, u64, u64)> = p
+        .scale_up
+        .iter()
+        .map(|a| (a.node_group.to_string(), a.from, a.to))
+        .collect();
+    assert_eq!(
+        ups,
+        vec![(
+            "MachineSet.machine.openshift.io/openshift-machine-api/workers-a".to_string(),
+            2,
+            3
+        )],
+        "not balanced onto workers-b (smaller, but it cannot take only-a)"
+    );
+    assert!(
+        !p.scale_up[0].reason.contains("balanced over"),
+        "{}",
+        p.scale_up[0].reason
+    );
+}
+
 #[test]
 fn zone_spread_pods_are_served_by_each_zone_group() {
     let (mut s, settings) = zone_groups([1, 1, 1], false);
@@ -588,7 +632,8 @@ fn a_huge_target_is_counted_not_materialised() {
         now: Timestamp::UNIX_EPOCH,
     };
     let extra = super::Extra::default();
-    let pass = super::Pass::new(&input, &extra);
+    let mut sim = super::base(&input);
+    let pass = super::Pass::new(&input, &extra, &mut sim);
     assert_eq!(pass.upcoming[0], 9_999_999, "the count is kept");
     assert_eq!(
         pass.sim.nodes().len(),
@@ -602,4 +647,50 @@ fn a_huge_target_is_counted_not_materialised() {
             .all(|e| e.outcome == Outcome::FitsUpcoming)
     );
     assert_eq!(p.limits.max_nodes_total.used, 10_000_000.0);
+}
+
+/// Scale-down starts from the simulation scale-up worked in: every node, placement and
+/// removal of scale-up's must be gone from it when scale-up returns.
+#[test]
+fn scale_up_leaves_the_pass_simulation_as_it_found_it() {
+    let mut items = vec![machineset("workers", 1, 5, 2).json()];
+    for (n, used) in [("w1", "4"), ("w2", "2")] {
+        items.extend(group_node(n, "workers", node(n).cpu("4")));
+        items.push(pod(&format!("on-{n}")).cpu(used).on(n).json());
+    }
+    items.extend((0..6).map(|i| pod(&format!("web-{i}")).cpu("1").unschedulable().json()));
+    let s = snapshot(items);
+    let settings = Settings::default();
+    let mut state = EngineState::default();
+    let groups = crate::nodegroups::discover(&s, &[]);
+    let (templates, _) = crate::template::build_all(&s, &groups.groups, &settings);
+    let cluster =
+        crate::cluster_state::assess(&s, &groups, &mut state, &settings, Timestamp::UNIX_EPOCH);
+    let input = super::ScaleUpInput {
+        snapshot: &s,
+        groups: &groups,
+        cluster: &cluster,
+        templates: &templates,
+        settings: &settings,
+        priorities: None,
+        now: Timestamp::UNIX_EPOCH,
+    };
+    let mut sim = super::base(&input);
+    let seen = |sim: &crate::simulator::Simulator| -> Vec<(String, String, i64)> {
+        let nodes = sim.nodes().iter();
+        nodes
+            .map(|n| (n.name.to_string(), format!("{:?}", n.requested), n.pods))
+            .collect()
+    };
+    let before = seen(&sim);
+    let mark = sim.mark();
+    let out = super::plan_with(
+        &input,
+        &super::Extra::default(),
+        &mut sim,
+        &mut crate::expander::SeededRng::new(0),
+    );
+    assert_eq!(out.actions.len(), 1, "two pods fit w2, four need new nodes");
+    assert_eq!(sim.mark(), mark);
+    assert_eq!(seen(&sim), before);
 }

@@ -22,6 +22,7 @@ use fleetscaler_model::pod::{Pod, PodSpec};
 use fleetscaler_model::resources::Resources;
 use fleetscaler_model::scheduling::{HOSTNAME_LABEL, HostPort, Taint};
 
+use super::cluster_state::NodeReadiness;
 use super::csi::AttachLimits;
 use super::dra_template::TemplateDevices;
 use super::reason::Unfit;
@@ -192,6 +193,51 @@ impl Simulator {
             .map(|c| (c.name.clone(), crate::csi::limits_of(c)))
             .collect();
         sim
+    }
+
+    /// The cluster as both halves of a pass simulate it: every node that runs pods (ready or
+    /// not; not nodes being removed, nor nodes not started yet, which scale-up counts as
+    /// its upcoming template copies) with every pod on it that holds its space (pods below
+    /// the priority cutoff do not: pending pods may preempt them). Built once per pass;
+    /// scale-up works above a [`Mark`] and reverts to it, scale-down then starts from it.
+    pub fn base(
+        snapshot: &fleetscaler_model::ClusterSnapshot,
+        readiness: &[NodeReadiness],
+        priority_cutoff: i32,
+    ) -> Self {
+        let mut sim = Simulator::for_snapshot(snapshot);
+        let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(snapshot.nodes.len());
+        for (i, node) in snapshot.nodes.iter().enumerate() {
+            if matches!(
+                readiness.get(i),
+                Some(NodeReadiness::Ready | NodeReadiness::Unready)
+            ) {
+                by_name.insert(&node.name, sim.add_node(SimNode::existing(i, node)));
+            }
+        }
+        let holding = snapshot
+            .pods
+            .iter()
+            .filter(|p| !p.is_terminal() && !p.is_expendable(priority_cutoff));
+        for pod in holding {
+            if let Some(&node) = pod.node_name.as_deref().and_then(|n| by_name.get(n)) {
+                sim.place_pod(pod, node);
+            }
+        }
+        sim
+    }
+
+    /// Snapshot node → simulator node, for a simulation made by [`Simulator::base`].
+    pub fn existing_index(&self, snapshot_nodes: usize) -> Vec<Option<usize>> {
+        let mut of = vec![None; snapshot_nodes];
+        for (si, node) in self.nodes.iter().enumerate() {
+            if let SimNodeKind::Existing(i) = node.kind
+                && let Some(slot) = of.get_mut(i)
+            {
+                *slot = Some(si);
+            }
+        }
+        of
     }
 
     /// The pod as the simulation sees it, its volumes' needs included.
