@@ -136,7 +136,7 @@ pub fn run_once_with(
             scales_up: !scale_up.actions.is_empty(),
             expected,
         };
-        scale_down::plan_on(&input, &mut sim)
+        scale_down::plan(&input, &mut sim)
     });
     let mut scale_down = scale_down;
     let held = hold_scale_down(&mut scale_down, policy);

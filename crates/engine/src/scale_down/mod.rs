@@ -60,18 +60,9 @@ pub struct ScaleDownOutput {
     pub skipped: SkippedByLimit,
 }
 
-pub fn plan(input: &ScaleDownInput) -> ScaleDownOutput {
-    let mut sim = Simulator::base(
-        input.snapshot,
-        &input.cluster.readiness,
-        input.settings.pod_priority_threshold,
-    );
-    plan_on(input, &mut sim)
-}
-
 /// The scale-down of a pass, on the pass's base simulation (`Simulator::base`), which it
 /// leaves changed.
-pub fn plan_on(input: &ScaleDownInput, sim: &mut Simulator) -> ScaleDownOutput {
+pub fn plan(input: &ScaleDownInput, sim: &mut Simulator) -> ScaleDownOutput {
     if !input.settings.scale_down_enabled {
         return paused_only("scale-down is disabled (scale_down_enabled = false)".into());
     }

@@ -607,6 +607,44 @@ fn young_pods_wait_their_scale_up_delay() {
     );
 }
 
+/// What `run_once` gives scale-up, for tests that drive a pass's parts themselves.
+struct Parts {
+    groups: crate::nodegroups::NodeGroups,
+    templates: Vec<Result<crate::template::TemplateNode, crate::template::TemplateError>>,
+    cluster: crate::cluster_state::ClusterState,
+}
+
+impl Parts {
+    fn of(s: &ClusterSnapshot, settings: &Settings) -> Parts {
+        let mut state = EngineState::default();
+        let groups = crate::nodegroups::discover(s, &[]);
+        let (templates, _) = crate::template::build_all(s, &groups.groups, settings);
+        let now = Timestamp::UNIX_EPOCH;
+        let cluster = crate::cluster_state::assess(s, &groups, &mut state, settings, now);
+        Parts {
+            groups,
+            templates,
+            cluster,
+        }
+    }
+
+    fn input<'a>(
+        &'a self,
+        s: &'a ClusterSnapshot,
+        settings: &'a Settings,
+    ) -> super::ScaleUpInput<'a> {
+        super::ScaleUpInput {
+            snapshot: s,
+            groups: &self.groups,
+            cluster: &self.cluster,
+            templates: &self.templates,
+            settings,
+            priorities: None,
+            now: Timestamp::UNIX_EPOCH,
+        }
+    }
+}
+
 /// Seed of issue 12: `replicas: 10000000` (a typo away) once made ten million simulated
 /// nodes (3 GB). Upcoming nodes are counted; only as many are simulated as pods pend.
 #[test]
@@ -617,20 +655,8 @@ fn a_huge_target_is_counted_not_materialised() {
     items.extend((0..3).map(|i| pod(&format!("web-{i}")).cpu("1").unschedulable().json()));
     let s = snapshot(items);
     let settings = Settings::default();
-    let mut state = EngineState::default();
-    let groups = crate::nodegroups::discover(&s, &[]);
-    let (templates, _) = crate::template::build_all(&s, &groups.groups, &settings);
-    let cluster =
-        crate::cluster_state::assess(&s, &groups, &mut state, &settings, Timestamp::UNIX_EPOCH);
-    let input = super::ScaleUpInput {
-        snapshot: &s,
-        groups: &groups,
-        cluster: &cluster,
-        templates: &templates,
-        settings: &settings,
-        priorities: None,
-        now: Timestamp::UNIX_EPOCH,
-    };
+    let parts = Parts::of(&s, &settings);
+    let input = parts.input(&s, &settings);
     let extra = super::Extra::default();
     let mut sim = super::base(&input);
     let pass = super::Pass::new(&input, &extra, &mut sim);
@@ -661,20 +687,8 @@ fn scale_up_leaves_the_pass_simulation_as_it_found_it() {
     items.extend((0..6).map(|i| pod(&format!("web-{i}")).cpu("1").unschedulable().json()));
     let s = snapshot(items);
     let settings = Settings::default();
-    let mut state = EngineState::default();
-    let groups = crate::nodegroups::discover(&s, &[]);
-    let (templates, _) = crate::template::build_all(&s, &groups.groups, &settings);
-    let cluster =
-        crate::cluster_state::assess(&s, &groups, &mut state, &settings, Timestamp::UNIX_EPOCH);
-    let input = super::ScaleUpInput {
-        snapshot: &s,
-        groups: &groups,
-        cluster: &cluster,
-        templates: &templates,
-        settings: &settings,
-        priorities: None,
-        now: Timestamp::UNIX_EPOCH,
-    };
+    let parts = Parts::of(&s, &settings);
+    let input = parts.input(&s, &settings);
     let mut sim = super::base(&input);
     let seen = |sim: &crate::simulator::Simulator| -> Vec<(String, String, i64)> {
         let nodes = sim.nodes().iter();

@@ -163,7 +163,7 @@ pub struct Simulator {
     nodes: Vec<SimNode>,
     /// Every placement (+1) and removal (-1) of a shape, in order; the topology index
     /// counts the net.
-    log: Vec<(u32, usize, i32)>,
+    log: Vec<(usize, usize, i32)>,
     /// The pods on each node now, for building new topology counters.
     placed: Placed,
     topology: Topology,
@@ -320,7 +320,7 @@ impl Simulator {
         self.log.push((id, node, -1));
     }
 
-    fn apply(&mut self, id: u32, node: usize, delta: i32) {
+    fn apply(&mut self, id: usize, node: usize, delta: i32) {
         let pod = self.placed.shape(id);
         let n = &mut self.nodes[node];
         if let Some(v) = &pod.volumes {

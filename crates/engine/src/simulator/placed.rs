@@ -53,13 +53,13 @@ impl Key {
 #[derive(Default)]
 pub(super) struct Placed {
     shapes: Vec<PodShape>,
-    ids: HashMap<Key, u32, Hasher>,
-    on: Vec<Vec<u32>>,
+    ids: HashMap<Key, usize, Hasher>,
+    on: Vec<Vec<usize>>,
 }
 
 impl Placed {
     /// The shape's index, adding it when new.
-    pub fn intern(&mut self, shape: &PodShape) -> u32 {
+    pub fn intern(&mut self, shape: &PodShape) -> usize {
         let key = Key::of(shape);
         if let Some(&id) = self.ids.get(&key) {
             return id;
@@ -69,22 +69,22 @@ impl Placed {
 
     /// The index of a pod's shape when it has one already and needs no volumes or claims
     /// (the shape a `Simulator::shape` would build for it has none then).
-    pub fn known_plain(&self, pod: &Pod) -> Option<u32> {
+    pub fn known_plain(&self, pod: &Pod) -> Option<usize> {
         if !pod.spec.claims.is_empty() || !pod.spec.resource_claims.is_empty() {
             return None;
         }
         self.ids.get(&Key::of_plain(pod)).copied()
     }
 
-    fn push(&mut self, key: Key, shape: PodShape) -> u32 {
-        let id = u32::try_from(self.shapes.len()).unwrap_or(u32::MAX);
+    fn push(&mut self, key: Key, shape: PodShape) -> usize {
+        let id = self.shapes.len();
         self.shapes.push(shape);
         self.ids.insert(key, id);
         id
     }
 
-    pub fn shape(&self, id: u32) -> &PodShape {
-        &self.shapes[id as usize]
+    pub fn shape(&self, id: usize) -> &PodShape {
+        &self.shapes[id]
     }
 
     pub fn add_node(&mut self) {
@@ -95,18 +95,18 @@ impl Placed {
         self.on.pop();
     }
 
-    pub fn add(&mut self, node: usize, id: u32) {
+    pub fn add(&mut self, node: usize, id: usize) {
         self.on[node].push(id);
     }
 
     /// Takes one pod of the shape off the node: one with the same spec and labels if that
     /// exact shape is not there (a shape rebuilt for the pod may hold other Arcs).
-    pub fn remove(&mut self, node: usize, id: u32) {
-        let pod = &self.shapes[id as usize];
+    pub fn remove(&mut self, node: usize, id: usize) {
+        let pod = &self.shapes[id];
         let shapes = &self.shapes;
         let on = &mut self.on[node];
-        let same = |&i: &u32| {
-            let p = &shapes[i as usize];
+        let same = |&i: &usize| {
+            let p = &shapes[i];
             Arc::ptr_eq(&p.spec, &pod.spec) && p.labels.ptr_eq(&pod.labels)
         };
         if let Some(i) = on
@@ -120,7 +120,7 @@ impl Placed {
 
     /// The pods on a node now.
     pub fn on(&self, node: usize) -> impl ExactSizeIterator<Item = &PodShape> {
-        self.on[node].iter().map(|&i| &self.shapes[i as usize])
+        self.on[node].iter().map(|&i| &self.shapes[i])
     }
 }
 
