@@ -151,7 +151,8 @@ fn paused_only(why: String) -> ScaleDownOutput {
 }
 
 fn pods_by_node(snapshot: &ClusterSnapshot) -> Vec<Vec<&Pod>> {
-    let index: std::collections::HashMap<&str, usize> = snapshot
+    // Looked up once per pod of the cluster, every pass: foldhash, not SipHash.
+    let index: std::collections::HashMap<&str, usize, foldhash::fast::RandomState> = snapshot
         .nodes
         .iter()
         .enumerate()

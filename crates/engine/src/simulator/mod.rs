@@ -206,7 +206,9 @@ impl Simulator {
         priority_cutoff: i32,
     ) -> Self {
         let mut sim = Simulator::for_snapshot(snapshot);
-        let mut by_name: HashMap<&str, usize> = HashMap::with_capacity(snapshot.nodes.len());
+        // Looked up once per pod of the cluster, every pass: foldhash, not SipHash.
+        let mut by_name: HashMap<&str, usize, foldhash::fast::RandomState> =
+            HashMap::with_capacity_and_hasher(snapshot.nodes.len(), Default::default());
         for (i, node) in snapshot.nodes.iter().enumerate() {
             if matches!(
                 readiness.get(i),
