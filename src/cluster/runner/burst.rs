@@ -7,92 +7,49 @@
 //! pods the scheduler has not judged yet, the batch waits for them (at most `debounce_max`
 //! after its first wake-up: the schedule bounds it).
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 
 use crate::model::Pod;
 use crate::model::pod::PodPhase;
 use crate::model::snapshot::ClusterSnapshot;
-// Every pod of the cluster is tallied at every batch (30,000 of a large one): foldhash,
-// several times faster than the default SipHash.
+// Every pod of the cluster is looked up at every batch (30,000 of a large one): foldhash,
+// several times faster than the default SipHash on uids.
 use foldhash::fast::RandomState as Hasher;
 
-/// What one scan of the pods found of an owner's pods.
-#[derive(Default)]
-struct Tally<'a> {
-    /// One of its pods is unschedulable (and not going): the batch may be waiting for it.
-    pending: bool,
-    /// The first of its pods the scheduler has not judged yet (its place in the pods).
-    unjudged: Option<(usize, &'a Pod)>,
-    /// Its pods not finished nor going.
-    live: usize,
-}
-
 /// Why the burst is still arriving (for the debug log), or `None` when every owner of a
-/// pending pod has all its pods, each judged by the scheduler. One scan of the pods once a
-/// pod pends: the check runs before every pass, on clusters of tens of thousands of pods.
+/// pending pod has all its pods, each judged by the scheduler.
 pub(super) fn still_arriving(s: &ClusterSnapshot) -> Option<String> {
-    if !s
+    let owners: HashSet<&str, Hasher> = s
         .pods
         .iter()
-        .any(|p| p.unschedulable && p.deleting.is_none())
-    {
+        .filter(|p| p.unschedulable && p.deleting.is_none())
+        .filter_map(|p| p.owner.as_ref().map(|o| &*o.uid))
+        .filter(|uid| !uid.is_empty())
+        .collect();
+    if owners.is_empty() {
         return None;
     }
-    let mut owners = tally(s);
-    owners.retain(|_, t| t.pending);
-    // The first unjudged pod in the pods' order, as a scan stopping at it would name.
-    let unjudged = owners.values().filter_map(|t| t.unjudged);
-    if let Some((_, pod)) = unjudged.min_by_key(|(i, _)| *i) {
-        return Some(format!(
-            "pod {} of the same owner as a pending pod waits for the scheduler",
-            pod.id
-        ));
-    }
-    wanting_more(s, &owners)
-}
-
-/// Every owner's pods, by owner uid. The scan keys by the uid's allocation (the cache
-/// interns uids, so an owner's pods share one: hashing an address, not 36 bytes, per pod),
-/// then merges by text, so a uid held twice still counts as one owner.
-fn tally(s: &ClusterSnapshot) -> HashMap<&str, Tally<'_>, Hasher> {
-    let mut by_allocation: HashMap<usize, (&str, Tally), Hasher> = HashMap::default();
-    for (i, pod) in s.pods.iter().enumerate() {
-        let Some(uid) = pod.owner.as_ref().map(|o| &o.uid).filter(|u| !u.is_empty()) else {
+    let mut live: HashMap<&str, usize, Hasher> = HashMap::default();
+    for pod in &s.pods {
+        let Some(uid) = owned_by(pod, &owners) else {
             continue;
         };
-        let key = Arc::as_ptr(uid) as *const u8 as usize;
-        let (_, t) = by_allocation
-            .entry(key)
-            .or_insert_with(|| (&**uid, Tally::default()));
-        t.add(i, pod);
-    }
-    let mut owners: HashMap<&str, Tally, Hasher> = HashMap::default();
-    for (uid, t) in by_allocation.into_values() {
-        owners.entry(uid).or_default().merge(t);
-    }
-    owners
-}
-
-impl<'a> Tally<'a> {
-    fn add(&mut self, i: usize, pod: &'a Pod) {
-        self.pending |= pod.unschedulable && pod.deleting.is_none();
-        if self.unjudged.is_none() && awaits_scheduler(pod) {
-            self.unjudged = Some((i, pod));
+        if awaits_scheduler(pod) {
+            return Some(format!(
+                "pod {} of the same owner as a pending pod waits for the scheduler",
+                pod.id
+            ));
         }
         if pod.deleting.is_none() && !matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed) {
-            self.live += 1;
+            *live.entry(uid).or_default() += 1;
         }
     }
+    wanting_more(s, &live)
+}
 
-    fn merge(&mut self, other: Tally<'a>) {
-        self.pending |= other.pending;
-        self.live += other.live;
-        self.unjudged = match (self.unjudged, other.unjudged) {
-            (Some(a), Some(b)) => Some(if a.0 <= b.0 { a } else { b }),
-            (a, b) => a.or(b),
-        };
-    }
+fn owned_by<'a>(pod: &'a Pod, owners: &HashSet<&str, Hasher>) -> Option<&'a str> {
+    let uid = &*pod.owner.as_ref()?.uid;
+    owners.contains(uid).then_some(uid)
 }
 
 /// Pending, on no node, not yet marked unschedulable: the scheduler has not got to it.
@@ -107,12 +64,12 @@ fn awaits_scheduler(pod: &Pod) -> bool {
 /// its controller is still creating them. (A StatefulSet creates its pods one by one,
 /// each once the one before runs, and a Job's parallelism is not cached: neither is waited
 /// for by count.)
-fn wanting_more(s: &ClusterSnapshot, owners: &HashMap<&str, Tally, Hasher>) -> Option<String> {
+fn wanting_more(s: &ClusterSnapshot, live: &HashMap<&str, usize, Hasher>) -> Option<String> {
     let c = &s.controllers;
     c.replica_sets
         .iter()
         .chain(&c.replication_controllers)
-        .filter_map(|rc| Some((rc, owners.get(&*rc.uid)?.live, rc.replicas?)))
+        .filter_map(|rc| Some((rc, *live.get(&*rc.uid)?, rc.replicas?)))
         .find(|(_, have, want)| usize::try_from(*want).is_ok_and(|want| want > *have))
         .map(|(rc, have, want)| format!("{} wants {want} pods, {have} exist", rc.key))
 }
