@@ -702,6 +702,61 @@ async fn recovery_finishes_an_interrupted_decrement_and_clears_a_stale_taint() {
     fleet.shutdown().await;
 }
 
+/// Recovery reads Nodes and Machines a page (500) at a time: a stale taint is found on the
+/// node whose name sorts last and on the node of the machine whose name sorts last.
+#[tokio::test]
+async fn recovery_reads_every_page_of_nodes_and_machines() {
+    let flavor = Flavor::OpenShift;
+    let fleet = fleet(flavor, false, 200).await;
+    let c = client(fleet.cluster(1).unwrap()).await;
+    let snap = snapshot(&c, flavor).await;
+    assert!(snap.nodes.len() > 500 && snap.machines.len() > 500);
+    let groups = fleetscaler::engine::nodegroups::discover(&snap, &[]);
+    let node_of_machine = |mi: usize| {
+        let ni = groups.machine_of_node.iter().position(|m| *m == Some(mi));
+        snap.nodes[ni.unwrap()].name.to_string()
+    };
+    let last_machine = (0..snap.machines.len())
+        .max_by_key(|mi| &snap.machines[*mi].key.name)
+        .unwrap();
+    let last_node = (0..snap.nodes.len())
+        .filter(|ni| groups.machine_of_node[*ni].is_some())
+        .max_by_key(|ni| &snap.nodes[*ni].name)
+        .unwrap();
+    let stale: BTreeSet<String> = [
+        node_of_machine(last_machine),
+        snap.nodes[last_node].name.to_string(),
+    ]
+    .into();
+    let nodes_api = Api::<Node>::all(c.clone());
+    let taint = json!({"key": TO_BE_DELETED_TAINT, "value": "1700000000", "effect": "NoSchedule"});
+    for node in &stale {
+        let tainted = json!({"spec": {"taints": [taint.clone()]}});
+        let params = PatchParams::default();
+        nodes_api
+            .patch(node, &params, &Patch::Merge(tainted))
+            .await
+            .unwrap();
+    }
+
+    let entries = executor(&c, WriteGate::always_open(), false)
+        .await
+        .recover()
+        .await;
+    let cleared: BTreeSet<String> = entries
+        .iter()
+        .map(|e| match &e.action {
+            Action::ClearStaleTaint { node } => node.to_string(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    assert_eq!(cleared, stale);
+    for node in &stale {
+        assert_clean(&c, node).await;
+    }
+    fleet.shutdown().await;
+}
+
 #[tokio::test]
 async fn parallel_removals_in_one_group_each_lower_it_by_one() {
     let flavor = Flavor::OpenShift;

@@ -23,7 +23,7 @@ use super::update::WatchError;
 use crate::cluster::error::{CallError, call};
 
 /// Objects per page of a list: a cluster's 30,000 pods never arrive as one response.
-const PAGE: u32 = 500;
+pub(crate) const PAGE: u32 = 500;
 /// The server ends a watch after between this long and twice it, drawn per watch: the API
 /// server's own default for a watch that names no timeout (`--min-request-timeout`, 1800 s,
 /// × (1 + rand)). client-go's reflector asks for 5–10 minutes, which a fleet pays for: a

@@ -21,6 +21,7 @@ use super::machines::{self, MachineRef};
 use super::scale::{self, ScaleTarget};
 use super::{CONFLICT_ATTEMPTS, Context, SCALE_DOWN_FROM_ANNOTATION, nodes};
 use crate::cluster::cache::discovery::machine_api_resource;
+use crate::cluster::cache::listwatch::PAGE;
 use crate::cluster::error::{CallError, Category};
 use crate::cluster::outcome::{Action, Entry};
 use crate::engine::nodegroups::{self, GroupRef, NodeGroupId};
@@ -46,24 +47,18 @@ pub(super) async fn run(
     dry_run: bool,
     in_flight: &HashSet<Arc<str>>,
 ) -> Result<Vec<Entry>, CallError> {
+    let mut found = Found::default();
     let node_api: Api<K8sNode> = Api::all(ctx.client.clone());
-    let k8s_nodes = ctx
-        .call(
-            || "list nodes".to_string(),
-            node_api.list(&ListParams::default()),
-        )
-        .await?
-        .items;
-    let mut listed = Vec::new();
+    each_listed(ctx, &node_api, "nodes", |n| found.node(&n)).await?;
     for api in ctx.apis.iter() {
-        listed.extend(list_machines(ctx, api).await?);
+        list_machines(ctx, api, &mut found).await?;
     }
     let mut entries = Vec::new();
-    for p in pending_decrements(&listed) {
-        entries.extend(finish_decrement(ctx, dry_run, &p).await);
+    for p in &found.pending {
+        entries.extend(finish_decrement(ctx, dry_run, p).await);
     }
-    let stale = stale_marks(&k8s_nodes, &listed);
-    for node in stale
+    for node in found
+        .stale_marks()
         .into_iter()
         .filter(|n| !in_flight.contains(n.as_str()))
     {
@@ -81,27 +76,95 @@ pub(super) async fn run(
     Ok(entries)
 }
 
+/// Every object of a kind, a page at a time, each handed to `take` as its page arrives:
+/// recovery runs every few minutes, and a cluster's thousand whole Nodes and Machines (a
+/// real Node carries its images, a Machine its provider's status) are never held at once.
+async fn each_listed<K>(
+    ctx: &Context,
+    api: &Api<K>,
+    what: &str,
+    mut take: impl FnMut(K),
+) -> Result<(), CallError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut token: Option<String> = None;
+    loop {
+        let mut params = ListParams::default().limit(PAGE);
+        if let Some(t) = &token {
+            params = params.continue_token(t);
+        }
+        let page = ctx
+            .call(|| format!("list {what}"), api.list(&params))
+            .await?;
+        page.items.into_iter().for_each(&mut take);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => token = Some(next),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// What recovery keeps of the Nodes and Machines it reads: the nodes marked for a removal
+/// and every machine, projected (to find a marked node's machine), and the machines with a
+/// decrement to finish.
+#[derive(Default)]
+struct Found {
+    projector: Projector,
+    /// Only marked nodes; every machine.
+    kept: ClusterSnapshot,
+    pending: Vec<Pending>,
+}
+
+impl Found {
+    fn node(&mut self, n: &K8sNode) {
+        if !nodes::is_marked(n) || n.metadata.deletion_timestamp.is_some() {
+            return;
+        }
+        if let Ok(node) = Node::from_k8s(n, &mut self.projector) {
+            self.kept.nodes.push(node);
+        }
+    }
+
+    fn machine(&mut self, api: MachineApi, m: &DynamicObject) {
+        self.pending.extend(pending_decrement(api, m));
+        let Ok(value) = serde_json::to_value(m) else {
+            return;
+        };
+        if let Ok(machine) = Machine::from_json(api.group, value, &mut self.projector) {
+            self.kept.machines.push(machine);
+        }
+    }
+
+    /// Marked nodes whose machine is neither marked for deletion nor being deleted.
+    fn stale_marks(&self) -> Vec<String> {
+        let groups = nodegroups::discover(&self.kept, &[]);
+        self.kept
+            .nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(ni, node)| {
+                let mi = (*groups.machine_of_node.get(ni)?)?;
+                let m = self.kept.machines.get(mi)?;
+                (!m.marked_for_deletion && !m.deleting).then(|| node.name.to_string())
+            })
+            .collect()
+    }
+}
+
 /// The Machines of one API group (at its chosen version); none when the cluster stopped
 /// serving it or does not let the hub read it.
-async fn list_machines(
-    ctx: &Context,
-    api: MachineApi,
-) -> Result<Vec<(MachineApi, DynamicObject)>, CallError> {
+async fn list_machines(ctx: &Context, api: MachineApi, found: &mut Found) -> Result<(), CallError> {
     let all: Api<DynamicObject> =
         Api::all_with(ctx.client.clone(), &machines::machine_resource(api));
-    let listed = ctx
-        .call(
-            || format!("list {api} machines"),
-            all.list(&ListParams::default()),
-        )
-        .await;
-    match listed {
-        Ok(list) => Ok(list.items.into_iter().map(|m| (api, m)).collect()),
+    let what = format!("{api} machines");
+    match each_listed(ctx, &all, &what, |m| found.machine(api, &m)).await {
+        Ok(()) => Ok(()),
         // Not served, or not ours to read: its machines are unknown, so no decrement is
         // finished for them and their nodes' taints are left alone (no machine, not ours).
         Err(e) if matches!(e.category(), Category::NotFound | Category::Forbidden) => {
             tracing::debug!(error = %e, "no {api} machines to recover");
-            Ok(Vec::new())
+            Ok(())
         }
         Err(e) => Err(e),
     }
@@ -118,36 +181,32 @@ fn parse_group(id: &str, api: MachineApi) -> Option<(ScalableKind, ObjectKey)> {
         .then_some((named.kind, named.key))
 }
 
-/// Machines marked for deletion with a recorded decrement, not being deleted.
-pub(super) fn pending_decrements(listed: &[(MachineApi, DynamicObject)]) -> Vec<Pending> {
-    listed
+/// The machine's decrement to finish, if it is marked for deletion with a recorded
+/// decrement and not being deleted.
+fn pending_decrement(api: MachineApi, m: &DynamicObject) -> Option<Pending> {
+    if !machines::is_marked(m, api.group) || m.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let from = machines::recorded_from(m)?;
+    let owner = m
+        .metadata
+        .owner_references
         .iter()
-        .filter(|(api, m)| {
-            machines::is_marked(m, api.group) && m.metadata.deletion_timestamp.is_none()
-        })
-        .filter_map(|(api, m)| {
-            let from = machines::recorded_from(m)?;
-            let owner = m
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .find(|o| o.controller == Some(true) && MACHINE.is_owned_by(&o.kind));
-            Some(Pending {
-                machine: MachineRef {
-                    api: *api,
-                    key: ObjectKey::new(
-                        m.metadata.namespace.as_deref().unwrap_or_default(),
-                        m.metadata.name.as_deref().unwrap_or_default(),
-                    ),
-                },
-                from,
-                group: machines::recorded_group(m).and_then(|g| parse_group(g, *api)),
-                owner_set: owner.map(|o| o.name.clone()),
-                owner_kind: owner.and_then(|o| ScalableKind::parse(&o.kind)),
-            })
-        })
-        .collect()
+        .flatten()
+        .find(|o| o.controller == Some(true) && MACHINE.is_owned_by(&o.kind));
+    Some(Pending {
+        machine: MachineRef {
+            api,
+            key: ObjectKey::new(
+                m.metadata.namespace.as_deref().unwrap_or_default(),
+                m.metadata.name.as_deref().unwrap_or_default(),
+            ),
+        },
+        from,
+        group: machines::recorded_group(m).and_then(|g| parse_group(g, api)),
+        owner_set: owner.map(|o| o.name.clone()),
+        owner_kind: owner.and_then(|o| ScalableKind::parse(&o.kind)),
+    })
 }
 
 /// The group to lower for a pending machine: the one recorded, else the top of its chain of
@@ -262,44 +321,6 @@ async fn finish_decrement(ctx: &Context, dry_run: bool, p: &Pending) -> Option<E
     }
 }
 
-/// Nodes marked for a removal whose machine is neither marked for deletion nor being
-/// deleted.
-pub(super) fn stale_marks(
-    k8s_nodes: &[K8sNode],
-    listed: &[(MachineApi, DynamicObject)],
-) -> Vec<String> {
-    let mut p = Projector::default();
-    let mut snapshot = ClusterSnapshot::default();
-    let mut marked_nodes = Vec::new();
-    for n in k8s_nodes {
-        let Ok(node) = Node::from_k8s(n, &mut p) else {
-            continue;
-        };
-        marked_nodes.push(nodes::is_marked(n) && n.metadata.deletion_timestamp.is_none());
-        snapshot.nodes.push(node);
-    }
-    for (api, m) in listed {
-        let Ok(value) = serde_json::to_value(m) else {
-            continue;
-        };
-        if let Ok(machine) = Machine::from_json(api.group, value, &mut p) {
-            snapshot.machines.push(machine);
-        }
-    }
-    let groups = nodegroups::discover(&snapshot, &[]);
-    snapshot
-        .nodes
-        .iter()
-        .enumerate()
-        .filter(|(ni, _)| marked_nodes.get(*ni).copied().unwrap_or(false))
-        .filter_map(|(ni, node)| {
-            let mi = (*groups.machine_of_node.get(ni)?)?;
-            let m = snapshot.machines.get(mi)?;
-            (!m.marked_for_deletion && !m.deleting).then(|| node.name.to_string())
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -346,7 +367,7 @@ mod tests {
 
     #[test]
     fn only_marked_machines_with_a_recorded_count_are_pending() {
-        let listed = vec![
+        let listed = [
             machine(
                 "a",
                 json!({DELETE: "t", SCALE_DOWN_FROM_ANNOTATION: "3", GROUP: "MachineSet/ns/set"}),
@@ -375,7 +396,10 @@ mod tests {
                 false,
             ),
         ];
-        let pending = pending_decrements(&listed);
+        let pending: Vec<Pending> = listed
+            .iter()
+            .filter_map(|(api, m)| pending_decrement(*api, m))
+            .collect();
         let got: Vec<(&str, u64, Option<ScalableKind>, Option<&str>)> = pending
             .iter()
             .map(|p| {
@@ -400,20 +424,23 @@ mod tests {
 
     #[test]
     fn taints_are_stale_only_on_nodes_whose_machine_is_not_going() {
-        let listed = vec![
+        let listed = [
             machine("kept", json!({}), false),
             machine("going", json!({DELETE: "t"}), false),
             machine("deleting", json!({}), true),
             machine("clean", json!({}), false),
         ];
-        let nodes = vec![
+        let nodes = [
             node("kept", true),
             node("going", true),
             node("deleting", true),
             node("clean", false),
             node("orphan", true),
         ];
-        assert_eq!(stale_marks(&nodes, &listed), vec!["kept".to_string()]);
+        let mut found = Found::default();
+        nodes.iter().for_each(|n| found.node(n));
+        listed.iter().for_each(|(api, m)| found.machine(*api, m));
+        assert_eq!(found.stale_marks(), vec!["kept".to_string()]);
     }
 
     #[test]
