@@ -150,6 +150,8 @@ fn hub(clusters: &[Cluster], dir: &Path, balance: bool) -> Child {
     Command::new(env!("CARGO_BIN_EXE_fleetscaler"))
         .args(["run", "--listen", "127.0.0.1:0", "--config"])
         .arg(&config)
+        // As the chart's Deployment runs it.
+        .env("MIMALLOC_ALLOW_THP", "0")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("hub.log")).unwrap())
         .spawn()
