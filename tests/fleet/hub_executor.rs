@@ -457,6 +457,56 @@ async fn a_node_removal_drains_marks_lowers_and_the_node_goes() {
     fleet.shutdown().await;
 }
 
+/// A machine marked and recorded at 3 replicas, its MachineSet at 2 with 2 machines (this
+/// one among them): the controller spent the decrement on another machine, so the removal
+/// lowers the group again instead of counting it done, and the machine goes.
+#[tokio::test]
+async fn a_decrement_the_controller_spent_on_another_machine_is_made_again() {
+    let flavor = Flavor::OpenShift;
+    let Bed {
+        fleet,
+        c,
+        settings,
+        snap,
+        group,
+        nodes,
+    } = bed(flavor, false, 2, 'a').await;
+    let node = nodes[0].clone();
+    let machine = machine_of(&snap, &node);
+    let marked = json!({"metadata": {"annotations": {
+        "machine.openshift.io/delete-machine": "2026-01-01T00:00:00Z",
+        SCALE_DOWN_FROM_ANNOTATION: "3",
+        SCALE_DOWN_GROUP_ANNOTATION: group.as_str()}}});
+    let ms = machine_api(&c, flavor, "Machine").await;
+    let params = PatchParams::default();
+    ms.patch(&machine, &params, &Patch::Merge(marked))
+        .await
+        .unwrap();
+    assert_eq!(replicas(&c, flavor, &group).await, 2);
+
+    let exec = executor(&c, WriteGate::always_open(), false).await;
+    let mut plan = empty_plan(&snap, &settings);
+    plan.scale_down = vec![scale_down(&group, &node, true)];
+    let mut run = exec.execute(&plan, &snap, &settings, &none()).await;
+    let entry = tokio::spawn(run.removals.pop().unwrap().run())
+        .await
+        .unwrap();
+    let detail = done(&entry);
+    assert!(
+        detail.contains(&format!(
+            "Machine openshift-machine-api/{machine} marked for deletion"
+        )) && detail.ends_with("replicas 2 -> 1"),
+        "{detail}"
+    );
+    assert_eq!(replicas(&c, flavor, &group).await, 1);
+    let nodes_api = Api::<Node>::all(c.clone());
+    eventually(LIMIT, "the node gone", || async {
+        nodes_api.get_opt(&node).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    fleet.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_refusing_disruption_budget_fails_the_removal_and_everything_is_rolled_back() {
     let flavor = Flavor::OpenShift;

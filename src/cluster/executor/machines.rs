@@ -13,7 +13,9 @@ use std::collections::BTreeMap;
 
 use jiff::Timestamp;
 use kube::Api;
-use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, Preconditions,
+};
 use serde_json::{Value, json};
 
 use super::failure::{Failure, Stop};
@@ -23,7 +25,7 @@ use crate::cluster::cache::discovery::machine_api_resource;
 use crate::cluster::error::{CallError, Write};
 use crate::engine::nodegroups::NodeGroupId;
 use crate::model::machine_kind::MACHINE;
-use crate::model::{MachineApi, MachineApiGroup, ObjectKey};
+use crate::model::{MachineApi, MachineApiGroup, ObjectKey, ScalableKind};
 
 /// A Machine, by API group (at the version the cluster is written through) and key.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -158,6 +160,21 @@ pub(super) fn unmark_patch(api: MachineApiGroup, keep_delete_mark: bool) -> Valu
     json!({"metadata": {"annotations": annotations}})
 }
 
+/// The machines controlled by the object with `uid` that are not being deleted.
+fn live_machines_of(uid: &str, machines: &[DynamicObject]) -> usize {
+    machines
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_none())
+        .filter(|m| {
+            m.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.controller == Some(true) && o.uid == uid)
+        })
+        .count()
+}
+
 /// A group lowered by one for a machine.
 #[derive(Clone, Debug)]
 pub(super) struct Lowered {
@@ -222,7 +239,9 @@ impl MachineDeletion<'_> {
         let obj = m.get_live(ctx).await.map_err(Unfinished::unmarked)?;
         let done_before =
             recorded_from(&obj).filter(|f| is_marked(&obj, m.api.group) && seen.replicas < *f);
-        if let Some(from) = done_before {
+        if let Some(from) = done_before
+            && !self.decrement_spent(ctx, &obj, seen.replicas).await
+        {
             return Ok(Lowered {
                 group: t.describe(),
                 from,
@@ -255,6 +274,68 @@ impl MachineDeletion<'_> {
             }),
             Err(stop) => Err(self.unmark(ctx, stop, marked_before).await),
         }
+    }
+
+    /// Whether a decrement recorded on this marked machine was spent on another machine:
+    /// the MachineSet has exactly its replicas in machines not being deleted, this one among
+    /// them, so its controller deletes nothing more and this machine would stay forever (the
+    /// controller chose another, its cache not yet holding the mark). Then the group is
+    /// lowered again, as upstream's provider lowers again for a node whose machine is not
+    /// being deleted. Anything unread, or a MachineDeployment, counts as not spent: the
+    /// old decrement is trusted, never a second one risked.
+    async fn decrement_spent(&self, ctx: &Context, obj: &DynamicObject, replicas: u64) -> bool {
+        let t = self.target;
+        if t.kind != ScalableKind::MachineSet || obj.metadata.deletion_timestamp.is_some() {
+            return false;
+        }
+        match self.live_machines_of_set(ctx).await {
+            Ok(Some(live)) if u64::try_from(live).is_ok_and(|l| l == replicas) => {
+                tracing::info!(machine = %self.machine.key, node_group.id = %t.group,
+                    "{} has {replicas} machines for {replicas} replicas, {} still among them: \
+                     its controller deleted another machine for the decrement; lowering again",
+                    t.describe(), self.machine.describe());
+                true
+            }
+            Ok(_) => false,
+            Err(e) => {
+                tracing::debug!(error = %e, "cannot count the machines of {}", t.describe());
+                false
+            }
+        }
+    }
+
+    /// The machines the MachineSet controls that are not being deleted; `None` when its
+    /// selector names no labels to list them by.
+    async fn live_machines_of_set(&self, ctx: &Context) -> Result<Option<usize>, CallError> {
+        let t = self.target;
+        let set = ctx
+            .call(
+                || format!("get {}", t.describe()),
+                t.api(&ctx.client).get(&t.key.name),
+            )
+            .await?;
+        let labels = set
+            .data
+            .pointer("/spec/selector/matchLabels")
+            .and_then(Value::as_object);
+        let (Some(uid), Some(labels)) = (set.metadata.uid.as_deref(), labels) else {
+            return Ok(None);
+        };
+        let selector: Vec<String> = labels
+            .iter()
+            .filter_map(|(k, v)| Some(format!("{k}={}", v.as_str()?)))
+            .collect();
+        if selector.is_empty() {
+            return Ok(None);
+        }
+        let params = ListParams::default().labels(&selector.join(","));
+        let listed = ctx
+            .call(
+                || format!("list the machines of {}", t.describe()),
+                self.machine.api(&ctx.client).list(&params),
+            )
+            .await?;
+        Ok(Some(live_machines_of(uid, &listed.items)))
     }
 
     /// For a group at its min: marks the machine and deletes it, so the group replaces it.
@@ -426,7 +507,6 @@ fn at_min(t: &ScaleTarget, replicas: u64) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::ScalableKind;
 
     fn machine(annotations: Value) -> DynamicObject {
         serde_json::from_value(json!({
@@ -434,6 +514,31 @@ mod tests {
             "metadata": {"name": "m", "namespace": "ns", "annotations": annotations}
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn only_machines_the_set_controls_and_not_deleting_are_live() {
+        let owned = |uid: &str, controller: bool, deleting: bool| {
+            let mut v = json!({
+                "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+                "metadata": {"name": "m", "namespace": "ns", "ownerReferences": [{
+                    "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
+                    "name": "set", "uid": uid, "controller": controller}]}
+            });
+            if deleting {
+                v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+            }
+            serde_json::from_value::<DynamicObject>(v).unwrap()
+        };
+        let machines = [
+            owned("set-uid", true, false),
+            owned("set-uid", true, false),
+            owned("set-uid", true, true),
+            owned("set-uid", false, false),
+            owned("other-uid", true, false),
+            machine(json!({})),
+        ];
+        assert_eq!(live_machines_of("set-uid", &machines), 2);
     }
 
     #[test]

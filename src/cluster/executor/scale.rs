@@ -41,7 +41,7 @@ impl ScaleTarget {
         machine_api_resource(self.api, self.kind.descriptor())
     }
 
-    fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
+    pub(super) fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
         Api::namespaced_with(client.clone(), &self.key.namespace, &self.resource())
     }
 }
