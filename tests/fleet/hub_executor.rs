@@ -463,48 +463,40 @@ async fn a_node_removal_drains_marks_lowers_and_the_node_goes() {
 #[tokio::test]
 async fn a_decrement_the_controller_spent_on_another_machine_is_made_again() {
     let flavor = Flavor::OpenShift;
-    let Bed {
-        fleet,
-        c,
-        settings,
-        snap,
-        group,
-        nodes,
-    } = bed(flavor, false, 2, 'a').await;
-    let node = nodes[0].clone();
-    let machine = machine_of(&snap, &node);
+    let b = bed(flavor, false, 2, 'a').await;
+    let (c, group, node) = (&b.c, &b.group, &b.nodes[0]);
+    let machine = machine_of(&b.snap, node);
     let marked = json!({"metadata": {"annotations": {
         "machine.openshift.io/delete-machine": "2026-01-01T00:00:00Z",
         SCALE_DOWN_FROM_ANNOTATION: "3",
         SCALE_DOWN_GROUP_ANNOTATION: group.as_str()}}});
-    let ms = machine_api(&c, flavor, "Machine").await;
+    let ms = machine_api(c, flavor, "Machine").await;
     let params = PatchParams::default();
     ms.patch(&machine, &params, &Patch::Merge(marked))
         .await
         .unwrap();
-    assert_eq!(replicas(&c, flavor, &group).await, 2);
+    assert_eq!(replicas(c, flavor, group).await, 2);
 
-    let exec = executor(&c, WriteGate::always_open(), false).await;
-    let mut plan = empty_plan(&snap, &settings);
-    plan.scale_down = vec![scale_down(&group, &node, true)];
-    let mut run = exec.execute(&plan, &snap, &settings, &none()).await;
+    let mut plan = empty_plan(&b.snap, &b.settings);
+    plan.scale_down = vec![scale_down(group, node, true)];
+    let exec = executor(c, WriteGate::always_open(), false).await;
+    let mut run = exec.execute(&plan, &b.snap, &b.settings, &none()).await;
     let entry = tokio::spawn(run.removals.pop().unwrap().run())
         .await
         .unwrap();
     let detail = done(&entry);
+    let marked_now = format!("Machine openshift-machine-api/{machine} marked for deletion");
     assert!(
-        detail.contains(&format!(
-            "Machine openshift-machine-api/{machine} marked for deletion"
-        )) && detail.ends_with("replicas 2 -> 1"),
+        detail.contains(&marked_now) && detail.ends_with("replicas 2 -> 1"),
         "{detail}"
     );
-    assert_eq!(replicas(&c, flavor, &group).await, 1);
+    assert_eq!(replicas(c, flavor, group).await, 1);
     let nodes_api = Api::<Node>::all(c.clone());
     eventually(LIMIT, "the node gone", || async {
-        nodes_api.get_opt(&node).await.ok()?.is_none().then_some(())
+        nodes_api.get_opt(node).await.ok()?.is_none().then_some(())
     })
     .await;
-    fleet.shutdown().await;
+    b.fleet.shutdown().await;
 }
 
 #[tokio::test]
