@@ -100,7 +100,8 @@ pub fn run_once_with(
     warnings.extend(requests.warnings.iter().cloned());
     let mut provisioning_requests = Vec::new();
     // One simulation of the cluster for the whole pass: scale-up leaves it as it found it.
-    let mut sim = scale_up::base(&input);
+    let pods_on = simulator::pods_by_node(snapshot);
+    let mut sim = scale_up::base(&input, &pods_on);
     let scale_up = trace::scale_up(|| {
         let (out, decided) = provisioning::scale_up(
             &input,
@@ -135,6 +136,7 @@ pub fn run_once_with(
             now,
             scales_up: !scale_up.actions.is_empty(),
             expected,
+            pods_on: &pods_on,
         };
         scale_down::plan(&input, &mut sim)
     });

@@ -44,6 +44,8 @@ pub struct ScaleDownInput<'a> {
     pub scales_up: bool,
     /// Pending pods that fit existing nodes, and those nodes: they will be scheduled there.
     pub expected: Vec<(&'a Pod, std::sync::Arc<str>)>,
+    /// The pods on each node (`simulator::pods_by_node`), as the base simulation read them.
+    pub pods_on: &'a [Vec<&'a Pod>],
 }
 
 #[derive(Default)]
@@ -72,8 +74,8 @@ pub fn plan(input: &ScaleDownInput, sim: &mut Simulator) -> ScaleDownOutput {
             input.cluster.unhealthy_reason()
         ));
     }
-    let pods_on = pods_by_node(input.snapshot);
-    let (mut candidates, mut not_removable) = eligibility::candidates(input, &pods_on);
+    let pods_on = input.pods_on;
+    let (mut candidates, mut not_removable) = eligibility::candidates(input, pods_on);
     // Empty nodes first, then those unneeded before, then the least used.
     candidates.sort_by(|a, b| {
         let key = |c: &eligibility::Candidate| {
@@ -88,7 +90,7 @@ pub fn plan(input: &ScaleDownInput, sim: &mut Simulator) -> ScaleDownOutput {
             .then(a.utilization.total_cmp(&b.utilization))
             .then(a.node.cmp(&b.node))
     });
-    let mut removal = removal::Removal::new(input, &pods_on, sim);
+    let mut removal = removal::Removal::new(input, pods_on, sim);
     let mut unneeded = Vec::new();
     for c in candidates {
         let node = &input.snapshot.nodes[c.node];
@@ -148,23 +150,6 @@ fn paused_only(why: String) -> ScaleDownOutput {
         paused: Some(why),
         ..ScaleDownOutput::default()
     }
-}
-
-fn pods_by_node(snapshot: &ClusterSnapshot) -> Vec<Vec<&Pod>> {
-    // Looked up once per pod of the cluster, every pass: foldhash, not SipHash.
-    let index: std::collections::HashMap<&str, usize, foldhash::fast::RandomState> = snapshot
-        .nodes
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (&*n.name, i))
-        .collect();
-    let mut out = vec![Vec::new(); snapshot.nodes.len()];
-    for p in snapshot.pods.iter().filter(|p| !p.is_terminal()) {
-        if let Some(&i) = p.node_name.as_deref().and_then(|n| index.get(n)) {
-            out[i].push(p);
-        }
-    }
-    out
 }
 
 /// Keeps the node's unneeded clock if it was already running.

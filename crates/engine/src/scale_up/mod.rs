@@ -128,14 +128,15 @@ struct Pass<'a, 's> {
 }
 
 pub fn plan(input: &ScaleUpInput, rng: &mut SeededRng) -> ScaleUpOutput {
-    let mut sim = base(input);
+    let mut sim = base(input, &crate::simulator::pods_by_node(input.snapshot));
     plan_with(input, &Extra::default(), &mut sim, rng)
 }
 
 /// The base simulation of a pass (see [`Simulator::base`]).
-pub fn base(input: &ScaleUpInput) -> Simulator {
+pub fn base(input: &ScaleUpInput, pods_on: &[Vec<&Pod>]) -> Simulator {
     Simulator::base(
         input.snapshot,
+        pods_on,
         &input.cluster.readiness,
         input.settings.pod_priority_threshold,
     )

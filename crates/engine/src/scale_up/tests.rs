@@ -658,7 +658,8 @@ fn a_huge_target_is_counted_not_materialised() {
     let parts = Parts::of(&s, &settings);
     let input = parts.input(&s, &settings);
     let extra = super::Extra::default();
-    let mut sim = super::base(&input);
+    let pods_on = crate::simulator::pods_by_node(&s);
+    let mut sim = super::base(&input, &pods_on);
     let pass = super::Pass::new(&input, &extra, &mut sim);
     assert_eq!(pass.upcoming[0], 9_999_999, "the count is kept");
     assert_eq!(
@@ -689,7 +690,8 @@ fn scale_up_leaves_the_pass_simulation_as_it_found_it() {
     let settings = Settings::default();
     let parts = Parts::of(&s, &settings);
     let input = parts.input(&s, &settings);
-    let mut sim = super::base(&input);
+    let pods_on = crate::simulator::pods_by_node(&s);
+    let mut sim = super::base(&input, &pods_on);
     let seen = |sim: &crate::simulator::Simulator| -> Vec<(String, String, i64)> {
         let nodes = sim.nodes().iter();
         nodes

@@ -159,6 +159,25 @@ pub struct Mark {
     placed: usize,
 }
 
+/// The pods of the snapshot that are not finished, by the index of the node they are
+/// bound to: built once per pass, for the base simulation and for scale-down.
+pub fn pods_by_node(snapshot: &fleetscaler_model::ClusterSnapshot) -> Vec<Vec<&Pod>> {
+    // Looked up once per pod of the cluster, every pass: foldhash, not SipHash.
+    let index: HashMap<&str, usize, foldhash::fast::RandomState> = snapshot
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (&*n.name, i))
+        .collect();
+    let mut out = vec![Vec::new(); snapshot.nodes.len()];
+    for p in snapshot.pods.iter().filter(|p| !p.is_terminal()) {
+        if let Some(&i) = p.node_name.as_deref().and_then(|n| index.get(n)) {
+            out[i].push(p);
+        }
+    }
+    out
+}
+
 pub struct Simulator {
     nodes: Vec<SimNode>,
     /// Every placement (+1) and removal (-1) of a shape, in order; the topology index
@@ -202,28 +221,22 @@ impl Simulator {
     /// scale-up works above a [`Mark`] and reverts to it, scale-down then starts from it.
     pub fn base(
         snapshot: &fleetscaler_model::ClusterSnapshot,
+        pods_on: &[Vec<&Pod>],
         readiness: &[NodeReadiness],
         priority_cutoff: i32,
     ) -> Self {
         let mut sim = Simulator::for_snapshot(snapshot);
-        // Looked up once per pod of the cluster, every pass: foldhash, not SipHash.
-        let mut by_name: HashMap<&str, usize, foldhash::fast::RandomState> =
-            HashMap::with_capacity_and_hasher(snapshot.nodes.len(), Default::default());
         for (i, node) in snapshot.nodes.iter().enumerate() {
-            if matches!(
+            if !matches!(
                 readiness.get(i),
                 Some(NodeReadiness::Ready | NodeReadiness::Unready)
             ) {
-                by_name.insert(&node.name, sim.add_node(SimNode::existing(i, node)));
+                continue;
             }
-        }
-        let holding = snapshot
-            .pods
-            .iter()
-            .filter(|p| !p.is_terminal() && !p.is_expendable(priority_cutoff));
-        for pod in holding {
-            if let Some(&node) = pod.node_name.as_deref().and_then(|n| by_name.get(n)) {
-                sim.place_pod(pod, node);
+            let at = sim.add_node(SimNode::existing(i, node));
+            let holding = pods_on.get(i).into_iter().flatten();
+            for pod in holding.filter(|p| !p.is_expendable(priority_cutoff)) {
+                sim.place_pod(pod, at);
             }
         }
         sim
