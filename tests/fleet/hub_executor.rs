@@ -2,7 +2,7 @@
 //! The executor against the simulated fleet over HTTPS: scale-ups and their stale-plan
 //! check, dry runs and a closed write gate, machine deletions, full node removals (drain,
 //! mark, decrement), rollbacks (a refusing PodDisruptionBudget, a group at min, an empty
-//! node that gained pods) and start-up recovery.
+//! node that gained pods). Start-up recovery: `hub_recovery.rs`.
 
 use crate::hub_support;
 
@@ -29,9 +29,9 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
-const LIMIT: Duration = Duration::from_secs(10);
+pub(crate) const LIMIT: Duration = Duration::from_secs(10);
 
-async fn executor(client: &Client, gate: WriteGate, dry_run: bool) -> Executor {
+pub(crate) async fn executor(client: &Client, gate: WriteGate, dry_run: bool) -> Executor {
     Executor::new(
         client.clone(),
         ExecutorConfig {
@@ -115,14 +115,14 @@ fn deletion(group: &NodeGroupId, flavor: Flavor, machine: &str, lower: bool) -> 
     }
 }
 
-fn done(e: &Entry) -> &str {
+pub(crate) fn done(e: &Entry) -> &str {
     match &e.outcome {
         Outcome::Done { detail } => detail,
         other => panic!("expected Done for {:?}, got {other:?}", e.action),
     }
 }
 
-fn skipped(e: &Entry) -> &str {
+pub(crate) fn skipped(e: &Entry) -> &str {
     match &e.outcome {
         Outcome::Skipped { reason } => reason,
         other => panic!("expected Skipped for {:?}, got {other:?}", e.action),
@@ -136,7 +136,7 @@ fn failed(e: &Entry) -> (&str, Category) {
     }
 }
 
-fn has_taint(n: &Node) -> bool {
+pub(crate) fn has_taint(n: &Node) -> bool {
     n.spec
         .as_ref()
         .and_then(|s| s.taints.as_ref())
@@ -148,7 +148,7 @@ fn cordoned(n: &Node) -> bool {
 }
 
 /// Asserts a node is back as it was: no taint, not cordoned, no cordon record.
-async fn assert_clean(client: &Client, node: &str) {
+pub(crate) async fn assert_clean(client: &Client, node: &str) {
     let n = Api::<Node>::all(client.clone()).get(node).await.unwrap();
     assert!(!has_taint(&n), "{node} still tainted");
     assert!(!cordoned(&n), "{node} still cordoned");
@@ -633,169 +633,6 @@ async fn an_empty_node_that_gained_pods_is_not_removed() {
     assert_clean(&c, &nodes[0]).await;
     assert!(pods.get("late").await.is_ok(), "nothing was evicted");
     assert_eq!(replicas(&c, flavor, &group).await, 2);
-    fleet.shutdown().await;
-}
-
-#[tokio::test]
-async fn recovery_finishes_an_interrupted_decrement_and_clears_a_stale_taint() {
-    let flavor = Flavor::OpenShift;
-    let fleet = fleet(flavor, false, 2).await;
-    let cluster = fleet.cluster(1).unwrap();
-    let c = client(cluster).await;
-    let settings = settings();
-    let snap = snapshot(&c, flavor).await;
-    let ms = machine_api(&c, flavor, "Machine").await;
-    let nodes_api = Api::<Node>::all(c.clone());
-    let taint = json!({"key": TO_BE_DELETED_TAINT, "value": "1700000000", "effect": "NoSchedule"});
-
-    // Group a: killed after marking a machine (and tainting its node), before the decrement.
-    let a = worker_group(cluster, flavor, 'a');
-    let (a_nodes, _) = members(&snap, &settings, &a);
-    let marked = machine_of(&snap, &a_nodes[0]);
-    let annotate = |from: &str, group: Option<&NodeGroupId>| {
-        json!({"metadata": {"annotations": {
-            "machine.openshift.io/delete-machine": "2026-01-01T00:00:00Z",
-            SCALE_DOWN_FROM_ANNOTATION: from,
-            SCALE_DOWN_GROUP_ANNOTATION: group.map(NodeGroupId::as_str)}}})
-    };
-    // Without the group recorded, it is found through the machine's MachineSet.
-    ms.patch(
-        &marked,
-        &PatchParams::default(),
-        &Patch::Merge(annotate("2", None)),
-    )
-    .await
-    .unwrap();
-    let tainted = json!({"spec": {"taints": [taint.clone()], "unschedulable": true},
-        "metadata": {"annotations": {CORDONED_ANNOTATION: "true"}}});
-    nodes_api
-        .patch(
-            &a_nodes[0],
-            &PatchParams::default(),
-            &Patch::Merge(tainted.clone()),
-        )
-        .await
-        .unwrap();
-    // Group b: killed after tainting and cordoning a node, before its machine was marked.
-    let b = worker_group(cluster, flavor, 'b');
-    let (b_nodes, _) = members(&snap, &settings, &b);
-    nodes_api
-        .patch(&b_nodes[0], &PatchParams::default(), &Patch::Merge(tainted))
-        .await
-        .unwrap();
-    // Group c: killed after the decrement (recorded 3, the group has 2): nothing to do.
-    let cg = worker_group(cluster, flavor, 'c');
-    let (c_nodes, _) = members(&snap, &settings, &cg);
-    let done_machine = machine_of(&snap, &c_nodes[0]);
-    ms.patch(
-        &done_machine,
-        &PatchParams::default(),
-        &Patch::Merge(annotate("3", Some(&cg))),
-    )
-    .await
-    .unwrap();
-
-    // A dry run reports without writing.
-    let dry = executor(&c, WriteGate::always_open(), true)
-        .await
-        .recover()
-        .await;
-    assert_eq!(dry.len(), 2, "{dry:?}");
-    assert!(dry.iter().all(|e| skipped(e) == "dry run"));
-    assert_eq!(replicas(&c, flavor, &a).await, 2);
-
-    let exec = executor(&c, WriteGate::always_open(), false).await;
-    let entries = exec.recover().await;
-    assert_eq!(entries.len(), 2, "{entries:?}");
-    assert_eq!(
-        entries[0].action,
-        Action::FinishDecrement {
-            group: a.clone(),
-            machine: ObjectKey::new("openshift-machine-api", &marked)
-        }
-    );
-    assert!(done(&entries[0]).ends_with("replicas 2 -> 1"));
-    assert_eq!(
-        entries[1].action,
-        Action::ClearStaleTaint {
-            node: b_nodes[0].as_str().into()
-        }
-    );
-    done(&entries[1]);
-    assert_eq!(replicas(&c, flavor, &a).await, 1);
-    assert_eq!(replicas(&c, flavor, &cg).await, 2);
-    assert_clean(&c, &b_nodes[0]).await;
-    // The node of the marked machine keeps its taint: it is going away (the machine
-    // controller may already have removed it, with its machine, once replicas were lowered).
-    if let Some(node) = nodes_api.get_opt(&a_nodes[0]).await.unwrap() {
-        assert!(
-            has_taint(&node),
-            "recovery cleared the taint of a departing node"
-        );
-    }
-    // Recovery is idempotent.
-    assert_eq!(exec.recover().await, vec![]);
-    eventually(LIMIT, "the marked machine and its node gone", || async {
-        let m = ms.get_opt(&marked).await.ok()?;
-        let n = nodes_api.get_opt(&a_nodes[0]).await.ok()?;
-        (m.is_none() && n.is_none()).then_some(())
-    })
-    .await;
-    fleet.shutdown().await;
-}
-
-/// Recovery reads Nodes and Machines a page (500) at a time: a stale taint is found on the
-/// node whose name sorts last and on the node of the machine whose name sorts last.
-#[tokio::test]
-async fn recovery_reads_every_page_of_nodes_and_machines() {
-    let flavor = Flavor::OpenShift;
-    let fleet = fleet(flavor, false, 200).await;
-    let c = client(fleet.cluster(1).unwrap()).await;
-    let snap = snapshot(&c, flavor).await;
-    assert!(snap.nodes.len() > 500 && snap.machines.len() > 500);
-    let groups = fleetscaler::engine::nodegroups::discover(&snap, &[]);
-    let node_of_machine = |mi: usize| {
-        let ni = groups.machine_of_node.iter().position(|m| *m == Some(mi));
-        snap.nodes[ni.unwrap()].name.to_string()
-    };
-    let last_machine = (0..snap.machines.len())
-        .max_by_key(|mi| &snap.machines[*mi].key.name)
-        .unwrap();
-    let last_node = (0..snap.nodes.len())
-        .filter(|ni| groups.machine_of_node[*ni].is_some())
-        .max_by_key(|ni| &snap.nodes[*ni].name)
-        .unwrap();
-    let stale: BTreeSet<String> = [
-        node_of_machine(last_machine),
-        snap.nodes[last_node].name.to_string(),
-    ]
-    .into();
-    let nodes_api = Api::<Node>::all(c.clone());
-    let taint = json!({"key": TO_BE_DELETED_TAINT, "value": "1700000000", "effect": "NoSchedule"});
-    for node in &stale {
-        let tainted = json!({"spec": {"taints": [taint.clone()]}});
-        let params = PatchParams::default();
-        nodes_api
-            .patch(node, &params, &Patch::Merge(tainted))
-            .await
-            .unwrap();
-    }
-
-    let entries = executor(&c, WriteGate::always_open(), false)
-        .await
-        .recover()
-        .await;
-    let cleared: BTreeSet<String> = entries
-        .iter()
-        .map(|e| match &e.action {
-            Action::ClearStaleTaint { node } => node.to_string(),
-            other => panic!("unexpected {other:?}"),
-        })
-        .collect();
-    assert_eq!(cleared, stale);
-    for node in &stale {
-        assert_clean(&c, node).await;
-    }
     fleet.shutdown().await;
 }
 

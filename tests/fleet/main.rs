@@ -56,6 +56,7 @@ mod hub_membership;
 mod hub_observability;
 mod hub_otlp_metrics;
 mod hub_provisioning;
+mod hub_recovery;
 mod hub_report;
 mod hub_restart;
 mod hub_serving;
