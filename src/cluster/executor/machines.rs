@@ -19,6 +19,7 @@ use kube::api::{
 use serde_json::{Value, json};
 
 use super::failure::{Failure, Stop};
+use super::mark_seen::{MARK_SEEN, mark_seen};
 use super::scale::{self, Observed, ScaleTarget};
 use super::{CONFLICT_ATTEMPTS, Context, SCALE_DOWN_FROM_ANNOTATION, SCALE_DOWN_GROUP_ANNOTATION};
 use crate::cluster::cache::discovery::machine_api_resource;
@@ -183,6 +184,8 @@ pub(super) struct Lowered {
     pub to: u64,
     /// An earlier run had done it already.
     pub already: bool,
+    /// The group was lowered before a watch showed the mark (`mark_seen`).
+    pub mark_unseen: bool,
 }
 
 impl Lowered {
@@ -192,8 +195,17 @@ impl Lowered {
         } else {
             "marked for deletion"
         };
+        let unseen = if self.mark_unseen {
+            format!(
+                " (lowered without a watch showing the mark within {}s: its controller may \
+                 delete another machine)",
+                MARK_SEEN.as_secs()
+            )
+        } else {
+            String::new()
+        };
         format!(
-            "{} {how}; {} replicas {} -> {}",
+            "{} {how}; {} replicas {} -> {}{unseen}",
             machine.describe(),
             self.group,
             self.from,
@@ -247,21 +259,19 @@ impl MachineDeletion<'_> {
                 from,
                 to: seen.replicas,
                 already: true,
+                mark_unseen: false,
             });
         }
         if seen.replicas <= t.min {
             return Err(Unfinished::unmarked(at_min(t, seen.replicas)));
         }
         let marked_before = is_marked(&obj, m.api.group);
-        if let Err(stop) = self.mark(ctx, obj, seen.replicas).await {
-            // A mark refused or never sent left nothing; one whose answer was lost may be on.
-            if !stop.may_have_landed() {
-                return Err(Unfinished::unmarked(stop));
-            }
-            return Err(self.unmark(ctx, stop, marked_before).await);
-        }
+        let visible = self.mark_and_see(ctx, obj, seen.replicas).await?;
         match self.lower(ctx, seen).await {
-            Ok(l) => Ok(l),
+            Ok(l) => Ok(Lowered {
+                mark_unseen: !visible,
+                ..l
+            }),
             // The decrement may have landed and could not be checked: taking the mark off
             // would let the group remove some other, undrained machine. The mark stays and
             // recovery settles it from the recorded count.
@@ -274,6 +284,36 @@ impl MachineDeletion<'_> {
             }),
             Err(stop) => Err(self.unmark(ctx, stop, marked_before).await),
         }
+    }
+
+    /// Marks the machine (recording the decrement from `from`), then waits for a watch to
+    /// show the mark, so that the group's controller holds it when it sees the decrement
+    /// (`mark_seen`); whether one did. A failed mark is undone.
+    async fn mark_and_see(
+        &self,
+        ctx: &Context,
+        obj: DynamicObject,
+        from: u64,
+    ) -> Result<bool, Unfinished> {
+        let (t, m) = (self.target, self.machine);
+        let marked_before = is_marked(&obj, m.api.group);
+        let before = match self.mark(ctx, obj, from).await {
+            Ok(before) => before,
+            // A mark refused or never sent left nothing; one whose answer was lost may be on.
+            Err(stop) if !stop.may_have_landed() => return Err(Unfinished::unmarked(stop)),
+            Err(stop) => return Err(self.unmark(ctx, stop, marked_before).await),
+        };
+        let api = m.api(&ctx.client);
+        let seen = match &before {
+            Some(before) => mark_seen(&api, &m.key.name, before, m.api.group).await,
+            None => false,
+        };
+        if !seen {
+            tracing::warn!(machine = %m.key, node_group.id = %t.group,
+                "no watch showed the mark on {} within {}s; lowering {} anyway",
+                m.describe(), MARK_SEEN.as_secs(), t.describe());
+        }
+        Ok(seen)
     }
 
     /// Whether a decrement recorded on this marked machine was spent on another machine:
@@ -379,15 +419,21 @@ impl MachineDeletion<'_> {
         ))
     }
 
-    /// Marks the machine, recording the decrement from `from`; re-reads it on 409.
-    async fn mark(&self, ctx: &Context, mut obj: DynamicObject, from: u64) -> Result<(), Stop> {
+    /// Marks the machine, recording the decrement from `from`; re-reads it on 409. Returns
+    /// the resourceVersion the mark was written on (its precondition).
+    async fn mark(
+        &self,
+        ctx: &Context,
+        mut obj: DynamicObject,
+        from: u64,
+    ) -> Result<Option<String>, Stop> {
         let (t, m) = (self.target, self.machine);
         let mut attempt = 1;
         loop {
             let rv = obj.metadata.resource_version.as_deref();
             let patch = mark_patch(m.api.group, rv, Timestamp::now(), Some((from, &t.group)));
             match m.patch(ctx, "mark", patch).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => return Ok(obj.metadata.resource_version),
                 Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => {
                     attempt += 1;
                     obj = m.get_live(ctx).await?;
@@ -412,6 +458,7 @@ impl MachineDeletion<'_> {
                         from: seen.replicas,
                         to,
                         already: false,
+                        mark_unseen: false,
                     });
                 }
                 Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => {
@@ -426,6 +473,7 @@ impl MachineDeletion<'_> {
                             from: recorded,
                             to: seen.replicas,
                             already: true,
+                            mark_unseen: false,
                         });
                     }
                     if seen.replicas <= t.min {
@@ -460,6 +508,7 @@ impl MachineDeletion<'_> {
             from,
             to: now.replicas,
             already: false,
+            mark_unseen: false,
         })
     }
 
@@ -505,86 +554,5 @@ fn at_min(t: &ScaleTarget, replicas: u64) -> Failure {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn machine(annotations: Value) -> DynamicObject {
-        serde_json::from_value(json!({
-            "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
-            "metadata": {"name": "m", "namespace": "ns", "annotations": annotations}
-        }))
-        .unwrap()
-    }
-
-    #[test]
-    fn only_machines_the_set_controls_and_not_deleting_are_live() {
-        let owned = |uid: &str, controller: bool, deleting: bool| {
-            let mut v = json!({
-                "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
-                "metadata": {"name": "m", "namespace": "ns", "ownerReferences": [{
-                    "apiVersion": "machine.openshift.io/v1beta1", "kind": "MachineSet",
-                    "name": "set", "uid": uid, "controller": controller}]}
-            });
-            if deleting {
-                v["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-            }
-            serde_json::from_value::<DynamicObject>(v).unwrap()
-        };
-        let machines = [
-            owned("set-uid", true, false),
-            owned("set-uid", true, false),
-            owned("set-uid", true, true),
-            owned("set-uid", false, false),
-            owned("other-uid", true, false),
-            machine(json!({})),
-        ];
-        assert_eq!(live_machines_of("set-uid", &machines), 2);
-    }
-
-    #[test]
-    fn the_mark_records_the_decrement_under_a_precondition() {
-        let group = NodeGroupId::new(
-            MachineApiGroup::ClusterApi,
-            ScalableKind::MachineSet,
-            &ObjectKey::new("ns", "a"),
-        );
-        let now = Timestamp::from_second(1_700_000_000).unwrap();
-        let p = mark_patch(
-            MachineApiGroup::ClusterApi,
-            Some("42"),
-            now,
-            Some((5, &group)),
-        );
-        assert_eq!(
-            p,
-            json!({"metadata": {"resourceVersion": "42", "annotations": {
-                "cluster.x-k8s.io/delete-machine": "2023-11-14T22:13:20Z",
-                "fleetscaler.io/scale-down-from": "5",
-                "fleetscaler.io/scale-down-group": "MachineSet.cluster.x-k8s.io/ns/a"}}})
-        );
-        let m = machine(p["metadata"]["annotations"].clone());
-        assert!(is_marked(&m, MachineApiGroup::ClusterApi));
-        assert!(!is_marked(&m, MachineApiGroup::OpenShift));
-        assert_eq!(recorded_from(&m), Some(5));
-        assert_eq!(recorded_group(&m), Some("MachineSet.cluster.x-k8s.io/ns/a"));
-    }
-
-    #[test]
-    fn unmarking_keeps_a_delete_mark_someone_else_put_there() {
-        let p = unmark_patch(MachineApiGroup::OpenShift, true);
-        let a = p["metadata"]["annotations"].as_object().unwrap();
-        assert!(!a.contains_key("machine.openshift.io/delete-machine"));
-        assert!(a[SCALE_DOWN_FROM_ANNOTATION].is_null());
-        let p = unmark_patch(MachineApiGroup::OpenShift, false);
-        assert!(p["metadata"]["annotations"]["machine.openshift.io/delete-machine"].is_null());
-    }
-
-    #[test]
-    fn an_unreadable_recorded_count_is_no_count() {
-        assert_eq!(
-            recorded_from(&machine(json!({SCALE_DOWN_FROM_ANNOTATION: "five"}))),
-            None
-        );
-        assert_eq!(recorded_from(&machine(json!({}))), None);
-    }
-}
+#[path = "machines_tests.rs"]
+mod tests;

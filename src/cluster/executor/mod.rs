@@ -27,6 +27,7 @@
 mod drain;
 mod failure;
 mod machines;
+mod mark_seen;
 mod nodes;
 mod provisioning;
 mod recover;
