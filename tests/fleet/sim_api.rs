@@ -80,6 +80,27 @@ async fn selectors_and_paging() {
     dedup.sort();
     dedup.dedup();
     assert_eq!(dedup.len(), seen.len(), "a paged list returned a pod twice");
+    // A page of a list with no selector says how many objects follow it, as the API server
+    // does; a selector leaves the count out (the server would have to filter them all).
+    let nodes: Api<Node> = Api::all(c.clone());
+    let every = nodes
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .len();
+    let first = nodes.list(&ListParams::default().limit(2)).await.unwrap();
+    assert!(every > 4, "{every} nodes");
+    assert_eq!(first.metadata.remaining_item_count, Some(every as i64 - 2));
+    let second = ListParams::default()
+        .limit(2)
+        .continue_token(first.metadata.continue_.as_deref().unwrap());
+    let second = nodes.list(&second).await.unwrap();
+    assert_eq!(second.metadata.remaining_item_count, Some(every as i64 - 4));
+    let named = ListParams::default().limit(2).fields("metadata.name!=x");
+    let named = nodes.list(&named).await.unwrap();
+    assert!(named.metadata.continue_.is_some());
+    assert_eq!(named.metadata.remaining_item_count, None);
     // Namespaced list and an unsupported field selector.
     let shop: Api<Pod> = Api::namespaced(c.clone(), "shop");
     assert!(

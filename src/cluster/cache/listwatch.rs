@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use kube::api::{ListParams, WatchEvent, WatchParams};
+use kube::api::{ListParams, ObjectList, WatchEvent, WatchParams};
 use kube::{Api, ResourceExt};
 use serde::de::DeserializeOwned;
 use tokio::time::Instant;
@@ -62,6 +62,8 @@ pub struct Reads {
 pub enum Event<K> {
     /// A full list begins.
     Init,
+    /// The list holds at most this many objects (see `ListWatch::expected`).
+    Expect(usize),
     /// An object of the list.
     InitApply(K),
     /// The list is complete: anything not in it is gone.
@@ -194,6 +196,10 @@ where
                 self.reads.heard.stamp();
                 if first {
                     self.ready.push_back(Event::Init);
+                    let page = Page::of(&list);
+                    if let Some(n) = page.expected(&self.api, &self.fields, &self.reads).await {
+                        self.ready.push_back(Event::Expect(n));
+                    }
                 }
                 self.ready
                     .extend(list.items.into_iter().map(Event::InitApply));
@@ -345,6 +351,61 @@ where
     }
 }
 
+/// What the first page of a list says about the list's size.
+struct Page {
+    /// More pages follow.
+    more: bool,
+    items: usize,
+    /// `remainingItemCount`: objects after this page.
+    remaining: Option<i64>,
+}
+
+impl Page {
+    fn of<K: Clone>(list: &ObjectList<K>) -> Self {
+        Page {
+            more: list
+                .metadata
+                .continue_
+                .as_ref()
+                .is_some_and(|c| !c.is_empty()),
+            items: list.items.len(),
+            remaining: list.metadata.remaining_item_count,
+        }
+    }
+
+    /// How many objects the list holds, at most, when it has more pages: the page's own
+    /// count, or, for a list filtered by fields (which the API server does not count), the
+    /// count of the kind unfiltered, from a list of one object. The cache then sizes its
+    /// vectors once instead of growing them page by page (30,000 pods' vector copied a
+    /// dozen times, the last two copies alive together at the hub's memory peak). A count
+    /// that fails costs nothing but that growth.
+    async fn expected<K>(
+        self,
+        api: &Api<K>,
+        fields: &Option<String>,
+        reads: &Reads,
+    ) -> Option<usize>
+    where
+        K: Clone + DeserializeOwned + Debug,
+    {
+        if !self.more {
+            return None;
+        }
+        let (counted, remaining) = match (self.remaining, fields) {
+            (Some(remaining), _) => (self.items, remaining),
+            (None, Some(_)) => {
+                let one = ListParams::default().limit(1);
+                let page = call(|| "count".into(), reads.deadline, api.list(&one))
+                    .await
+                    .ok()?;
+                (page.items.len(), page.metadata.remaining_item_count?)
+            }
+            (None, None) => return None,
+        };
+        counted.checked_add(usize::try_from(remaining).ok()?)
+    }
+}
+
 fn is_gone(e: &CallError) -> bool {
     matches!(e, CallError::Api { source: kube::Error::Api(s), .. } if s.code == 410)
 }
@@ -406,6 +467,70 @@ mod tests {
             async move { Ok::<_, Infallible>(http::Response::new(body)) }
         });
         (kube::Client::new(service, "default"), asked)
+    }
+
+    /// A client whose lists come in two pages (two ConfigMaps, then one): the first page
+    /// counts what follows (`remainingItemCount`) only when unfiltered, as the API server
+    /// does; a one-object list unfiltered counts 41 more. Watches end at once.
+    fn paged_server() -> kube::Client {
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let query = req.uri().query().unwrap_or_default().to_string();
+            let has = |p: &str| query.split('&').any(|kv| kv.starts_with(p));
+            let cm = |n: &str| format!(r#"{{"metadata":{{"name":"{n}","namespace":"d"}}}}"#);
+            let meta = if has("timeoutSeconds=") {
+                None
+            } else if has("continue=") {
+                Some((r#"{"resourceVersion":"5"}"#.to_string(), cm("c")))
+            } else if query.split('&').any(|kv| kv == "limit=1") {
+                let m = r#"{"resourceVersion":"5","continue":"u","remainingItemCount":41}"#;
+                Some((m.to_string(), cm("x")))
+            } else {
+                let count = if has("fieldSelector=") {
+                    ""
+                } else {
+                    r#","remainingItemCount":1"#
+                };
+                let m = format!(r#"{{"resourceVersion":"5","continue":"t"{count}}}"#);
+                Some((m, format!("{},{}", cm("a"), cm("b"))))
+            };
+            let body = match meta {
+                Some((meta, items)) => format!(
+                    r#"{{"apiVersion":"v1","kind":"ConfigMapList","metadata":{meta},"items":[{items}]}}"#
+                ),
+                None => String::new(),
+            };
+            let body: BoxBody<Bytes, Infallible> =
+                http_body_util::Full::new(Bytes::from(body)).boxed();
+            async move { Ok::<_, Infallible>(http::Response::new(body)) }
+        });
+        kube::Client::new(service, "default")
+    }
+
+    /// The events of a list until its end, named.
+    async fn listed(fields: Option<String>) -> Vec<String> {
+        let api = Api::<ConfigMap>::all(paged_server());
+        let mut events = list_watch(api, fields, reads());
+        let mut seen = Vec::new();
+        while let Some(event) = events.next().await {
+            seen.push(match event {
+                Event::Init => "init".to_string(),
+                Event::Expect(n) => format!("expect {n}"),
+                Event::InitApply(o) => o.name_any(),
+                Event::InitDone => break,
+                other => format!("{other:?}"),
+            });
+        }
+        seen
+    }
+
+    /// A list in pages announces how many objects it holds, so that the cache sizes its
+    /// vectors once: from the first page's count, or, filtered by fields (the server counts
+    /// no filtered list), from the kind's count unfiltered, an upper bound.
+    #[tokio::test]
+    async fn a_paged_list_announces_its_size() {
+        assert_eq!(listed(None).await, ["init", "expect 3", "a", "b", "c"]);
+        let fields = Some("metadata.name!=z".to_string());
+        assert_eq!(listed(fields).await, ["init", "expect 42", "a", "b", "c"]);
     }
 
     fn reads() -> Reads {

@@ -167,6 +167,10 @@ impl Cache {
                 self.begin_relist(kind);
                 false
             }
+            Change::Expect(total) => {
+                self.expect(kind, total);
+                false
+            }
             Change::InitDone => {
                 self.end_relist(kind);
                 self.kinds.entry(kind).or_default().synced = true;
@@ -379,6 +383,17 @@ impl Cache {
             | Kind::ResourceClaimTemplate
             | Kind::ResourceSlice
             | Kind::DeviceClass => self.dra.begin_relist(kind),
+        }
+    }
+
+    /// Room for a list's announced count, for the kinds a large cluster has thousands of
+    /// (the others grow by a quarter, which costs them little).
+    fn expect(&mut self, kind: Kind, total: usize) {
+        let s = &mut self.snapshot;
+        match kind {
+            Kind::Node => self.nodes.expect(&mut s.nodes, total),
+            Kind::Pod => self.pods.expect(&mut s.pods, total),
+            _ => {}
         }
     }
 

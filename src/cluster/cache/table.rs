@@ -11,6 +11,10 @@ use std::hash::Hash;
 /// than the standard SipHash, which showed at the top of a 30,000-pod list's profile.
 type Hasher = foldhash::fast::RandomState;
 
+/// The most objects of one kind a list's announced count reserves room for: Kubernetes'
+/// own tested limit of a cluster's pods (150,000). A larger list still fits, by growing.
+const MAX_EXPECTED: usize = 150_000;
+
 #[derive(Debug)]
 pub struct Table<K> {
     /// Key of the item at each position of the vector this table indexes.
@@ -72,23 +76,44 @@ impl<K: Clone + Eq + Hash> Table<K> {
         Some(removed)
     }
 
-    /// A watch restarted its list: from now on, remember which keys it sends again.
+    /// A watch restarted its list: from now on, remember which keys it sends again. A first
+    /// list (nothing held) has nothing to drop at its end, and remembers nothing.
     pub fn begin_relist(&mut self) {
-        self.relisting = Some(HashSet::default());
+        self.relisting = (!self.keys.is_empty()).then(HashSet::default);
+    }
+
+    /// The list under way holds at most `total` objects: room for them all at once, so
+    /// that the vectors are not copied as they grow through the pages. Capped at
+    /// `MAX_EXPECTED`; what the list leaves unused is given back at its end (`fit`), and
+    /// room never written to costs address space, not memory.
+    pub fn expect<T>(&mut self, items: &mut Vec<T>, total: usize) {
+        let total = total.min(MAX_EXPECTED);
+        let more = total.saturating_sub(items.len());
+        // An allocation refused leaves the growth as it was.
+        let _ = items.try_reserve_exact(more);
+        let _ = self
+            .keys
+            .try_reserve_exact(total.saturating_sub(self.keys.len()));
+        let _ = self
+            .index
+            .try_reserve(total.saturating_sub(self.index.len()));
+        if let Some(seen) = &mut self.relisting {
+            let _ = seen.try_reserve(total.saturating_sub(seen.len()));
+        }
     }
 
     /// The list is complete: drop what it did not contain (deleted while the watch was
     /// down). Returns how many items went.
     pub fn end_relist<T>(&mut self, items: &mut Vec<T>) -> usize {
-        let Some(seen) = self.relisting.take() else {
-            return 0;
+        let gone: Vec<K> = match self.relisting.take() {
+            Some(seen) => self
+                .keys
+                .iter()
+                .filter(|k| !seen.contains(*k))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
         };
-        let gone: Vec<K> = self
-            .keys
-            .iter()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
         for key in &gone {
             self.remove(items, key);
         }
@@ -155,6 +180,36 @@ mod tests {
         assert_eq!(left, ["B2", "E"]);
         assert_eq!(t.get(&items, &"e").map(String::as_str), Some("E"));
         assert_eq!(t.get(&items, &"a"), None);
+    }
+
+    #[test]
+    fn a_list_announced_fills_its_room_without_moving_and_a_first_list_tracks_nothing() {
+        let mut t = Table::default();
+        let mut items: Vec<u64> = Vec::new();
+        t.begin_relist();
+        assert!(
+            t.relisting.is_none(),
+            "nothing held: nothing to drop at the end"
+        );
+        t.expect(&mut items, 1000);
+        let (at, room) = (items.as_ptr(), items.capacity());
+        assert!(room >= 1000);
+        for k in 0..1000 {
+            t.upsert(&mut items, k, k);
+        }
+        assert_eq!(items.as_ptr(), at, "the vector was copied as it grew");
+        assert_eq!(t.end_relist(&mut items), 0);
+        assert_eq!(items.len(), 1000);
+        // A relist tracks what it sees again; an announced count past the cap reserves the
+        // cap, and what it left unused is given back.
+        t.begin_relist();
+        t.expect(&mut items, usize::MAX);
+        assert!(items.capacity() >= MAX_EXPECTED);
+        for k in 0..10 {
+            t.upsert(&mut items, k, k);
+        }
+        assert_eq!(t.end_relist(&mut items), 990);
+        assert!(items.capacity() <= 10 + 10 / 8 + 1, "{}", items.capacity());
     }
 
     #[test]

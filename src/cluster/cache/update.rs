@@ -197,6 +197,8 @@ pub enum Object {
 pub enum Change {
     /// The watch (re)started a full list.
     Init,
+    /// The list holds at most this many objects.
+    Expect(usize),
     /// An object as listed during a (re)list.
     InitApply(Object),
     /// The (re)list is complete: anything not in it is gone.
@@ -260,6 +262,7 @@ impl Update {
     pub fn from_event<K>(kind: Kind, event: Event<K>, object: fn(K) -> Object) -> Update {
         let change = match event {
             Event::Init => Change::Init,
+            Event::Expect(n) => Change::Expect(n),
             Event::InitApply(o) => Change::InitApply(object(o)),
             Event::InitDone => Change::InitDone,
             Event::Apply(o) => Change::Apply(object(o)),

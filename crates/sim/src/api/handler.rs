@@ -217,17 +217,29 @@ fn get(
 }
 
 /// The objects a list or delete-collection selects, and the current resourceVersion.
+/// The objects of one list request (one page of it, with `limit`).
+struct Selected {
+    items: Vec<Arc<Stored>>,
+    rv: u64,
+    /// More objects follow the page.
+    more: bool,
+    /// How many: the API server counts them only for a list with no selector
+    /// (`remainingItemCount`).
+    remaining: Option<usize>,
+}
+
 fn select(
     cluster: &Arc<Cluster>,
     resource: Resource,
     namespace: Option<&str>,
     query: &Query,
-) -> Result<(Vec<Arc<Stored>>, u64, bool), ApiError> {
+) -> Result<Selected, ApiError> {
     let labels = LabelSelector::parse(&query.label_selector)?;
     let fields = FieldSelector::parse(&query.field_selector, resource)?;
+    let counted = query.limit.is_some() && labels.is_empty() && fields.is_empty();
     // Field values are indexed, so field filtering happens under the lock; labels need the
     // object parsed and are checked after it is released.
-    let (candidates, rv) = {
+    let (candidates, rv, from_here) = {
         let state = cluster.lock();
         let candidates: Vec<Arc<Stored>> = match fields.required("metadata.name") {
             Some(name)
@@ -259,7 +271,11 @@ fn select(
                     .collect()
             }
         };
-        (candidates, state.store.rv())
+        let from_here = counted.then(|| {
+            let after = query.continue_after.as_ref();
+            state.store.range(resource, namespace, after).count()
+        });
+        (candidates, state.store.rv(), from_here)
     };
     let mut items = Vec::new();
     let mut more = false;
@@ -273,7 +289,15 @@ fn select(
         }
         items.push(o);
     }
-    Ok((items, rv, more))
+    let remaining = from_here
+        .filter(|_| more)
+        .map(|n| n.saturating_sub(items.len()));
+    Ok(Selected {
+        items,
+        rv,
+        more,
+        remaining,
+    })
 }
 
 fn list(
@@ -283,11 +307,19 @@ fn list(
     query: &Query,
     as_table: bool,
 ) -> Result<Reply, ApiError> {
-    let (items, rv, more) = select(cluster, resource, namespace, query)?;
+    let Selected {
+        items,
+        rv,
+        more,
+        remaining,
+    } = select(cluster, resource, namespace, query)?;
     let def = resource.def();
     let mut meta = serde_json::json!({"resourceVersion": rv.to_string()});
     if more && let Some(last) = items.last() {
         meta["continue"] = Value::String(encode_continue(&last.key));
+    }
+    if let Some(remaining) = remaining {
+        meta["remainingItemCount"] = remaining.into();
     }
     if as_table {
         let objects: Vec<&[u8]> = items.iter().map(|o| &o.bytes[..]).collect();
@@ -417,7 +449,7 @@ fn delete_collection(
 ) -> Result<Reply, ApiError> {
     refuse_dry_run(query)?;
     let opts = delete_options(query, body)?;
-    let (items, _, _) = select(
+    let Selected { items, .. } = select(
         cluster,
         resource,
         namespace,

@@ -175,6 +175,11 @@ impl FieldSelector {
         Ok(FieldSelector { terms })
     }
 
+    /// Whether the selector has no terms (every object matches).
+    pub fn is_empty(&self) -> bool {
+        self.terms.is_empty()
+    }
+
     /// Whether `object` satisfies every term.
     pub fn matches(&self, resource: Resource, object: &Stored) -> bool {
         self.terms.iter().all(|(path, value, negate)| {
