@@ -117,6 +117,7 @@ impl Runner {
             .execute(&plan, snapshot, settings, &self.in_flight)
             .await;
         let written_at = Instant::now();
+        let writes_ms = (written_at - engine_started).as_secs_f64() * 1e3 - engine_ms;
         execution.entries.extend(held);
         feed_back(&mut self.state, &execution.entries, settings, now);
         before.restore_unless_done(&mut self.state, &execution.entries);
@@ -148,6 +149,11 @@ impl Runner {
             waits_on: unsettled.map(|u| u.why),
             cause: woken_by,
         };
+        // Where a pass's time went, for a latency to be taken apart from the log.
+        tracing::debug!(k8s.cluster.name = %self.ctx.name,
+            "pass took {:.0} ms: queued {queued_ms:.0}, engine {engine_ms:.0}, writes {writes_ms:.0}; \
+             {} scale-ups, {} scale-downs",
+            summary.took_ms, summary.scale_ups, summary.scale_downs);
         record_outcome(&span, &plan, &execution.entries);
         log_entries(&self.ctx.name, &execution.entries);
         let done = Done {
