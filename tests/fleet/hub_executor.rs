@@ -25,7 +25,7 @@ use fleetscaler::sim::settings::Flavor;
 use hub_support::*;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
@@ -49,16 +49,16 @@ pub(crate) async fn executor(client: &Client, gate: WriteGate, dry_run: bool) ->
 }
 
 /// A simulated cluster, a client to it, its snapshot, and one worker group with its nodes.
-struct Bed {
-    fleet: fleetscaler::sim::fleet::Fleet,
-    c: Client,
-    settings: fleetscaler::engine::settings::Settings,
-    snap: fleetscaler::model::ClusterSnapshot,
-    group: NodeGroupId,
-    nodes: Vec<String>,
+pub(crate) struct Bed {
+    pub(crate) fleet: fleetscaler::sim::fleet::Fleet,
+    pub(crate) c: Client,
+    pub(crate) settings: fleetscaler::engine::settings::Settings,
+    pub(crate) snap: fleetscaler::model::ClusterSnapshot,
+    pub(crate) group: NodeGroupId,
+    pub(crate) nodes: Vec<String>,
 }
 
-async fn bed(flavor: Flavor, workloads: bool, per_group: usize, zone: char) -> Bed {
+pub(crate) async fn bed(flavor: Flavor, workloads: bool, per_group: usize, zone: char) -> Bed {
     let fleet = fleet(flavor, workloads, per_group).await;
     let cluster = fleet.cluster(1).unwrap();
     let c = client(cluster).await;
@@ -76,7 +76,7 @@ async fn bed(flavor: Flavor, workloads: bool, per_group: usize, zone: char) -> B
     }
 }
 
-fn none() -> HashSet<Arc<str>> {
+pub(crate) fn none() -> HashSet<Arc<str>> {
     HashSet::new()
 }
 
@@ -90,7 +90,7 @@ fn scale_up(group: &NodeGroupId, from: u64, to: u64) -> ScaleUpAction {
     }
 }
 
-fn scale_down(group: &NodeGroupId, node: &str, empty: bool) -> ScaleDownAction {
+pub(crate) fn scale_down(group: &NodeGroupId, node: &str, empty: bool) -> ScaleDownAction {
     ScaleDownAction {
         node: node.into(),
         node_group: group.clone(),
@@ -101,7 +101,12 @@ fn scale_down(group: &NodeGroupId, node: &str, empty: bool) -> ScaleDownAction {
     }
 }
 
-fn deletion(group: &NodeGroupId, flavor: Flavor, machine: &str, lower: bool) -> MachineDeletion {
+pub(crate) fn deletion(
+    group: &NodeGroupId,
+    flavor: Flavor,
+    machine: &str,
+    lower: bool,
+) -> MachineDeletion {
     let ns = match flavor {
         Flavor::OpenShift => "openshift-machine-api",
         Flavor::ClusterApi => "openshift-cluster-api",
@@ -301,69 +306,6 @@ async fn a_dry_run_and_a_closed_gate_write_nothing() {
     fleet.shutdown().await;
 }
 
-#[tokio::test]
-async fn machine_deletions_mark_and_lower_and_exactly_that_machine_goes() {
-    let flavor = Flavor::ClusterApi;
-    let fleet = fleet(flavor, false, 2).await;
-    let cluster = fleet.cluster(1).unwrap();
-    let c = client(cluster).await;
-    let settings = settings();
-    let snap = snapshot(&c, flavor).await;
-    let exec = executor(&c, WriteGate::always_open(), false).await;
-    let group = worker_group(cluster, flavor, 'a');
-    let (_, machines) = members(&snap, &settings, &group);
-    assert_eq!(machines.len(), 2);
-    // A machine deleted without lowering its group (as at min): the group replaces it.
-    let at_min = worker_group(cluster, flavor, 'b');
-    let (_, b_machines) = members(&snap, &settings, &at_min);
-
-    let mut plan = empty_plan(&snap, &settings);
-    plan.delete_failed_machines = vec![deletion(&group, flavor, &machines[0], true)];
-    plan.delete_unregistered = vec![deletion(&at_min, flavor, &b_machines[0], false)];
-    let run = exec.execute(&plan, &snap, &settings, &none()).await;
-    let detail = done(&run.entries[0]);
-    assert!(
-        detail.contains("marked for deletion") && detail.ends_with("replicas 2 -> 1"),
-        "{detail}"
-    );
-    assert!(done(&run.entries[1]).contains("marked and deleted"));
-    assert_eq!(replicas(&c, flavor, &group).await, 1);
-    assert_eq!(replicas(&c, flavor, &at_min).await, 2);
-
-    // Repeated before the controllers act: nothing more is lowered.
-    let again = exec.execute(&plan, &snap, &settings, &none()).await;
-    assert!(matches!(
-        again.entries[0].outcome,
-        Outcome::Done { .. } | Outcome::Skipped { .. }
-    ));
-    assert_eq!(replicas(&c, flavor, &group).await, 1);
-
-    let ms = machine_api(&c, flavor, "Machine").await;
-    let left = eventually(LIMIT, "the marked machines replaced or gone", || async {
-        let names: BTreeSet<String> = ms
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .iter()
-            .map(|m| m.name_any())
-            .collect();
-        let b_count = names
-            .iter()
-            .filter(|n| n.contains("-worker-us-east-1b"))
-            .count();
-        (!names.contains(&machines[0]) && !names.contains(&b_machines[0]) && b_count == 2)
-            .then_some(names)
-    })
-    .await;
-    assert!(
-        left.contains(&machines[1]),
-        "the unmarked machine stays: {left:?}"
-    );
-    assert_eq!(replicas(&c, flavor, &group).await, 1);
-    fleet.shutdown().await;
-}
-
 /// The live pods owned by ReplicaSets, by owner.
 async fn replica_pods(client: &Client) -> Vec<(String, String)> {
     let pods = Api::<Pod>::all(client.clone())
@@ -460,45 +402,6 @@ async fn a_node_removal_drains_marks_lowers_and_the_node_goes() {
 /// A machine marked and recorded at 3 replicas, its MachineSet at 2 with 2 machines (this
 /// one among them): the controller spent the decrement on another machine, so the removal
 /// lowers the group again instead of counting it done, and the machine goes.
-#[tokio::test]
-async fn a_decrement_the_controller_spent_on_another_machine_is_made_again() {
-    let flavor = Flavor::OpenShift;
-    let b = bed(flavor, false, 2, 'a').await;
-    let (c, group, node) = (&b.c, &b.group, &b.nodes[0]);
-    let machine = machine_of(&b.snap, node);
-    let marked = json!({"metadata": {"annotations": {
-        "machine.openshift.io/delete-machine": "2026-01-01T00:00:00Z",
-        SCALE_DOWN_FROM_ANNOTATION: "3",
-        SCALE_DOWN_GROUP_ANNOTATION: group.as_str()}}});
-    let ms = machine_api(c, flavor, "Machine").await;
-    let params = PatchParams::default();
-    ms.patch(&machine, &params, &Patch::Merge(marked))
-        .await
-        .unwrap();
-    assert_eq!(replicas(c, flavor, group).await, 2);
-
-    let mut plan = empty_plan(&b.snap, &b.settings);
-    plan.scale_down = vec![scale_down(group, node, true)];
-    let exec = executor(c, WriteGate::always_open(), false).await;
-    let mut run = exec.execute(&plan, &b.snap, &b.settings, &none()).await;
-    let entry = tokio::spawn(run.removals.pop().unwrap().run())
-        .await
-        .unwrap();
-    let detail = done(&entry);
-    let marked_now = format!("Machine openshift-machine-api/{machine} marked for deletion");
-    assert!(
-        detail.contains(&marked_now) && detail.ends_with("replicas 2 -> 1"),
-        "{detail}"
-    );
-    assert_eq!(replicas(c, flavor, group).await, 1);
-    let nodes_api = Api::<Node>::all(c.clone());
-    eventually(LIMIT, "the node gone", || async {
-        nodes_api.get_opt(node).await.ok()?.is_none().then_some(())
-    })
-    .await;
-    b.fleet.shutdown().await;
-}
-
 #[tokio::test]
 async fn a_refusing_disruption_budget_fails_the_removal_and_everything_is_rolled_back() {
     let flavor = Flavor::OpenShift;

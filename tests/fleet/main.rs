@@ -52,6 +52,7 @@ mod hub_fleet;
 mod hub_fleet_intelligence;
 mod hub_hostile;
 mod hub_idle;
+mod hub_machines;
 mod hub_membership;
 mod hub_observability;
 mod hub_otlp_metrics;
