@@ -62,7 +62,7 @@ pub struct Reads {
 pub enum Event<K> {
     /// A full list begins.
     Init,
-    /// The list holds at most this many objects (see `ListWatch::expected`).
+    /// The list holds at most this many objects (see `Page::expected`).
     Expect(usize),
     /// An object of the list.
     InitApply(K),
