@@ -123,27 +123,24 @@ async fn a_decrement_the_controller_spent_on_another_machine_is_made_again() {
 #[tokio::test]
 async fn a_mark_no_watch_shows_still_lowers_its_group_and_says_so() {
     let flavor = Flavor::OpenShift;
-    let fleet = fleet(flavor, false, 2).await;
-    let cluster = fleet.cluster(1).unwrap();
-    let c = client(cluster).await;
-    let settings = settings();
-    let snap = snapshot(&c, flavor).await;
-    let exec = executor(&c, WriteGate::always_open(), false).await;
-    let group = worker_group(cluster, flavor, 'a');
-    let (_, machines) = members(&snap, &settings, &group);
-    // Every watch ends as soon as it starts: none can show the mark.
-    cluster.faults().set(Faults {
-        drop_watches: true,
+    let b = bed(flavor, false, 2, 'a').await;
+    let machine = machine_of(&b.snap, &b.nodes[0]);
+    // Every watch is refused: none can show the mark.
+    b.fleet.cluster(1).unwrap().faults().set(Faults {
+        error_rate: 1.0,
+        error_code: 500,
+        error_paths: vec!["watch=true".into()],
         ..Faults::default()
     });
-    let mut plan = empty_plan(&snap, &settings);
-    plan.delete_failed_machines = vec![deletion(&group, flavor, &machines[0], true)];
-    let run = exec.execute(&plan, &snap, &settings, &none()).await;
+    let mut plan = empty_plan(&b.snap, &b.settings);
+    plan.delete_failed_machines = vec![deletion(&b.group, flavor, &machine, true)];
+    let exec = executor(&b.c, WriteGate::always_open(), false).await;
+    let run = exec.execute(&plan, &b.snap, &b.settings, &none()).await;
     let detail = done(&run.entries[0]);
     assert!(
         detail.contains("replicas 2 -> 1 (lowered without a watch showing the mark within 10s"),
         "{detail}"
     );
-    assert_eq!(replicas(&c, flavor, &group).await, 1);
-    fleet.shutdown().await;
+    assert_eq!(replicas(&b.c, flavor, &b.group).await, 1);
+    b.fleet.shutdown().await;
 }

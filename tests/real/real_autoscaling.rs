@@ -247,6 +247,15 @@ fn pending_pods_scale_up_and_idle_nodes_drain_on_real_clusters() {
             cp.name
         );
     }
+    // Each decrement waited for a watch served from the API server's watch cache to show
+    // its Machine's mark (`mark_seen`): on a real API server one does.
+    let unseen: Vec<String> = hub
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("no watch showed the mark"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(unseen, Vec::<String>::new(), "decrements lowered unseen");
     let fleet = hub.api("/api/v1/fleet");
     for c in fleet["clusters"].as_array().unwrap() {
         assert_eq!(c["healthy"], true, "{}", c["name"]);

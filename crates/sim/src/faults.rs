@@ -35,8 +35,8 @@ pub struct Faults {
     /// 500 (InternalError), 429 (TooManyRequests) or 403 (Forbidden: RBAC denying the
     /// targeted paths, with `error_paths` and `error_rate` 1); anything else is treated as 500.
     pub error_code: u16,
-    /// When not empty, only requests whose path contains one of these fail (`/scale`: the
-    /// scale subresource alone).
+    /// When not empty, only requests whose path and query contain one of these fail
+    /// (`/scale`: the scale subresource alone; `watch=true`: watches alone).
     pub error_paths: Vec<String>,
     /// Open watches are cut, and new ones end right after they start.
     pub drop_watches: bool,

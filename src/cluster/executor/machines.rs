@@ -297,17 +297,13 @@ impl MachineDeletion<'_> {
     ) -> Result<bool, Unfinished> {
         let (t, m) = (self.target, self.machine);
         let marked_before = is_marked(&obj, m.api.group);
-        let before = match self.mark(ctx, obj, from).await {
-            Ok(before) => before,
+        match self.mark(ctx, obj, from).await {
+            Ok(()) => {}
             // A mark refused or never sent left nothing; one whose answer was lost may be on.
             Err(stop) if !stop.may_have_landed() => return Err(Unfinished::unmarked(stop)),
             Err(stop) => return Err(self.unmark(ctx, stop, marked_before).await),
-        };
-        let api = m.api(&ctx.client);
-        let seen = match &before {
-            Some(before) => mark_seen(&api, &m.key.name, before, m.api.group).await,
-            None => false,
-        };
+        }
+        let seen = mark_seen(&m.api(&ctx.client), &m.key.name, m.api.group).await;
         if !seen {
             tracing::warn!(machine = %m.key, node_group.id = %t.group,
                 "no watch showed the mark on {} within {}s; lowering {} anyway",
@@ -419,21 +415,15 @@ impl MachineDeletion<'_> {
         ))
     }
 
-    /// Marks the machine, recording the decrement from `from`; re-reads it on 409. Returns
-    /// the resourceVersion the mark was written on (its precondition).
-    async fn mark(
-        &self,
-        ctx: &Context,
-        mut obj: DynamicObject,
-        from: u64,
-    ) -> Result<Option<String>, Stop> {
+    /// Marks the machine, recording the decrement from `from`; re-reads it on 409.
+    async fn mark(&self, ctx: &Context, mut obj: DynamicObject, from: u64) -> Result<(), Stop> {
         let (t, m) = (self.target, self.machine);
         let mut attempt = 1;
         loop {
             let rv = obj.metadata.resource_version.as_deref();
             let patch = mark_patch(m.api.group, rv, Timestamp::now(), Some((from, &t.group)));
             match m.patch(ctx, "mark", patch).await {
-                Ok(()) => return Ok(obj.metadata.resource_version),
+                Ok(()) => return Ok(()),
                 Err(stop) if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS => {
                     attempt += 1;
                     obj = m.get_live(ctx).await?;

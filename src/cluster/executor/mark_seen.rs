@@ -10,10 +10,14 @@
 //! 1,000 nodes saw the controller take an unmarked machine once in 27 decrements.
 //!
 //! The API server's watch cache sends a new version of an object to every watcher of its
-//! kind at once, so once a watch of this one machine has the marked version, the
-//! controller's stream has it too; only the controller's own processing can still be
-//! behind. Upstream's clusterapi provider lowers at once (`MarkMachineForDeletion`, then
-//! `SetSize`) and shares the race; this narrows it, for one watch request per removal.
+//! kind at once. A watch at resourceVersion 0 is served from that cache: it starts with the
+//! cached state of the machine, then its changes. Once it shows the mark, the cache has it,
+//! and the controller's stream has been sent it; only the controller's own processing can
+//! still be behind. (A watch from the version the mark was written on would be no good: that
+//! is the machine's last change, often older than the cache's window of events, and the
+//! server answers 410 Gone.) Upstream's clusterapi provider lowers at once
+//! (`MarkMachineForDeletion`, then `SetSize`) and shares the race; this narrows it, for one
+//! watch request per removal.
 
 use std::time::Duration;
 
@@ -29,13 +33,12 @@ use crate::model::MachineApiGroup;
 /// whose watch of Machines is failing.
 pub(super) const MARK_SEEN: Duration = Duration::from_secs(10);
 
-/// Whether a watch of machine `name`, from `before` (the version the mark was written on,
-/// under that precondition), shows it marked within `MARK_SEEN`. False when the machine is
-/// deleted, the watch fails or `before` is compacted away (410): the caller lowers anyway.
+/// Whether a watch of machine `name` served from the API server's watch cache shows it
+/// marked within `MARK_SEEN`. False when the machine is deleted or the watch fails: the
+/// caller lowers anyway.
 pub(super) async fn mark_seen(
     api: &Api<DynamicObject>,
     name: &str,
-    before: &str,
     group: MachineApiGroup,
 ) -> bool {
     let seconds = u32::try_from(MARK_SEEN.as_secs()).unwrap_or(u32::MAX);
@@ -43,7 +46,7 @@ pub(super) async fn mark_seen(
         .fields(&format!("metadata.name={name}"))
         .timeout(seconds);
     let seen = async {
-        let events = api.watch(&params, before).await.ok()?;
+        let events = api.watch(&params, "0").await.ok()?;
         let mut events = std::pin::pin!(events);
         while let Some(event) = events.next().await {
             match event.ok()? {

@@ -167,8 +167,10 @@ async fn serve_request(
             return Ok(respond(Reply::from(refused)));
         }
     }
+    // Matched with the query, so that `watch=true` targets the watches alone.
+    let target = req.uri().path_and_query().map_or(path, |pq| pq.as_str());
     let targeted =
-        faults.error_paths.is_empty() || faults.error_paths.iter().any(|p| path.contains(p));
+        faults.error_paths.is_empty() || faults.error_paths.iter().any(|p| target.contains(p));
     if faults.error_rate > 0.0 && targeted && cluster.roll() < faults.error_rate {
         let error = match faults.error_code {
             429 => ApiError::too_many_requests(
