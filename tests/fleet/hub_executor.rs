@@ -399,9 +399,6 @@ async fn a_node_removal_drains_marks_lowers_and_the_node_goes() {
     fleet.shutdown().await;
 }
 
-/// A machine marked and recorded at 3 replicas, its MachineSet at 2 with 2 machines (this
-/// one among them): the controller spent the decrement on another machine, so the removal
-/// lowers the group again instead of counting it done, and the machine goes.
 #[tokio::test]
 async fn a_refusing_disruption_budget_fails_the_removal_and_everything_is_rolled_back() {
     let flavor = Flavor::OpenShift;

@@ -81,6 +81,9 @@ async fn machine_deletions_mark_and_lower_and_exactly_that_machine_goes() {
     fleet.shutdown().await;
 }
 
+/// A machine marked and recorded at 3 replicas, its MachineSet at 2 with 2 machines (this
+/// one among them): the controller spent the decrement on another machine, so the removal
+/// lowers the group again instead of counting it done, and the machine goes.
 #[tokio::test]
 async fn a_decrement_the_controller_spent_on_another_machine_is_made_again() {
     let flavor = Flavor::OpenShift;
@@ -120,6 +123,8 @@ async fn a_decrement_the_controller_spent_on_another_machine_is_made_again() {
     b.fleet.shutdown().await;
 }
 
+/// A removal whose mark no watch shows (the API server refuses every watch) still lowers
+/// its group, as upstream's provider does, and its outcome says so.
 #[tokio::test]
 async fn a_mark_no_watch_shows_still_lowers_its_group_and_says_so() {
     let flavor = Flavor::OpenShift;
