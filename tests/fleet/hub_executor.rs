@@ -177,6 +177,15 @@ async fn assert_unmarked(client: &Client, flavor: Flavor, machine: &str) {
     );
 }
 
+/// The verbs of the requests to MachineSets' `scale` a simulated cluster answered.
+fn scale_calls(cluster: &fleetscaler::sim::fleet::ClusterHandle) -> Vec<String> {
+    let records = cluster.cluster.requests.records();
+    let scale = records
+        .into_iter()
+        .filter(|r| r.resource == "machinesets" && r.subresource == "scale");
+    scale.map(|r| r.verb).collect()
+}
+
 #[tokio::test]
 async fn scale_up_raises_replicas_once_and_never_writes_a_stale_plan() {
     let flavor = Flavor::OpenShift;
@@ -190,6 +199,7 @@ async fn scale_up_raises_replicas_once_and_never_writes_a_stale_plan() {
 
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_up = vec![scale_up(&group, 1, 2)];
+    cluster.cluster.requests.enable();
     let run = exec.execute(&plan, &snap, &settings, &none()).await;
     assert_eq!(run.entries.len(), 1);
     assert!(
@@ -197,9 +207,12 @@ async fn scale_up_raises_replicas_once_and_never_writes_a_stale_plan() {
         "{:?}",
         run.entries
     );
+    // Written against the snapshot's version: the Scale was not read first.
+    assert_eq!(scale_calls(cluster), ["update"]);
     assert_eq!(replicas(&c, flavor, &group).await, 2);
 
-    // The same plan again: the group has moved on, nothing is written.
+    // The same plan again: the group has moved on, nothing is written (the write against
+    // the snapshot's version gets 409, and the Scale read then shows the plan stale).
     let (_, _, name) = parts(&group);
     let sets = machine_api(&c, flavor, "MachineSet").await;
     // The controllers write the status; only a write of the spec bumps the generation.
@@ -243,6 +256,44 @@ async fn scale_up_raises_replicas_once_and_never_writes_a_stale_plan() {
     let run = exec.execute(&plan, &snap, &settings, &none()).await;
     assert!(skipped(&run.entries[0]).contains("exceed its max size 3"));
     assert_eq!(replicas(&c, flavor, &group).await, 1);
+    fleet.shutdown().await;
+}
+
+#[tokio::test]
+async fn one_plan_raises_several_groups_each_reported_in_the_plans_order() {
+    let flavor = Flavor::ClusterApi;
+    let fleet = fleet(flavor, false, 1).await;
+    let cluster = fleet.cluster(1).unwrap();
+    let c = client(cluster).await;
+    let settings = settings();
+    let snap = snapshot(&c, flavor).await;
+    let groups: Vec<_> = ['c', 'a', 'b']
+        .into_iter()
+        .map(|zone| worker_group(cluster, flavor, zone))
+        .collect();
+    let exec = executor(&c, WriteGate::always_open(), false).await;
+    let mut plan = empty_plan(&snap, &settings);
+    plan.scale_up = groups.iter().map(|g| scale_up(g, 1, 3)).collect();
+    // One more for the first group, from a count it no longer has once the first lands.
+    plan.scale_up.push(scale_up(&groups[0], 1, 2));
+    let run = exec.execute(&plan, &snap, &settings, &none()).await;
+    let reported: Vec<_> = run.entries.iter().map(|e| e.action.clone()).collect();
+    let planned: Vec<_> = plan
+        .scale_up
+        .iter()
+        .map(|s| Action::ScaleUp {
+            group: s.node_group.clone(),
+            from: s.from,
+            to: s.to,
+        })
+        .collect();
+    assert_eq!(reported, planned);
+    for (entry, group) in run.entries.iter().zip(&groups) {
+        assert!(done(entry).ends_with("replicas 1 -> 3"), "{entry:?}");
+        assert_eq!(replicas(&c, flavor, group).await, 3);
+    }
+    // The group lock orders the two writes to the first group: the later one finds it moved.
+    assert!(skipped(&run.entries[3]).contains("has 3 now"), "{run:?}");
     fleet.shutdown().await;
 }
 

@@ -34,6 +34,9 @@ pub struct ScalableResource {
     pub kind: ScalableKind,
     pub key: ObjectKey,
     pub uid: Arc<str>,
+    /// `metadata.resourceVersion` (not interned: every write makes a new one). The executor's
+    /// first scale write goes out against it, saving the read of the Scale.
+    pub resource_version: Option<Arc<str>>,
     /// `spec.replicas`; the API defaults it to 1.
     pub replicas: i64,
     /// `status.replicas`: the machines it has, as its controller last counted them.
@@ -270,6 +273,7 @@ impl ScalableResource {
             kind,
             key,
             uid: p.opt_str(meta.uid.as_ref()),
+            resource_version: meta.resource_version.as_deref().map(Arc::from),
             replicas: wire.spec.replicas.unwrap_or(1),
             status_replicas: wire.status.replicas,
             owner: controller_of(meta, p),

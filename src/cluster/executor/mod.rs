@@ -67,6 +67,9 @@ pub const CORDONED_ANNOTATION: &str = "fleetscaler.io/cordoned-for-scale-down";
 /// How many times a read-modify-write is tried when the object keeps changing (409).
 const CONFLICT_ATTEMPTS: u32 = 5;
 
+/// Groups resized at once by one pass (distinct groups: the group locks serialize the rest).
+const RESIZES_AT_ONCE: usize = 8;
+
 /// What the runner gives the executor.
 #[derive(Clone, Debug)]
 pub struct ExecutorConfig {
@@ -157,6 +160,15 @@ impl GroupLocks {
     }
 }
 
+/// One resize of a plan, with the entry it reports under.
+struct Order<'p> {
+    action: Action,
+    kind: Resize,
+    group: &'p NodeGroupId,
+    from: u64,
+    to: u64,
+}
+
 /// What `execute` did: an entry per action, and the removals to carry on.
 #[derive(Debug)]
 pub struct Execution {
@@ -240,24 +252,30 @@ impl Executor {
                 entries.push(self.delete_machine(&resolver, d, why).await);
             }
         }
-        for f in &plan.fix_target_size {
-            let action = Action::FixTargetSize {
+        let fixes = plan.fix_target_size.iter().map(|f| Order {
+            action: Action::FixTargetSize {
                 group: f.node_group.clone(),
                 from: f.from,
                 to: f.to,
-            };
-            let result = self.resize(&resolver, &f.node_group, Resize::Fix, f.from, f.to);
-            entries.push(entry_of(action, result.await));
-        }
-        for s in &plan.scale_up {
-            let action = Action::ScaleUp {
+            },
+            kind: Resize::Fix,
+            group: &f.node_group,
+            from: f.from,
+            to: f.to,
+        });
+        entries.extend(self.resize_all(&resolver, fixes.collect()).await);
+        let ups = plan.scale_up.iter().map(|s| Order {
+            action: Action::ScaleUp {
                 group: s.node_group.clone(),
                 from: s.from,
                 to: s.to,
-            };
-            let result = self.resize(&resolver, &s.node_group, Resize::Up, s.from, s.to);
-            entries.push(entry_of(action, result.await));
-        }
+            },
+            kind: Resize::Up,
+            group: &s.node_group,
+            from: s.from,
+            to: s.to,
+        });
+        entries.extend(self.resize_all(&resolver, ups.collect()).await);
         let requests = self.provisioning(plan, &entries).await;
         entries.extend(requests);
         let mut removals = Vec::new();
@@ -283,6 +301,26 @@ impl Executor {
             return Err(Stop::DryRun);
         }
         self.ctx.may_write()
+    }
+
+    /// Resizes several groups at once, their entries in the plan's order: each write waits
+    /// on the API server, not on the others (a burst's four scale-ups, one after the other,
+    /// took 5.7 s on an API server busy creating 3,000 pods).
+    async fn resize_all(&self, resolver: &Resolver<'_>, orders: Vec<Order<'_>>) -> Vec<Entry> {
+        use futures::StreamExt;
+        // Futures made here, not in a closure of the stream: the runner's future must stay
+        // `Send` for every lifetime, which a borrowing closure inside it defeats.
+        let writes: Vec<_> = orders
+            .into_iter()
+            .map(|o| async move {
+                let result = self.resize(resolver, o.group, o.kind, o.from, o.to);
+                entry_of(o.action, result.await)
+            })
+            .collect();
+        futures::stream::iter(writes)
+            .buffered(RESIZES_AT_ONCE)
+            .collect()
+            .await
     }
 
     async fn resize(

@@ -222,6 +222,7 @@ async fn group_of(ctx: &Context, p: &Pending) -> Result<Option<ScaleTarget>, Cal
         // decrement is what was decided then.
         min: 0,
         max: u64::MAX,
+        cached: None,
     };
     if let Some((kind, key)) = p.group.clone() {
         return Ok(Some(target(kind, key)));

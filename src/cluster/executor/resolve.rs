@@ -67,6 +67,10 @@ impl<'a> Resolver<'a> {
             key: r.key.clone(),
             min: g.min,
             max: g.max,
+            cached: r.resource_version.clone().and_then(|version| {
+                let replicas = u64::try_from(r.replicas).ok()?;
+                Some((replicas, version))
+            }),
         })
     }
 

@@ -2,12 +2,18 @@
 //! MachineSet or MachineDeployment, for either Machine API group, at the version discovery
 //! chose for the group.
 //!
-//! Every write carries the resourceVersion of the Scale just read, so it lands only on the
-//! state it was decided from; a 409 means "read again and decide again". A resize also
+//! Every write carries a resourceVersion, so it lands only on the state it was decided
+//! from; a 409 means "read again and decide again". A resize's first write goes out against
+//! the version in the cache the plan was made from (the Scale of a custom resource carries
+//! the resource's own version): when the group has not changed since, one call instead of a
+//! read and a write, which under a burst's load is half a second saved per group. A resize also
 //! checks that the group still has the replicas the plan saw (`from`): a plan carried out
 //! twice, or planned on a cache that was behind, is skipped rather than applied twice.
 
+use std::sync::Arc;
+
 use k8s_openapi::api::autoscaling::v1::{Scale, ScaleSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::api::{ApiResource, DynamicObject, PostParams};
 
@@ -28,6 +34,8 @@ pub(super) struct ScaleTarget {
     pub key: ObjectKey,
     pub min: u64,
     pub max: u64,
+    /// The replicas and resourceVersion the cache holds, when it has a version.
+    pub cached: Option<(u64, Arc<str>)>,
 }
 
 impl ScaleTarget {
@@ -43,6 +51,26 @@ impl ScaleTarget {
 
     pub(super) fn api(&self, client: &kube::Client) -> Api<DynamicObject> {
         Api::namespaced_with(client.clone(), &self.key.namespace, &self.resource())
+    }
+
+    /// The Scale as the cache has it, if the cache saw the group at `from` replicas: what a
+    /// resize from `from` writes against before reading anything.
+    fn cached_at(&self, from: u64) -> Option<Observed> {
+        let (replicas, version) = self.cached.as_ref().filter(|(r, _)| *r == from)?;
+        let scale = Scale {
+            metadata: ObjectMeta {
+                name: Some(self.key.name.to_string()),
+                namespace: Some(self.key.namespace.to_string()),
+                resource_version: Some(version.to_string()),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: None,
+        };
+        Some(Observed {
+            replicas: *replicas,
+            scale,
+        })
     }
 }
 
@@ -181,7 +209,8 @@ pub(super) fn check_resize(
     }
 }
 
-/// Sets the replicas from `from` to `to` if the group still has `from`, re-reading on 409.
+/// Sets the replicas from `from` to `to` if the group still has `from`: first against the
+/// cached version, then re-reading on 409.
 pub(super) async fn resize(
     ctx: &Context,
     t: &ScaleTarget,
@@ -191,8 +220,13 @@ pub(super) async fn resize(
 ) -> Result<String, Stop> {
     let mut attempt = 1;
     let mut transient = 0;
+    let mut cached = t.cached_at(from);
     loop {
-        let seen = match read(ctx, t).await {
+        let seen = match cached.take() {
+            Some(seen) => Ok(seen),
+            None => read(ctx, t).await,
+        };
+        let seen = match seen {
             Ok(seen) => seen,
             Err(e) => {
                 let stop = Stop::from(Failure::Call(e));
@@ -207,6 +241,7 @@ pub(super) async fn resize(
             return Ok(format!("{} replicas {from} -> {to}", t.describe()));
         };
         if stop.is_conflict() && attempt < CONFLICT_ATTEMPTS {
+            tracing::debug!(node_group.id = %t.group, attempt, "replicas changed since read (409): reading the Scale again");
             attempt += 1;
         } else if pause_if_transient(&stop, &mut transient).await {
             // "Not now" (429, 5xx): tried again a moment later, a few times, before this
@@ -273,6 +308,7 @@ mod tests {
             key: ObjectKey::new("ns", "a"),
             min: 1,
             max: 5,
+            cached: None,
         }
     }
 

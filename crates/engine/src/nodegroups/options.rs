@@ -220,6 +220,7 @@ mod tests {
             kind: ScalableKind::MachineSet,
             key: ObjectKey::new("ns", "w"),
             uid: "u".into(),
+            resource_version: None,
             replicas: 1,
             status_replicas: None,
             owner: None,
