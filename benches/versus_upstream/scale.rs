@@ -28,7 +28,8 @@
 //! zones' general groups compared as a sorted list (which zone gets an odd node is a tie:
 //! see `agreeing`).
 //!
-//! VERSUS_SCALE_NODES=N sizes the bed to N nodes (a tenth of them batch) and the burst to
+//! VERSUS_SCALE_ONLY=fleetscaler runs the hub alone on the bed (half the time, for trying a
+//! change of the hub's; no ratio line). VERSUS_SCALE_NODES=N sizes the bed to N nodes (a tenth of them batch) and the burst to
 //! 3 pods a node, for a machine that cannot hold 1,000. Without `--bench` (as `cargo test
 //! --all-targets` runs it), a bed of 8 nodes and a burst of 60 pods, and no scale-down.
 
@@ -335,6 +336,12 @@ pub async fn bench(full: bool) {
     );
     let bin = block_in_place(crate::bin_dir);
     let mut bed = bed(&shape).await;
+    if std::env::var_os("VERSUS_SCALE_ONLY").is_some_and(|v| v == "fleetscaler") {
+        let ours = run(Contender::Fleetscaler, &shape, &bin, full, &bed).await;
+        report(Contender::Fleetscaler, &ours);
+        println!("(upstream not run: VERSUS_SCALE_ONLY=fleetscaler; no ratios)");
+        return;
+    }
     let upstream = run(Contender::Upstream, &shape, &bin, full, &bed).await;
     report(Contender::Upstream, &upstream);
     // The full run's bed took most of half an hour to fill, and once upstream has scaled

@@ -334,7 +334,7 @@ impl Runner {
                     schedule.woken(Instant::now());
                 }
                 _ = tokio::time::sleep_until(schedule.next()) => {
-                    if self.burst_arriving(&mut schedule) {
+                    if self.batch_waits(&mut schedule) {
                         continue;
                     }
                     let limit = timing.give_up_after();
@@ -392,18 +392,49 @@ impl Runner {
         None
     }
 
-    /// Holds a batch that came due while its burst is still arriving (within its maximum),
-    /// so that the pass decides on the whole burst.
-    fn burst_arriving(&mut self, schedule: &mut schedule::Schedule) -> bool {
+    /// Whether the batch waits on: only looked at before it is due, or held for another
+    /// quiet window (within its maximum) while its burst is still arriving, so that the pass
+    /// decides on the whole burst. A new burst the scheduler cannot judge within the maximum
+    /// is decided on at once.
+    fn batch_waits(&mut self, schedule: &mut schedule::Schedule) -> bool {
         let now = Instant::now();
         if !schedule.holdable(now) {
             return false;
         }
-        let Some(why) = burst::still_arriving(self.cache.snapshot()) else {
-            return false;
+        schedule.looked(now);
+        let due = schedule.is_due(now);
+        let Some(burst) = burst::still_arriving(self.cache.snapshot()) else {
+            return !due;
         };
-        tracing::debug!(k8s.cluster.name = %self.ctx.name, "pass held: {why}");
+        let name = &self.ctx.name;
+        if let Some(per_sec) = self.beyond_the_wait(&burst, schedule, now) {
+            let (judged, to_come) = (burst.judged, burst.to_come);
+            tracing::debug!(k8s.cluster.name = %name, "pass not held: {judged} pods of the burst judged, {to_come} to come, at {per_sec:.0} a second more than the wait would see ({})", burst.why);
+            return false;
+        }
+        if !due {
+            return true;
+        }
+        tracing::debug!(k8s.cluster.name = %name, "pass held: {}", burst.why);
         schedule.hold(now)
+    }
+
+    /// The scheduler's pace (pods turned unschedulable a second) if `burst` is new (every
+    /// pod of it judged turned unschedulable since the last pass: later batches of a burst
+    /// are batched whole, as before) and too large to wait for at that pace.
+    fn beyond_the_wait(
+        &self,
+        burst: &burst::Arriving,
+        schedule: &mut schedule::Schedule,
+        now: Instant,
+    ) -> Option<f64> {
+        let turned = self.cache.turned_pending();
+        let since_pass = turned.saturating_sub(self.pending_answered);
+        if u64::try_from(burst.judged).unwrap_or(u64::MAX) > since_pass {
+            return None;
+        }
+        let per_sec = schedule.pace(now, turned)?;
+        burst.beyond(per_sec, schedule.max()).then_some(per_sec)
     }
 
     /// Why the cached view cannot be acted on: a watch failing for longer than `stale`, or
