@@ -262,15 +262,17 @@ async fn scale_up_raises_replicas_once_and_never_writes_a_stale_plan() {
 #[tokio::test]
 async fn one_plan_raises_several_groups_each_reported_in_the_plans_order() {
     let flavor = Flavor::ClusterApi;
-    let fleet = fleet(flavor, false, 1).await;
+    let Bed {
+        fleet,
+        c,
+        settings,
+        snap,
+        group,
+        ..
+    } = bed(flavor, false, 1, 'c').await;
     let cluster = fleet.cluster(1).unwrap();
-    let c = client(cluster).await;
-    let settings = settings();
-    let snap = snapshot(&c, flavor).await;
-    let groups: Vec<_> = ['c', 'a', 'b']
-        .into_iter()
-        .map(|zone| worker_group(cluster, flavor, zone))
-        .collect();
+    let others = ['a', 'b'].map(|zone| worker_group(cluster, flavor, zone));
+    let groups: Vec<_> = std::iter::once(group).chain(others).collect();
     let exec = executor(&c, WriteGate::always_open(), false).await;
     let mut plan = empty_plan(&snap, &settings);
     plan.scale_up = groups.iter().map(|g| scale_up(g, 1, 3)).collect();
