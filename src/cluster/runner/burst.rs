@@ -61,6 +61,8 @@ struct Owned {
     live: usize,
     judged: usize,
     unjudged: usize,
+    /// Pods its controller still has to create.
+    missing: usize,
 }
 
 /// The burst still arriving, or `None` when every owner of a pending pod has all its pods,
@@ -93,7 +95,7 @@ pub(super) fn still_arriving(s: &ClusterSnapshot) -> Option<Arriving> {
             o.live += 1;
         }
     }
-    let (missing, wanting) = wanting_more(s, &mut owned);
+    let wanting = wanting_more(s, &mut owned);
     let why = match (waiting, wanting) {
         (Some(pod), _) => {
             format!("pod {pod} of the same owner as a pending pod waits for the scheduler")
@@ -102,12 +104,14 @@ pub(super) fn still_arriving(s: &ClusterSnapshot) -> Option<Arriving> {
         (None, None) => return None,
     };
     // Only the owners with pods to come: a pod stuck pending for hours is not this burst.
-    let arriving = owned.values().filter(|o| o.unjudged > 0);
-    let (judged, unjudged) = arriving.fold((0, 0), |(j, u), o| (j + o.judged, u + o.unjudged));
+    let arriving = owned.values().filter(|o| o.unjudged + o.missing > 0);
+    let (judged, to_come) = arriving.fold((0, 0), |(j, c), o| {
+        (j + o.judged, c + o.unjudged + o.missing)
+    });
     Some(Arriving {
         why,
-        judged: judged + missing.judged,
-        to_come: unjudged + missing.pods,
+        judged,
+        to_come,
     })
 }
 
@@ -124,27 +128,16 @@ fn awaits_scheduler(pod: &Pod) -> bool {
         && pod.deleting.is_none()
 }
 
-/// The pods missing from owners that want more than they have, and the unschedulable pods
-/// of those owners (none waiting for the scheduler: those are counted already).
-#[derive(Default)]
-struct Missing {
-    pods: usize,
-    judged: usize,
-}
-
-/// The ReplicaSets and ReplicationControllers of pending pods that want more pods than
-/// exist (their controllers are still creating them): what is missing in all, and the first
-/// such owner in words. (A StatefulSet creates its pods one by one, each once the one before
-/// runs, and a Job's parallelism is not cached: neither is waited for by count.)
-fn wanting_more(
-    s: &ClusterSnapshot,
-    owned: &mut HashMap<&str, Owned, Hasher>,
-) -> (Missing, Option<String>) {
+/// Records on each owner of a pending pod that is a ReplicaSet or ReplicationController
+/// wanting more pods than exist (its controller is still creating them) how many are
+/// missing, and names the first such owner. (A StatefulSet creates its pods one by one,
+/// each once the one before runs, and a Job's parallelism is not cached: neither is waited
+/// for by count.)
+fn wanting_more(s: &ClusterSnapshot, owned: &mut HashMap<&str, Owned, Hasher>) -> Option<String> {
     let c = &s.controllers;
-    let mut missing = Missing::default();
     let mut first = None;
     for rc in c.replica_sets.iter().chain(&c.replication_controllers) {
-        let Some(o) = owned.get(&*rc.uid) else {
+        let Some(o) = owned.get_mut(&*rc.uid) else {
             continue;
         };
         let Some(want) = rc.replicas.and_then(|r| usize::try_from(r).ok()) else {
@@ -153,14 +146,11 @@ fn wanting_more(
         if want <= o.live {
             continue;
         }
-        missing.pods += want - o.live;
-        if o.unjudged == 0 {
-            missing.judged += o.judged;
-        }
+        o.missing += want - o.live;
         let have = o.live;
         first.get_or_insert_with(|| format!("{} wants {want} pods, {have} exist", rc.key));
     }
-    (missing, first)
+    first
 }
 
 #[cfg(test)]
