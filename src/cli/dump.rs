@@ -25,10 +25,9 @@ use self::output::{Counting, Pending};
 pub use self::write::Format;
 use self::write::{ListWriter, empty_list, refused_list};
 use crate::cluster::cache::discovery::discover;
-use crate::cluster::client::{
-    ClientError, connect, kubeconfig_place, load_kubeconfig, require_context, server_of,
-};
+use crate::cluster::client::{ClientError, connect};
 use crate::cluster::error::{CallError, Category};
+use crate::cluster::kubeconfig::{kubeconfig_place, load_kubeconfig, require_context, server_of};
 use crate::model::{Projector, ScalableResource};
 
 #[derive(clap::Args, Debug, Clone)]

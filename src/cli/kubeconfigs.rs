@@ -4,7 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::cluster::client::{ClientError, kubeconfig_place, load_kubeconfig, require_context};
+use crate::cluster::client::ClientError;
+use crate::cluster::kubeconfig::load_context;
 use crate::config::{ConfigIssue, FleetConfig};
 
 /// Every kubeconfig problem, each under the key that names the file or the context. The
@@ -18,25 +19,21 @@ pub fn check(cfg: &FleetConfig) -> Vec<ConfigIssue> {
             Some(_) => format!("clusters[{i}].kubeconfig"),
             None => "hub.kubeconfigs".to_string(),
         };
-        let kubeconfig = match load_kubeconfig(c.kubeconfig.as_deref(), &cfg.hub.kubeconfigs) {
-            Ok(kc) => kc,
+        match load_context(c.kubeconfig.as_deref(), &cfg.hub.kubeconfigs, c.context()) {
+            Ok(_) => {}
+            Err(e @ ClientError::UnknownContext { .. }) => issues.push(ConfigIssue {
+                key: format!("clusters[{i}].context"),
+                message: e.to_string(),
+            }),
+            // One unreadable hub kubeconfig is one problem, however many clusters use it.
             Err(e) => {
-                // One unreadable hub kubeconfig is one problem, however many clusters use it.
                 if reported.insert(key.clone()) {
                     issues.push(ConfigIssue {
                         key,
                         message: unreadable(&e),
                     });
                 }
-                continue;
             }
-        };
-        let place = || kubeconfig_place(c.kubeconfig.as_deref(), &cfg.hub.kubeconfigs);
-        if let Err(e) = require_context(&kubeconfig, c.context(), place) {
-            issues.push(ConfigIssue {
-                key: format!("clusters[{i}].context"),
-                message: e.to_string(),
-            });
         }
     }
     issues

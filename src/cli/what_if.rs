@@ -12,7 +12,8 @@ use futures::StreamExt;
 use jiff::Timestamp;
 
 use super::plan::OutputFormat;
-use crate::cluster::client::{connect, load_kubeconfig};
+use crate::cluster::client::connect;
+use crate::cluster::kubeconfig::load_context;
 use crate::cluster::read::look;
 use crate::cluster::runner::RunnerSpec;
 use crate::cluster::what_if::{
@@ -187,8 +188,12 @@ async fn one_cluster(
 ) -> ClusterAnswer {
     let timeout = config.hub.request_timeout;
     let read = async {
-        let kubeconfig = load_kubeconfig(c.kubeconfig.as_deref(), &config.hub.kubeconfigs)
-            .map_err(|e| e.to_string())?;
+        let kubeconfig = load_context(
+            c.kubeconfig.as_deref(),
+            &config.hub.kubeconfigs,
+            c.context(),
+        )
+        .map_err(|e| e.to_string())?;
         let client = connect(kubeconfig, c.context(), timeout)
             .await
             .map_err(|e| e.to_string())?;

@@ -5,11 +5,12 @@
 //! the executor decides itself what a 409 or a 429 means (a PodDisruptionBudget refusing an
 //! eviction is a 429 that must be retried on the eviction's own clock, not kube's).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
+use super::kubeconfig::server_of;
 use crate::config::membership::Discovered;
 
 /// How long a connection may stay silent before it is considered dead. Watches ask the
@@ -86,149 +87,6 @@ pub enum ContextError {
         "the token of user {user:?} holds a character no HTTP header can carry (a line break?)"
     )]
     Token { user: String },
-}
-
-/// Contexts named in an unknown-context error, at most: a kubeconfig of a thousand clusters
-/// must not make a thousand-name log line.
-const CONTEXTS_NAMED: usize = 20;
-
-/// The context fleet.toml names is in the kubeconfig read from `place` (said in the error:
-/// the file, the hub's files, the default kubeconfig), or an error that lists its contexts.
-pub fn require_context(
-    kubeconfig: &Kubeconfig,
-    context: &str,
-    place: impl FnOnce() -> String,
-) -> Result<(), ClientError> {
-    if kubeconfig.contexts.iter().any(|c| c.name == context) {
-        return Ok(());
-    }
-    let names: Vec<&str> = kubeconfig
-        .contexts
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    let mut known = names
-        .iter()
-        .take(CONTEXTS_NAMED)
-        .copied()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.is_empty() {
-        known = "none".into();
-    } else if names.len() > CONTEXTS_NAMED {
-        known.push_str(&format!(", and {} more", names.len() - CONTEXTS_NAMED));
-    }
-    Err(ClientError::UnknownContext {
-        context: context.to_string(),
-        place: place(),
-        known,
-    })
-}
-
-/// The API server a context points at, as its kubeconfig says (what a connection error
-/// names, beside the context).
-pub fn server_of(kubeconfig: &Kubeconfig, context: &str) -> Option<String> {
-    let ctx = kubeconfig
-        .contexts
-        .iter()
-        .find(|c| c.name == context)?
-        .context
-        .as_ref()?;
-    kubeconfig
-        .clusters
-        .iter()
-        .find(|c| c.name == ctx.cluster)?
-        .cluster
-        .as_ref()?
-        .server
-        .clone()
-}
-
-/// Where a cluster's kubeconfig comes from, as its errors name it.
-pub fn kubeconfig_place(cluster_file: Option<&Path>, hub_files: &[PathBuf]) -> String {
-    match cluster_file {
-        Some(path) => path.display().to_string(),
-        None if hub_files.is_empty() => "the default kubeconfig".to_string(),
-        None => hub_files
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "),
-    }
-}
-
-/// The kubeconfig a cluster reads: its own file if fleet.toml names one, else the hub's
-/// files merged in order (the first file wins for a name defined twice, as with KUBECONFIG),
-/// else the default (`KUBECONFIG`, `~/.kube/config`).
-pub fn load_kubeconfig(
-    cluster_file: Option<&Path>,
-    hub_files: &[PathBuf],
-) -> Result<Kubeconfig, ClientError> {
-    let read = read_kubeconfig;
-    if let Some(path) = cluster_file {
-        return read(path);
-    }
-    let mut merged: Option<Kubeconfig> = None;
-    for path in hub_files {
-        let next = read(path)?;
-        merged = Some(match merged {
-            None => next,
-            Some(m) => m
-                .merge(next)
-                .map_err(|source| ClientError::ReadKubeconfig {
-                    path: path.clone(),
-                    source,
-                })?,
-        });
-    }
-    match merged {
-        Some(kc) => Ok(kc),
-        None => Kubeconfig::read().map_err(|source| ClientError::DefaultKubeconfig { source }),
-    }
-}
-
-/// A kubeconfig file, bounded like every file the hub reads (`files::KUBECONFIG`), its
-/// relative certificate, key and token paths taken from its directory, as kubectl takes them.
-fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, ClientError> {
-    let text = crate::files::read_text(path, crate::files::KUBECONFIG)
-        .map_err(ClientError::KubeconfigFile)?;
-    let mut kubeconfig =
-        Kubeconfig::from_yaml(&text).map_err(|source| ClientError::ReadKubeconfig {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    if let Some(dir) = path.parent() {
-        absolute_paths(&mut kubeconfig, dir);
-    }
-    Ok(kubeconfig)
-}
-
-fn absolute_paths(kubeconfig: &mut Kubeconfig, dir: &Path) {
-    let absolute = |file: &mut Option<String>| {
-        if let Some(f) = file
-            .as_mut()
-            .filter(|f| Path::new(f.as_str()).is_relative())
-            && let Some(joined) = dir.join(f.as_str()).to_str()
-        {
-            *f = joined.to_string();
-        }
-    };
-    for cluster in kubeconfig
-        .clusters
-        .iter_mut()
-        .filter_map(|c| c.cluster.as_mut())
-    {
-        absolute(&mut cluster.certificate_authority);
-    }
-    for user in kubeconfig
-        .auth_infos
-        .iter_mut()
-        .filter_map(|a| a.auth_info.as_mut())
-    {
-        absolute(&mut user.client_certificate);
-        absolute(&mut user.client_key);
-        absolute(&mut user.token_file);
-    }
 }
 
 /// The kubeconfig of a cluster found in the management cluster's inventory, held in memory.
@@ -321,7 +179,7 @@ async fn build_client(
 
 /// What kube's client stack takes on trust and panics on later, checked here: the cluster's
 /// server is an http(s) URL, and the user's token fits in an HTTP header. A context that
-/// is not there is [`require_context`]'s to name (or kube's, on paths that do not ask it).
+/// is not there is [`super::kubeconfig::require_context`]'s to name (or kube's, on paths that do not ask it).
 fn check_context(kubeconfig: &Kubeconfig, context: &str) -> Result<(), ContextError> {
     use secrecy::ExposeSecret;
     let Some(ctx) = kubeconfig
@@ -408,40 +266,6 @@ contexts:
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A kubeconfig file is read as kube's own reader reads it (relative paths follow the
-    /// file), and bounded like every other file: a device is refused before it is read.
-    #[test]
-    fn a_kubeconfig_file_is_bounded_and_its_relative_paths_follow_it() {
-        let dir = std::env::temp_dir().join(format!("fleetscaler-kc-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("config");
-        let text = TEST_KUBECONFIG
-            .replace(
-                "{server: \"https://127.0.0.1:1\"}",
-                "{server: \"https://127.0.0.1:1\", certificate-authority: ca.crt}",
-            )
-            .replace(
-                "{token: secret}",
-                "{client-certificate: certs/me.crt, client-key: /abs/me.key}",
-            );
-        std::fs::write(&path, text).unwrap();
-        let kc = read_kubeconfig(&path).unwrap();
-        let cluster = kc.clusters[0].cluster.as_ref().unwrap();
-        let user = kc.auth_infos[0].auth_info.as_ref().unwrap();
-        let at = |f: &str| Some(dir.join(f).display().to_string());
-        assert_eq!(cluster.certificate_authority, at("ca.crt"));
-        assert_eq!(user.client_certificate, at("certs/me.crt"));
-        assert_eq!(user.client_key.as_deref(), Some("/abs/me.key"));
-        std::fs::remove_dir_all(&dir).unwrap();
-        let err = read_kubeconfig(Path::new("/dev/zero"))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("/dev/zero") && err.contains("not a regular file"),
-            "{err}"
-        );
-    }
 
     const ONE: &str = TEST_KUBECONFIG;
 
@@ -532,27 +356,5 @@ contexts:
         let built = building.await.unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(built.is_ok(), "{:?}", built.err());
-    }
-
-    #[test]
-    fn an_unreadable_file_is_named() {
-        let err = load_kubeconfig(Some(Path::new("/nonexistent/kc")), &[])
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("/nonexistent/kc"), "{err}");
-    }
-
-    #[test]
-    fn hub_files_are_merged_in_order() {
-        let dir = std::env::temp_dir().join(format!("fleetscaler-kc-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let first = dir.join("one");
-        let second = dir.join("two");
-        std::fs::write(&first, ONE).unwrap();
-        std::fs::write(&second, ONE.replace("east", "west")).unwrap();
-        let kc = load_kubeconfig(None, &[first, second]).unwrap();
-        let names: Vec<_> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
-        assert_eq!(names, ["east", "west"]);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

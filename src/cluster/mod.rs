@@ -16,6 +16,7 @@ pub mod executor;
 pub mod fleet_inputs;
 pub mod gate;
 pub mod http;
+pub mod kubeconfig;
 pub mod layering;
 pub mod metrics;
 pub mod outcome;

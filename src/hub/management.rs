@@ -20,7 +20,7 @@ pub async fn client(
 ) -> Result<kube::Client, ClientError> {
     match context {
         Some(context) => {
-            let kubeconfig = client::load_kubeconfig(None, kubeconfigs)?;
+            let kubeconfig = crate::cluster::kubeconfig::load_context(None, kubeconfigs, context)?;
             client::connect(kubeconfig, context, timeout).await
         }
         None => {

@@ -14,13 +14,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::cluster::ClusterName;
-use crate::cluster::client::{
-    connect_as, inline_kubeconfig, kubeconfig_place, load_kubeconfig, require_context, server_of,
-    user_agent,
-};
+use crate::cluster::client::{connect_as, inline_kubeconfig, user_agent};
 use crate::cluster::error::Category;
 use crate::cluster::fleet_inputs::FleetLink;
 use crate::cluster::gate::WriteGate;
+use crate::cluster::kubeconfig::{load_context, server_of};
 use crate::cluster::report::{ClusterReport, Phase};
 use crate::cluster::runner::{self, Context, EngineMemory, RunnerError, RunnerSpec, Timing};
 use crate::config::membership::Discovered;
@@ -209,13 +207,9 @@ where
     let c = &s.connection;
     let kubeconfig = match &c.discovered {
         Some(found) => inline_kubeconfig(found),
-        None => load_kubeconfig(c.kubeconfig.as_deref(), &c.hub_kubeconfigs),
+        None => load_context(c.kubeconfig.as_deref(), &c.hub_kubeconfigs, &c.context),
     }
     .map_err(configuration)?;
-    if c.discovered.is_none() {
-        let place = || kubeconfig_place(c.kubeconfig.as_deref(), &c.hub_kubeconfigs);
-        require_context(&kubeconfig, &c.context, place).map_err(configuration)?;
-    }
     // Every failure of the runner says where it was talking to.
     let target = match server_of(&kubeconfig, &c.context) {
         Some(server) => format!("server {server}, context {}", c.context),

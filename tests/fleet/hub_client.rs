@@ -7,7 +7,7 @@ use crate::e2e_support;
 use std::time::Duration;
 
 use e2e_support::{TempDir, quiet_fleet};
-use fleetscaler::cluster::client;
+use fleetscaler::cluster::{client, kubeconfig};
 use fleetscaler::sim::settings::Flavor;
 use k8s_openapi::api::core::v1::Node;
 use kube::Api;
@@ -27,7 +27,7 @@ async fn token_and_exec_credentials_both_reach_the_cluster() {
     let dir = TempDir::new("client");
     let path = dir.path().join("fleet.kubeconfig");
     fleet.write_kubeconfig(&path).unwrap();
-    let kubeconfig = client::load_kubeconfig(None, std::slice::from_ref(&path)).unwrap();
+    let kubeconfig = kubeconfig::load_kubeconfig(None, std::slice::from_ref(&path)).unwrap();
     assert_eq!(node_count(kubeconfig.clone(), "sim-2").await, 6);
 
     // The same user through an exec plugin that prints the token, as cloud CLIs do.
@@ -76,7 +76,7 @@ async fn a_wrong_context_or_a_refused_token_is_an_error_naming_it() {
     let dir = TempDir::new("client-bad");
     let path = dir.path().join("fleet.kubeconfig");
     fleet.write_kubeconfig(&path).unwrap();
-    let kubeconfig = client::load_kubeconfig(Some(&path), &[]).unwrap();
+    let kubeconfig = kubeconfig::load_kubeconfig(Some(&path), &[]).unwrap();
     let Err(e) = client::connect(kubeconfig.clone(), "prod-east", Duration::from_secs(1)).await
     else {
         panic!("an unknown context must fail");
@@ -111,7 +111,7 @@ async fn an_untrusted_certificate_is_named_and_not_taken_for_an_outage() {
     let dir = TempDir::new("client-tls");
     let path = dir.path().join("fleet.kubeconfig");
     fleet.write_kubeconfig(&path).unwrap();
-    let mut kubeconfig = client::load_kubeconfig(Some(&path), &[]).unwrap();
+    let mut kubeconfig = kubeconfig::load_kubeconfig(Some(&path), &[]).unwrap();
     // sim-1 presented with sim-2's CA: its certificate is not trusted.
     let ca_of = |kc: &Kubeconfig, name: &str| {
         kc.clusters
