@@ -101,8 +101,9 @@ pub fn inline_kubeconfig(found: &Discovered) -> Result<Kubeconfig, ClientError> 
 /// A client for `context` of `kubeconfig`, with the hub's timeouts.
 ///
 /// Building a client may run the context's `exec` credential plugin, which kube runs as a
-/// blocking child process: it runs on a blocking thread, with a deadline, so that a slow
-/// or hung plugin (a cloud CLI waiting on the network) never stalls other clusters.
+/// blocking child process: such a client is built on a blocking thread, with a deadline, so
+/// that a slow or hung plugin (a cloud CLI waiting on the network) never stalls other
+/// clusters. Any other is built in place (see [`runs_a_command`]).
 pub async fn connect(
     kubeconfig: Kubeconfig,
     context: &str,
@@ -128,6 +129,9 @@ pub async fn connect_as(
     request_timeout: Duration,
     agent: &str,
 ) -> Result<kube::Client, ClientError> {
+    if !runs_a_command(&kubeconfig, context) {
+        return build_client(kubeconfig, context, request_timeout, agent).await;
+    }
     let handle = tokio::runtime::Handle::current();
     let name = context.to_string();
     let agent = agent.to_string();
@@ -149,6 +153,30 @@ pub async fn connect_as(
             ),
         }),
     }
+}
+
+/// The context's user gets its credentials from a command (`exec`, or an `auth-provider`
+/// that names one), which kube runs as a blocking child process while the client is built.
+///
+/// Only then is a blocking thread worth its cost. A thousand clusters connecting at once
+/// otherwise took some 270 blocking threads, and each kept, after it ended, the allocator's
+/// pages holding the long-lived parts of the clients it had built (their TLS settings,
+/// connection pools): some 200 MiB at 333 clusters.
+fn runs_a_command(kubeconfig: &Kubeconfig, context: &str) -> bool {
+    let user = kubeconfig
+        .contexts
+        .iter()
+        .find(|c| c.name == context)
+        .and_then(|c| c.context.as_ref()?.user.as_deref());
+    let Some(user) = user else {
+        return false;
+    };
+    kubeconfig
+        .auth_infos
+        .iter()
+        .find(|a| a.name == user)
+        .and_then(|a| a.auth_info.as_ref())
+        .is_some_and(|a| a.exec.is_some() || a.auth_provider.is_some())
 }
 
 /// A credential plugin gets at least this long.
@@ -302,6 +330,23 @@ mod tests {
         };
         let err = err.to_string();
         assert!(err.contains("\"west\""), "{err}");
+    }
+
+    #[test]
+    fn only_a_user_running_a_command_is_built_on_a_blocking_thread() {
+        let kc = |text: &str| Kubeconfig::from_yaml(text).unwrap();
+        assert!(!runs_a_command(&kc(ONE), "east"));
+        assert!(!runs_a_command(&kc(ONE), "west"));
+        let exec = ONE.replace(
+            "{token: secret}",
+            "{exec: {apiVersion: client.authentication.k8s.io/v1, command: aws}}",
+        );
+        assert!(runs_a_command(&kc(&exec), "east"));
+        let provider = ONE.replace(
+            "{token: secret}",
+            "{auth-provider: {name: gcp, config: {cmd-path: gcloud}}}",
+        );
+        assert!(runs_a_command(&kc(&provider), "east"));
     }
 
     #[tokio::test]
