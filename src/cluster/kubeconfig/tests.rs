@@ -8,6 +8,14 @@ fn dir(name: &str) -> PathBuf {
     dir
 }
 
+/// `ONE`, then `second`, as the files `one` and `two` of `dir`.
+fn two_files(dir: &Path, second: &str) -> [PathBuf; 2] {
+    let files = [dir.join("one"), dir.join("two")];
+    std::fs::write(&files[0], ONE).unwrap();
+    std::fs::write(&files[1], second).unwrap();
+    files
+}
+
 /// A kubeconfig file is read as kube's own reader reads it (relative paths follow the
 /// file), and bounded like every other file: a device is refused before it is read.
 #[test]
@@ -55,11 +63,8 @@ fn an_unreadable_file_is_named() {
 #[test]
 fn hub_files_are_merged_in_order() {
     let dir = dir("merged");
-    let first = dir.join("one");
-    let second = dir.join("two");
-    std::fs::write(&first, ONE).unwrap();
-    std::fs::write(&second, ONE.replace("east", "west")).unwrap();
-    let kc = load_kubeconfig(None, &[first, second]).unwrap();
+    let files = two_files(&dir, &ONE.replace("east", "west"));
+    let kc = load_kubeconfig(None, &files).unwrap();
     let names: Vec<_> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["east", "west"]);
     std::fs::remove_dir_all(&dir).unwrap();
@@ -71,15 +76,11 @@ fn hub_files_are_merged_in_order() {
 #[test]
 fn a_context_comes_alone_with_its_cluster_and_user_as_the_merge_takes_them() {
     let dir = dir("narrowed");
-    let first = dir.join("one");
-    let second = dir.join("two");
-    std::fs::write(&first, ONE).unwrap();
     let other = ONE
         .replace("east", "west")
         .replace("127.0.0.1:1", "127.0.0.1:2")
         .replace("secret", "other");
-    std::fs::write(&second, other).unwrap();
-    let files = [first, second];
+    let files = two_files(&dir, &other);
     let kc = load_context(None, &files, "west").unwrap();
     let names: Vec<_> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(names, ["west"]);
@@ -126,14 +127,10 @@ fn a_file_is_parsed_once_until_it_changes() {
 #[test]
 fn files_of_different_kinds_are_refused_as_the_merge_refuses_them() {
     let dir = dir("kinds");
-    let first = dir.join("one");
-    let second = dir.join("two");
-    std::fs::write(&first, ONE).unwrap();
-    std::fs::write(&second, ONE.replace("kind: Config", "kind: Other")).unwrap();
-    let files = [first, second.clone()];
+    let files = two_files(&dir, &ONE.replace("kind: Config", "kind: Other"));
     let err = load_context(None, &files, "east").unwrap_err();
     assert!(
-        matches!(&err, ClientError::ReadKubeconfig { path, source: KubeconfigError::KindMismatch } if *path == second),
+        matches!(&err, ClientError::ReadKubeconfig { path, source: KubeconfigError::KindMismatch } if *path == files[1]),
         "{err}"
     );
     assert!(load_kubeconfig(None, &files).is_err());
