@@ -59,7 +59,7 @@ impl Updates {
 /// One list and watch per served kind, merged. `deadline` bounds each list page and each
 /// watch request's acceptance; every answer of the API server is stamped on `heard`.
 pub fn updates(client: &Client, served: &Served, deadline: Duration, heard: Heard) -> Updates {
-    let mut all = streams(client, served, &Reads { deadline, heard });
+    let mut all = streams(client, served, &Reads::new(deadline, heard));
     let (send, received) = mpsc::channel(BUFFER);
     let task = tokio::spawn(async move {
         while let Some(update) = all.next().await {
