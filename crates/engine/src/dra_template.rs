@@ -77,7 +77,11 @@ fn daemon_claims<'a>(
             let name = match &c.source {
                 PodClaimSource::Claim(n) => n,
                 PodClaimSource::Template(_) => {
-                    &p.claim_statuses.iter().find(|(k, _)| *k == c.name)?.1
+                    &p.extras()
+                        .claim_statuses
+                        .iter()
+                        .find(|(k, _)| *k == c.name)?
+                        .1
                 }
             };
             snapshot

@@ -147,13 +147,13 @@ fn a_pod_names_the_request_it_consumes_by_either_annotation() {
     };
     let mut p = Projector::default();
     let new = crate::Pod::from_k8s(&pod(json!({CONSUME_ANNOTATION: "train"})), &mut p).unwrap();
-    assert_eq!(new.consumes.as_deref(), Some("train"));
+    assert_eq!(new.extras().consumes.as_deref(), Some("train"));
     let old = pod(json!({DEPRECATED_CONSUME_ANNOTATION: "old"}));
     let old = crate::Pod::from_k8s(&old, &mut p).unwrap();
-    assert_eq!(old.consumes.as_deref(), Some("old"));
+    assert_eq!(old.extras().consumes.as_deref(), Some("old"));
     let both = pod(json!({CONSUME_ANNOTATION: "new", DEPRECATED_CONSUME_ANNOTATION: "old"}));
     let both = crate::Pod::from_k8s(&both, &mut p).unwrap();
-    assert_eq!(both.consumes.as_deref(), Some("new"));
+    assert_eq!(both.extras().consumes.as_deref(), Some("new"));
     let none = crate::Pod::from_k8s(&pod(json!({})), &mut p).unwrap();
-    assert!(none.consumes.is_none());
+    assert!(none.extras().consumes.is_none());
 }

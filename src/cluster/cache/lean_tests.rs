@@ -99,8 +99,10 @@ fn rich_pod() -> Value {
 fn a_lean_pod_projects_as_the_whole_pod_does() {
     let (lean, full) = both(&rich_pod());
     let full = full.unwrap();
-    assert!(full.unschedulable && full.nominated_node.is_some() && full.deleting.is_some());
-    assert_eq!(full.claim_statuses.len(), 1, "{:?}", full.claim_statuses);
+    assert!(
+        full.unschedulable && full.extras().nominated_node.is_some() && full.deleting.is_some()
+    );
+    assert_eq!(full.extras().claim_statuses.len(), 1, "{:?}", full.extras);
     assert_eq!(lean.unwrap(), full);
 }
 

@@ -177,7 +177,7 @@ async fn an_unreadable_pod_is_reported_and_kept_holding_its_node() {
     // Kept as a placeholder that holds its node and asks for nothing.
     let kept = &c.snapshot().pods[0];
     assert_eq!(
-        kept.safe_to_evict,
+        kept.extras().safe_to_evict,
         Some(crate::model::pod::SafeToEvict::False)
     );
     assert_eq!(kept.requests(), &crate::model::Resources::default());
@@ -188,7 +188,7 @@ async fn an_unreadable_pod_is_reported_and_kept_holding_its_node() {
     c.apply(update(Kind::Pod, Change::Apply(pod("p", "1", false))), now);
     assert_eq!(c.problems().count(), 0);
     assert_eq!(c.snapshot().pods.len(), 1);
-    assert_eq!(c.snapshot().pods[0].safe_to_evict, None);
+    assert_eq!(c.snapshot().pods[0].extras().safe_to_evict, None);
 }
 
 #[tokio::test]

@@ -474,7 +474,7 @@ fn expire(
 fn scheduled_consumers(snapshot: &ClusterSnapshot) -> HashMap<(&str, &str), u64> {
     let mut out = HashMap::new();
     for p in &snapshot.pods {
-        if let (Some(name), Some(_)) = (&p.consumes, &p.node_name)
+        if let (Some(name), Some(_)) = (&p.extras().consumes, &p.node_name)
             && !p.is_terminal()
         {
             *out.entry((&*p.id.namespace, &**name)).or_insert(0) += 1;

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use fleetscaler_model::meta::OwnerRef;
-use fleetscaler_model::pod::{Pod, PodId, PodPhase};
+use fleetscaler_model::pod::{Pod, PodExtras, PodId, PodPhase};
 use fleetscaler_model::provisioning::{self as pr, ProvisioningRequest, ProvisioningRequests};
 
 /// The PodTemplates by (namespace, name), looked up once per pass.
@@ -88,19 +88,17 @@ fn pod(r: &ProvisioningRequest, t: &pr::PodTemplate, set: usize, index: u32) -> 
         }),
         priority: t.priority,
         node_name: None,
-        nominated_node: None,
         phase: PodPhase::Pending,
         unschedulable: true,
         created: r.created,
         deleting: None,
         mirror: false,
-        safe_to_evict: None,
-        safe_to_evict_local_volumes: Vec::new(),
-        daemonset_pod_annotation: None,
-        scale_up_delay: None,
         // A request's pods are made from its PodTemplates: no claims were made for them yet
         // (a template's claims are simulated from the template, as for a new pod).
-        claim_statuses: Vec::new(),
-        consumes: Some(r.key.name.clone()),
+        extras: PodExtras {
+            consumes: Some(r.key.name.clone()),
+            ..PodExtras::default()
+        }
+        .boxed(),
     }
 }

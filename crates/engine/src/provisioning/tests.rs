@@ -438,7 +438,7 @@ fn the_pods_of_a_request_are_named_and_owned_as_upstreams() {
     );
     let p = &c.pods[0];
     assert_eq!(&*p.uid, "default/train-0-0");
-    assert_eq!(p.consumes.as_deref(), Some("train"));
+    assert_eq!(p.extras().consumes.as_deref(), Some("train"));
     assert_eq!(
         p.owner.as_ref().map(|o| &*o.kind),
         Some("ProvisioningRequest")

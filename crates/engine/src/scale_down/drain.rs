@@ -121,7 +121,7 @@ impl<'a> DrainRules<'a> {
         if pod.is_daemonset() {
             return Drain::Skip;
         }
-        match &pod.safe_to_evict {
+        match &pod.extras().safe_to_evict {
             Some(SafeToEvict::True) => return Drain::Move,
             Some(SafeToEvict::OnCompletion) => {
                 return Drain::Block(
@@ -167,7 +167,7 @@ impl<'a> DrainRules<'a> {
                 ),
             );
         }
-        if pod.safe_to_evict == Some(SafeToEvict::False) {
+        if pod.extras().safe_to_evict == Some(SafeToEvict::False) {
             return Drain::Block(
                 ReasonCode::NotSafeToEvictAnnotation,
                 format!(
@@ -180,7 +180,7 @@ impl<'a> DrainRules<'a> {
                 .spec
                 .local_volumes
                 .iter()
-                .find(|v| !pod.safe_to_evict_local_volumes.contains(v))
+                .find(|v| !pod.extras().safe_to_evict_local_volumes.contains(v))
         {
             return Drain::Block(
                 ReasonCode::LocalStorageRequested,

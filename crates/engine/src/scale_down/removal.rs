@@ -277,7 +277,7 @@ fn expected_here(pod: &Pod) -> String {
         .owner
         .as_ref()
         .is_some_and(|o| &*o.kind == "ProvisioningRequest");
-    match &pod.consumes {
+    match &pod.extras().consumes {
         Some(request) if booked => format!(
             "capacity is booked here for ProvisioningRequest {}/{request} (its pod {})",
             pod.id.namespace, pod.id.name

@@ -87,7 +87,7 @@ impl<'a> Pass<'a, '_> {
         let now = self.input.now;
         let mut keep = Vec::new();
         for p in pending {
-            let own = match &p.pod.scale_up_delay {
+            let own = match &p.pod.extras().scale_up_delay {
                 Some(Ok(d)) => *d,
                 Some(Err(text)) => {
                     self.warnings.push(Warning::about(

@@ -307,7 +307,7 @@ impl<'a, 's> Pass<'a, 's> {
                     None,
                     vec![Reason::new(ReasonCode::DaemonSetPod, message)],
                 );
-            } else if let Some(node) = &pod.nominated_node {
+            } else if let Some(node) = &pod.extras().nominated_node {
                 self.explain(pod, Outcome::FitsExisting, None, Some(node.clone()), vec![]);
             } else if !self.input.snapshot.dra.listed
                 && pod
@@ -330,7 +330,7 @@ impl<'a, 's> Pass<'a, 's> {
         let shape = self.sim.shape(pod);
         // A pod whose claims were made for it (`resourceClaimStatuses`) may need other
         // devices than its replicas: a class of its own.
-        let own = if pod.claim_statuses.is_empty() {
+        let own = if pod.extras().claim_statuses.is_empty() {
             0
         } else {
             pod as *const Pod as usize

@@ -45,7 +45,7 @@ impl<'a> Pass<'a, '_> {
         }
         let mut keep = Vec::new();
         for p in remaining {
-            let Some(request) = &p.pod.consumes else {
+            let Some(request) = &p.pod.extras().consumes else {
                 keep.push(p);
                 continue;
             };

@@ -60,6 +60,7 @@ impl<'a> Resolver<'a> {
         let ns = &*pod.id.namespace;
         let missing = |what: String| Err((ReasonCode::DeviceClaimMissing, what));
         let generated = pod
+            .extras()
             .claim_statuses
             .iter()
             .find(|(name, _)| *name == claim.name)
