@@ -6,6 +6,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 /// Projecting a cluster's objects is mostly allocation: mimalloc does it faster than the
 /// system's allocator and returns the memory of a relist's burst instead of keeping it.
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
