@@ -100,26 +100,29 @@ async fn metrics_api_and_probes_describe_the_fleet() {
     .await;
 
     // The pods can run before the pass that bought their node has published its report
-    // (its status and events are written after the scale-up): the metrics are read until
-    // they show it.
+    // (its status and events are written after the scale-up), and on a loaded machine
+    // before the idle sim-2 has finished its first pass (sim-1's scale-up can take less
+    // than a second): the metrics are read until they show both.
     let added = "cluster_autoscaler_scaled_up_nodes_total{cluster=\"sim-1\"}";
     let latency = "fleetscaler_scale_up_latency_seconds_count{cluster=\"sim-1\"}";
     let ready = "cluster_autoscaler_nodes_count{cluster=\"sim-1\",state=\"ready\"}";
-    let metrics = eventually(LONG, "the scale-up in the metrics", || async move {
-        let (status, metrics) = http_request(addr, "GET", "/metrics").await;
-        assert_eq!(status, 200);
-        let at_least = |name, n| sample(&metrics, name).is_some_and(|v| v >= n);
-        let shown = at_least(added, 1.0) && at_least(latency, 1.0) && at_least(ready, 5.0);
-        shown.then_some(metrics)
-    })
+    let healthy = "fleetscaler_clusters{state=\"healthy\"}";
+    let metrics = eventually(
+        LONG,
+        "the scale-up in the metrics, both clusters past their first pass",
+        || async move {
+            let (status, metrics) = http_request(addr, "GET", "/metrics").await;
+            assert_eq!(status, 200);
+            let at_least = |name, n| sample(&metrics, name).is_some_and(|v| v >= n);
+            let shown = at_least(added, 1.0) && at_least(latency, 1.0) && at_least(ready, 5.0);
+            (shown && at_least(healthy, 2.0)).then_some(metrics)
+        },
+    )
     .await;
     promtool_check(&metrics);
     let safe = "cluster_autoscaler_cluster_safe_to_autoscale{cluster=\"sim-2\"}";
     assert_eq!(sample(&metrics, safe), Some(1.0));
-    assert_eq!(
-        sample(&metrics, "fleetscaler_clusters{state=\"healthy\"}"),
-        Some(2.0)
-    );
+    assert_eq!(sample(&metrics, healthy), Some(2.0));
     assert_eq!(sample(&metrics, "fleetscaler_fleet_degraded"), Some(0.0));
     let rules = names_in_rules();
     assert!(rules.len() >= 5, "{rules:?}");
