@@ -152,7 +152,6 @@ fn hub(clusters: &[Cluster], dir: &Path, balance: bool) -> Child {
         .arg(&config)
         // As the chart's Deployment runs it.
         .env("MIMALLOC_ALLOW_THP", "0")
-        .env("MIMALLOC_PURGE_DELAY", "10")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("hub.log")).unwrap())
         .spawn()
